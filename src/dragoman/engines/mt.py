@@ -1,0 +1,80 @@
+"""The MT engine interface for the AlignAtt policy.
+
+An engine drafts a continuation of the accepted target for an utterance's source
+words and reports, for every drafted token, how much attention its calibrated
+alignment heads put on each source word. The policy (dragoman.streaming.alignatt)
+decides how much of the draft to commit; the engine never decides that.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import numpy as np
+import numpy.typing as npt
+
+
+class DraftMode(StrEnum):
+    #: A streaming draft: bounded length, attention required.
+    PARTIAL = "partial"
+    #: The end-of-utterance pass: translate to the end, full quality, no attention needed.
+    FINAL = "final"
+
+
+@dataclass(frozen=True)
+class MTRequest:
+    source_lang: str
+    target_lang: str
+    #: Every source word of the open utterance in order: committed words, then tail words.
+    source_words: Sequence[str]
+    #: Target text already accepted for this utterance; the draft continues it verbatim.
+    target_prefix: str = ""
+    #: Domain hints placed in the prompt outside the source-marked region; never translated.
+    context_text: str | None = None
+    #: Earlier (source, target) pairs of the session, oldest first.
+    history: Sequence[tuple[str, str]] = ()
+    mode: DraftMode = DraftMode.PARTIAL
+    max_new_tokens: int = 64
+    #: Cache affinity: requests with the same key may reuse the engine's KV cache.
+    cache_key: str | None = None
+
+
+@dataclass(frozen=True)
+class MTDraft:
+    #: Token ids generated after `target_prefix` (end-of-sequence excluded).
+    token_ids: list[int]
+    #: Alignment-head attention of each drafted token over the source words, shape
+    #: [len(token_ids), len(source_words)]; rows need not sum to one. None in FINAL mode.
+    attention: npt.NDArray[np.float32] | None
+    #: The model ended the translation (emitted end-of-sequence) within the draft.
+    finished: bool
+    #: Tokens the engine had to process for this call (prompt tokens not served by the cache + drafted tokens).
+    computed_tokens: int = 0
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+class MTEngine(abc.ABC):
+    """A translation model that drafts with alignment attention. Calls are serialized by the caller."""
+
+    name: str
+
+    @abc.abstractmethod
+    def directions(self) -> list[str]:
+        """Directions ("en-de") with calibrated alignment heads available, sorted."""
+
+    @abc.abstractmethod
+    def draft(self, request: MTRequest) -> MTDraft:
+        """Draft a continuation of `request.target_prefix`, blocking; called from a worker thread."""
+
+    @abc.abstractmethod
+    def decode(self, token_ids: Sequence[int]) -> str:
+        """Text of drafted tokens. May end in U+FFFD when the ids cut a multi-byte character."""
+
+    def forget(self, cache_key: str) -> None:  # noqa: B027 - optional hook
+        """Drop any cache held for `cache_key` (the session closed)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release the model."""

@@ -1,0 +1,126 @@
+"""The one error hierarchy.
+
+Every failure the server reports is a `DragomanError`. `ClientError` is the
+client's fault: its message is written for the client and is safe to send.
+`ServerError` is ours: the client sees only a generic message and the error id,
+and the details stay in the log under that id. No exception text, traceback or
+server path ever reaches a client except through `ClientError.message`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+
+#: Longest error message a client is sent (the seed's MAX_ERROR_CHARS).
+MAX_ERROR_CHARS = 500
+
+_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][^\s\\/'\":,;()\[\]]+)+[\\/]?")
+
+
+def new_error_id() -> str:
+    return "err_" + uuid.uuid4().hex[:16]
+
+
+def scrub(message: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """Reduce server paths in `message` to their base names and cut it to `limit` characters."""
+
+    def base(match: re.Match[str]) -> str:
+        return os.path.basename(match.group(0).rstrip("/\\")) or match.group(0)
+
+    text = _PATH.sub(base, message).strip()
+    if len(text) > limit:
+        text = text[: limit - 1].rstrip() + "…"
+    return text
+
+
+class DragomanError(Exception):
+    """Base of every error the project raises on purpose."""
+
+    #: OpenAI-style error type sent on the wire.
+    type: str = "server_error"
+    #: Short machine-readable code.
+    code: str = "server_error"
+
+    def __init__(self, message: str, *, code: str | None = None, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        self.param = param
+
+
+class ClientError(DragomanError):
+    """The request was at fault; `message` is safe to show the client."""
+
+    type = "invalid_request_error"
+    code = "invalid_request_error"
+    status = 400
+
+
+class InvalidEvent(ClientError):
+    """A client event that cannot be parsed or is of an unknown type."""
+
+    code = "invalid_event"
+
+
+class InvalidValue(ClientError):
+    """A field holds a value outside what the protocol allows."""
+
+    code = "invalid_value"
+
+
+class InvalidAudio(ClientError):
+    """An audio payload that is not valid base64 PCM16."""
+
+    code = "invalid_audio"
+
+
+class BufferTooLong(ClientError):
+    """An append would take the item past its cap."""
+
+    code = "input_audio_buffer_too_long"
+
+
+class RequestRejected(ClientError):
+    """An engine refused a request as invalid (an HTTP 4xx), e.g. an unsupported language."""
+
+    code = "request_rejected"
+
+    def __init__(self, message: str, *, status: int = 400, param: str | None = None) -> None:
+        super().__init__(scrub(message), param=param)
+        self.status = status
+
+
+class ServerError(DragomanError):
+    """Our fault. Clients see `public_message` and `error_id`, never the details."""
+
+    type = "server_error"
+    code = "server_error"
+
+    def __init__(self, message: str, *, code: str | None = None, error_id: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.error_id = error_id or new_error_id()
+
+    @property
+    def public_message(self) -> str:
+        return f"The server failed to process the request (error id {self.error_id})."
+
+
+class EngineFailure(ServerError):
+    """An engine step failed for a reason that is not the request's fault."""
+
+    code = "engine_failure"
+
+
+class ModelUnavailable(ServerError):
+    """A model's files are missing or fail their checksum."""
+
+    code = "model_unavailable"
+
+
+class ConfigError(DragomanError):
+    """Invalid server configuration (a startup error, never sent to a client)."""
+
+    code = "config_error"
