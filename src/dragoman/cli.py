@@ -1,0 +1,179 @@
+"""The `dragoman` command line: serve, models, mt-server, mt calibrate."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from dragoman import __version__
+from dragoman.config import Settings, load_settings
+from dragoman.errors import DragomanError
+from dragoman.logs import configure, get_logger
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "run"):
+        parser.print_help()
+        return 2
+    try:
+        settings = load_settings(args.config, **_overrides(args))
+    except ValidationError as exc:
+        print(f"dragoman: invalid settings:\n{exc}", file=sys.stderr)
+        return 2
+    configure(settings.log_level, settings.log_format)
+    try:
+        result: int = args.run(args, settings)
+        return result
+    except DragomanError as exc:
+        get_logger("dragoman.cli").error("command failed", error=exc.message, code=exc.code)
+        print(f"dragoman: {exc.message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dragoman", description="A self-hosted realtime speech server.")
+    parser.add_argument("--version", action="version", version=f"dragoman {__version__}")
+    commands = parser.add_subparsers(title="commands")
+
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", type=Path, help="TOML settings file (flags > environment > file)")
+    common.add_argument("--cache-dir", dest="cache_dir", help="where assembled models live")
+    common.add_argument("--log-level", dest="log_level", choices=["debug", "info", "warning", "error"])
+    common.add_argument("--log-format", dest="log_format", choices=["auto", "json", "console"])
+
+    serve = commands.add_parser("serve", parents=[common], help="run the server")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.add_argument(
+        "--services", nargs="+", choices=["transcription", "mt"], help="services to load (default: all)"
+    )
+    serve.add_argument("--asr-backend", dest="asr.backend", help="ASR backend name (default whisper-ct2)")
+    serve.add_argument(
+        "--asr-model", dest="asr.model", help="packaged model name or a path to your own weights folder"
+    )
+    serve.add_argument("--asr-compute-type", dest="asr.compute_type", help="CTranslate2 compute type (int8)")
+    serve.add_argument("--asr-max-batch", dest="asr.max_batch", type=int, help="most steps per engine call")
+    serve.add_argument("--chunk-seconds", dest="transcription.chunk_seconds", type=float)
+    serve.add_argument("--max-item-seconds", dest="transcription.max_item_seconds", type=float)
+    _mt_flags(serve)
+    serve.set_defaults(run=_serve)
+
+    mt_server = commands.add_parser(
+        "mt-server", parents=[common], help="serve MT protocol v1 alone, at / (alignatt-mt-server drop-in)"
+    )
+    mt_server.add_argument("--host")
+    mt_server.add_argument("--port", type=int)
+    _mt_flags(mt_server)
+    mt_server.set_defaults(run=_mt_server)
+
+    models = commands.add_parser("models", parents=[common], help="list, install or verify packaged models")
+    models.add_argument("action", nargs="?", choices=["list", "install", "verify"], default="list")
+    models.add_argument("names", nargs="*", help="models to act on (default: all)")
+    models.set_defaults(run=_models)
+
+    mt = commands.add_parser("mt", help="machine-translation tools")
+    mt_commands = mt.add_subparsers(title="mt commands")
+    calibrate = mt_commands.add_parser(
+        "calibrate", parents=[common], help="select the alignment heads of a model for a direction"
+    )
+    calibrate.add_argument("--direction", required=True, help="e.g. en-de")
+    calibrate.add_argument("--model", help="packaged model name or a local path (default: the default model)")
+    calibrate.add_argument("--data", type=Path, help="parallel text TSV (default: FLORES in ../shared/eval)")
+    calibrate.add_argument("--sentences", type=int, default=48)
+    calibrate.add_argument("--top-k", dest="top_k", type=int, default=8)
+    calibrate.add_argument(
+        "--out", type=Path, help="heads file to write (default: next to the packaged ones)"
+    )
+    calibrate.set_defaults(run=_calibrate)
+    return parser
+
+
+def _mt_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--preset", dest="mt.preset", help="MT preset (default low_latency)")
+    parser.add_argument("--max-sessions", dest="mt.max_sessions", type=int)
+    parser.add_argument("--max-utterance-words", dest="mt.max_utterance_words", type=int)
+    parser.add_argument("--mt-backend", dest="mt.backend")
+
+
+_NOT_SETTINGS = {
+    "config",
+    "run",
+    "action",
+    "names",
+    "direction",
+    "model",
+    "data",
+    "sentences",
+    "top_k",
+    "out",
+}
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    return {key: value for key, value in vars(args).items() if key not in _NOT_SETTINGS and value is not None}
+
+
+def _serve(args: argparse.Namespace, settings: Settings) -> int:
+    import uvicorn
+
+    from dragoman.server.app import create_app
+
+    uvicorn.run(
+        create_app(settings), host=settings.host, port=settings.port, log_config=None, ws="websockets"
+    )
+    return 0
+
+
+def _mt_server(args: argparse.Namespace, settings: Settings) -> int:
+    import uvicorn
+
+    from dragoman.server.mt_app import create_mt_app
+
+    uvicorn.run(
+        create_mt_app(settings), host=settings.host, port=settings.port, log_config=None, ws="websockets"
+    )
+    return 0
+
+
+def _models(args: argparse.Namespace, settings: Settings) -> int:
+    from dragoman import weights
+
+    names = args.names or None
+    if args.action == "install":
+        weights.install(settings.cache_dir, names, progress=_progress)
+    statuses = weights.verify(settings.cache_dir, names) if args.action == "verify" else None
+    statuses = statuses or weights.list_models(settings.cache_dir)
+    print(f"{'model':<28} {'role':<5} {'state':<12} {'size':>9}  path")
+    failed = False
+    for status in statuses:
+        state = "verified" if status.verified else ("installed" if status.installed else "missing")
+        failed |= args.action != "list" and not status.verified
+        size = f"{status.size / 1e6:.0f} MB" if status.size else "-"
+        print(f"{status.name:<28} {status.role:<5} {state:<12} {size:>9}  {status.path or '-'}")
+    return 1 if failed else 0
+
+
+def _progress(name: str, done: int, total: int) -> None:
+    percent = 100 * done // total if total else 100
+    end = "\n" if done >= total else "\r"
+    print(
+        f"  {name}: {percent:3d}% ({done / 1e6:.0f}/{total / 1e6:.0f} MB)",
+        end=end,
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _calibrate(args: argparse.Namespace, settings: Settings) -> int:
+    from dragoman.engines.mt_calibrate import run_cli
+
+    return run_cli(args, settings)

@@ -1,0 +1,1 @@
+"""Pydantic models of each wire protocol: OpenAI Realtime transcription and MT protocol v1."""

@@ -1,0 +1,1 @@
+"""The transport: the only code that touches sockets."""

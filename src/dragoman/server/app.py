@@ -1,0 +1,83 @@
+"""The FastAPI application: `GET /health`, `GET /v1/models`, `/v1/realtime` and `/v1/mt`."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request, WebSocket
+
+from dragoman import __version__
+from dragoman.config import Settings
+from dragoman.logs import get_logger
+from dragoman.server.realtime_ws import RealtimeConnection, refuse
+from dragoman.server.runtime import Runtime
+
+log = get_logger(__name__)
+
+
+def create_app(settings: Settings) -> FastAPI:
+    runtime = Runtime(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await runtime.start()
+        log.info("server ready", host=settings.host, port=settings.port, services=settings.services)
+        try:
+            yield
+        finally:
+            await runtime.close()
+
+    app = FastAPI(title="dragoman", version=__version__, lifespan=lifespan)
+    app.state.runtime = runtime
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {
+            "status": "ok",
+            "version": __version__,
+            "services": {
+                "transcription": runtime.transcription is not None,
+                "mt": runtime.mt is not None,
+            },
+        }
+
+    @app.get("/v1/models")
+    async def models(request: Request) -> dict[str, Any]:
+        created = int(runtime.started)
+        data: list[dict[str, Any]] = []
+        if runtime.transcription is not None:
+            data.append(
+                {
+                    "id": runtime.transcription.engine.name,
+                    "object": "model",
+                    "created": created,
+                    "owned_by": "dragoman",
+                }
+            )
+        if runtime.mt is not None:
+            data.extend(
+                {"id": name, "object": "model", "created": created, "owned_by": "dragoman"}
+                for name in runtime.mt.model_names()
+            )
+        return {"object": "list", "data": data}
+
+    @app.websocket("/v1/realtime")
+    async def realtime(websocket: WebSocket) -> None:
+        service = runtime.transcription
+        intent = websocket.query_params.get("intent")
+        if intent != "transcription":
+            await refuse(
+                websocket,
+                "unsupported_intent",
+                "This server serves transcription sessions on /v1/realtime?intent=transcription.",
+            )
+            return
+        if service is None:
+            await refuse(websocket, "service_unavailable", "Transcription is not enabled on this server.")
+            return
+        await websocket.accept()
+        await RealtimeConnection(websocket, service, settings.transcription).run()
+
+    return app

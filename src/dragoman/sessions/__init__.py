@@ -1,0 +1,1 @@
+"""Sans-I/O session state machines: client events in, server events and engine work out."""

@@ -1,0 +1,1 @@
+"""Pure streaming algorithms: turn segmentation, stable prefixes, append-only deltas."""

@@ -1,0 +1,276 @@
+"""The AlignAtt commit policy over an MT draft, without a model.
+
+An engine drafts a continuation of the accepted target and reports, per drafted
+token, its alignment-head attention over the source words. AlignAtt commits the
+draft's tokens in order while each one attends (argmax) to a source word that is
+*accessible*, and stops at the first that does not: a token that looks at words
+the ASR may still revise (the tail) or at the last `frontier_margin` positions was
+produced from too little source.
+
+Accessibility (the seed's `build_source_accessibility_frontier`): committed words
+are accessible, tail words are not; "the prompt text itself does not encode
+accessibility", so when the ASR commits words that were already in the prompt as
+tail, the draft is still exactly what the model would produce, and re-cutting it
+against the new frontier releases held tokens without an engine call (the commit
+fast path, `CachedDraft`).
+
+Commits end on *target unit* boundaries: whole words for languages written with
+spaces, characters for zh/ja/th (the same units as the latency metrics). A cut is
+never placed inside a multi-byte character (its decode ends in U+FFFD).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import numpy.typing as npt
+
+#: Target languages written without spaces: every character is a unit.
+UNSEGMENTED_LANGS = frozenset({"zh", "ja", "th", "lo", "km", "my"})
+
+_REPLACEMENT = "\ufffd"
+
+
+@dataclass(frozen=True)
+class AlignAttParams:
+    """Policy knobs; a preset is one of these, client overrides replace fields."""
+
+    #: f: tokens attending to the last f source positions are held (not when final).
+    frontier_margin: int = 1
+    #: Committed words ending less than this many ms before the stream clock count as tail.
+    inaccessible_ms: float = 0.0
+    #: Units held back after the AlignAtt cut (more stability, more lag).
+    hold_back_target_units: int = 0
+    #: A commit adding fewer units than this waits for the next update.
+    min_emit_target_units: int = 0
+    #: Tokens drafted per streaming engine call.
+    max_draft_tokens: int = 24
+    #: Re-cut the cached draft when only accessibility changed.
+    commit_fast_path: bool = True
+    #: (source, target) pairs of earlier utterances put in the prompt.
+    history_pairs: int = 2
+
+
+#: Server-side runtime presets (`init.preset`, `--preset`).
+DEFAULT_PRESETS: Mapping[str, AlignAttParams] = {
+    "low_latency": AlignAttParams(frontier_margin=1, max_draft_tokens=16, history_pairs=2),
+    "balanced": AlignAttParams(frontier_margin=2, max_draft_tokens=24, history_pairs=2),
+    "quality": AlignAttParams(
+        frontier_margin=2, hold_back_target_units=1, max_draft_tokens=32, history_pairs=4
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Frontier:
+    """Source positions [0, accessible) may be attended to by committed tokens."""
+
+    n_source: int
+    accessible: int
+
+
+def build_source_accessibility_frontier(
+    committed_end_ms: Sequence[float | None],
+    n_tail: int,
+    *,
+    clock_ms: float,
+    final: bool,
+    params: AlignAttParams,
+) -> Frontier:
+    """The frontier over committed words followed by `n_tail` tail words.
+
+    Committed words are accessible, tail words are not. A committed word that ended
+    less than `inaccessible_ms` before the clock is treated as tail, and so is every
+    word after it (the frontier is a prefix). A word without timestamps is committed,
+    so it stays accessible. The last `frontier_margin` source positions are held
+    unless the utterance is final: then everything is accessible.
+    """
+    n_committed = len(committed_end_ms)
+    n_source = n_committed + n_tail
+    if final:
+        return Frontier(n_source, n_source)
+    accessible = n_committed
+    if params.inaccessible_ms > 0:
+        limit = clock_ms - params.inaccessible_ms
+        for index, end in enumerate(committed_end_ms):
+            if end is not None and end > limit:
+                accessible = index
+                break
+    accessible = max(0, min(accessible, n_source - params.frontier_margin))
+    return Frontier(n_source, accessible)
+
+
+class DraftText:
+    """Decoded text of every token prefix of a draft, computed once per draft.
+
+    `text(a, b)` is what tokens [a, b) append to the text of tokens [0, a), taken as
+    the difference of prefix decodes so that leading spaces survive. Holding the
+    texts also means a fast-path re-cut needs no tokenizer call.
+    """
+
+    def __init__(self, token_ids: Sequence[int], decode: Callable[[Sequence[int]], str]) -> None:
+        ids = list(token_ids)
+        self.prefixes = [decode(ids[:k]) if k else "" for k in range(len(ids) + 1)]
+
+    def __len__(self) -> int:
+        return len(self.prefixes) - 1
+
+    def clean(self, k: int) -> bool:
+        """Whether a cut after k tokens ends on a whole character."""
+        return not self.prefixes[k].endswith(_REPLACEMENT)
+
+    def text(self, start: int, end: int) -> str | None:
+        """Text of tokens [start, end), or None when the prefixes do not line up."""
+        head, whole = self.prefixes[start], self.prefixes[end]
+        if not whole.startswith(head):
+            return None
+        return whole[len(head) :]
+
+    def tail_text(self, start: int) -> str:
+        """Display text of tokens [start, n), with any broken character dropped."""
+        text = self.text(start, len(self)) or ""
+        return text.replace(_REPLACEMENT, "")
+
+
+@dataclass(frozen=True)
+class CommitCut:
+    #: Tokens committed, counted from the draft's start (>= the `start` passed in).
+    end: int
+    #: Text the committed tokens append to the accepted target.
+    text: str
+    #: 1 + the highest source word the committed tokens attend to; None when none were committed.
+    covered: int | None
+    #: Why drafting or committing stopped: "alignatt:attention_frontier", "alignatt:eos",
+    #: or "alignatt:max_tokens".
+    reason: str
+
+
+def attended_words(attention: npt.NDArray[np.float32]) -> list[int]:
+    """Argmax source word of each token; -1 for a row with no usable attention."""
+    matrix = np.nan_to_num(np.asarray(attention, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+    if matrix.ndim != 2:
+        raise ValueError(f"attention must be 2-D, got shape {matrix.shape}")
+    if matrix.shape[1] == 0:
+        return [-1] * matrix.shape[0]
+    best = matrix.argmax(axis=1)
+    return [int(b) if row[b] > 0 else -1 for b, row in zip(best, matrix, strict=True)]
+
+
+def unit_boundaries(texts: DraftText, start: int, finished: bool, target_lang: str) -> list[int]:
+    """Cut points in (start, n] that end a target unit, ascending.
+
+    A cut ends a unit when it is on a whole character and either the next token opens
+    a new word (its text starts with whitespace), the target is unsegmented, or it is
+    the end of a finished draft.
+    """
+    unsegmented = target_lang.split("-")[0].lower() in UNSEGMENTED_LANGS
+    n = len(texts)
+    cuts: list[int] = []
+    for k in range(start + 1, n + 1):
+        if not texts.clean(k) or texts.text(start, k) is None:
+            continue
+        if k == n:
+            if finished or unsegmented:
+                cuts.append(k)
+            continue
+        following = texts.text(k, k + 1)
+        if unsegmented or (following is not None and following[:1].isspace()):
+            cuts.append(k)
+    return cuts
+
+
+def select_commit(
+    positions: Sequence[int],
+    texts: DraftText,
+    frontier: Frontier,
+    *,
+    start: int,
+    finished: bool,
+    target_lang: str,
+    params: AlignAttParams,
+) -> CommitCut:
+    """How much of the draft after token `start` to commit.
+
+    `positions` is `attended_words(attention)` for the whole draft. Committing stops
+    at the first token attending to an inaccessible word (or to none), backs off to
+    the last unit boundary, then holds back `hold_back_target_units` more units.
+    """
+    n = len(texts)
+    if len(positions) != n:
+        raise ValueError(f"{len(positions)} attention rows for {n} drafted tokens")
+    stop = next(
+        (i for i in range(start, n) if not 0 <= positions[i] < frontier.accessible),
+        n,
+    )
+    if stop < n:
+        reason = "alignatt:attention_frontier"
+    elif finished:
+        reason = "alignatt:eos"
+    else:
+        reason = "alignatt:max_tokens"
+    cuts = [k for k in unit_boundaries(texts, start, finished, target_lang) if k <= stop]
+    if params.hold_back_target_units > 0:
+        cuts = cuts[: max(0, len(cuts) - params.hold_back_target_units)]
+    if not cuts or len(cuts) < params.min_emit_target_units:
+        return CommitCut(start, "", None, reason)
+    end = cuts[-1]
+    text = texts.text(start, end)
+    assert text is not None  # unit_boundaries only keeps cuts whose text lines up
+    return CommitCut(end, text, 1 + max(positions[start:end]), reason)
+
+
+@dataclass(frozen=True)
+class PromptKey:
+    """Everything in the engine prompt apart from the accepted target prefix."""
+
+    source_words: tuple[str, ...]
+    context_text: str | None
+    history: tuple[tuple[str, str], ...]
+    max_new_tokens: int
+
+
+@dataclass(frozen=True)
+class CachedDraft:
+    """The last streaming draft of an utterance, with how far it has been committed.
+
+    `accepted` is the utterance's accepted target once `consumed` tokens were
+    committed; the draft stays valid for re-cutting while the prompt key and the
+    accepted target are unchanged (then tokens [consumed, n) are exactly what a new
+    engine call would draft, since the prompt is the same).
+    """
+
+    key: PromptKey
+    positions: tuple[int, ...]
+    texts: DraftText
+    finished: bool
+    consumed: int
+    accepted: str
+
+    def serves(self, key: PromptKey, accepted: str) -> bool:
+        """Whether a re-cut can answer a request with this prompt, avoiding an engine call.
+
+        A draft used up without an end-of-sequence has nothing left to release.
+        """
+        exhausted = self.consumed >= len(self.texts) and not self.finished
+        return not exhausted and self.key == key and self.accepted == accepted
+
+    def recut(self, frontier: Frontier, target_lang: str, params: AlignAttParams) -> CommitCut:
+        return select_commit(
+            self.positions,
+            self.texts,
+            frontier,
+            start=self.consumed,
+            finished=self.finished,
+            target_lang=target_lang,
+            params=params,
+        )
+
+    def advanced(self, cut: CommitCut, accepted: str) -> CachedDraft:
+        return replace(self, consumed=cut.end, accepted=accepted)
+
+
+def clean_final_text(text: str) -> str:
+    """A FINAL draft's text without a trailing broken character or whitespace."""
+    return text.rstrip(_REPLACEMENT).rstrip()

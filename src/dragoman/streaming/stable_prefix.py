@@ -1,0 +1,34 @@
+"""The stable prefix of the re-decode algorithm (the Qwen3-ASR SDK's streaming rollback).
+
+Every step re-transcribes the whole item with the previous raw hypothesis, minus
+its last `unfixed_tokens` tokens, forced as the decoder prefix: the head is fixed
+while the tail can still be revised. The seed: "raw_text minus its last
+unfixed_tokens tokens, backed off further when the cut lands inside a multi-byte
+character."
+"""
+
+from __future__ import annotations
+
+from dragoman.engines.asr import TextTokenizer
+
+
+def stable_prefix(raw_text: str, tokenizer: TextTokenizer, unfixed_tokens: int) -> str:
+    """`raw_text` minus its last `unfixed_tokens` tokens, cut on a whole character.
+
+    Byte-level BPE tokens can split a multi-byte character (CJK, emoji); decoding
+    such a cut yields U+FFFD, which the model would then be forced to continue.
+    The cut backs off one token at a time until the decoded head is clean.
+    """
+    if not raw_text:
+        return ""
+    ids = tokenizer.encode(raw_text)
+    end = len(ids) - unfixed_tokens
+    while end > 0:
+        head = tokenizer.decode(ids[:end])
+        # A cut inside a character decodes to U+FFFD, which is not a prefix of the
+        # text; the same test also rejects a tokenizer that normalises on decode,
+        # which would otherwise force text the model never said.
+        if raw_text.startswith(head):
+            return head
+        end -= 1
+    return ""

@@ -1,0 +1,434 @@
+"""The transcription session state machine, with no sockets and no models."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+
+from dragoman.audio.pcm import float_to_pcm16
+from dragoman.config import TranscriptionSettings
+from dragoman.engines.asr import ASRCapabilities, PrefixMode, StepResult
+from dragoman.errors import EngineFailure, RequestRejected
+from dragoman.protocol.realtime import Generation
+from dragoman.sessions.transcription import SessionConfig, StepJob, TranscriptionSession
+from dragoman.sessions.transcription_config import EngineProfile
+from tests.unit.fakes import ByteTokenizer, EnergyVAD, WordTokenizer
+
+RATE = 16_000
+
+
+def make_session(
+    generation: Generation = Generation.BETA,
+    tokenizer: Any = None,
+    max_item_seconds: float = 300.0,
+    vad: bool = True,
+    **settings: Any,
+) -> TranscriptionSession:
+    profile = EngineProfile(
+        name="fake-asr",
+        capabilities=ASRCapabilities(30.0, frozenset({"en"}), PrefixMode.DECODER_PROMPT),
+        tokenizer=tokenizer or WordTokenizer(),
+        max_item_seconds=max_item_seconds,
+    )
+    config = SessionConfig.defaults(TranscriptionSettings(**settings), generation)
+    return TranscriptionSession("sess_test", profile, config, generation, EnergyVAD if vad else None)
+
+
+def send(session: TranscriptionSession, type_: str, /, **body: Any) -> list[dict[str, Any]]:
+    session.receive(json.dumps({"type": type_, **body}))
+    return session.take_events()
+
+
+def b64(audio: np.ndarray) -> str:
+    return base64.b64encode(float_to_pcm16(audio)).decode()
+
+
+def tone(seconds: float, rate: int = RATE) -> np.ndarray:
+    t = np.arange(int(seconds * rate)) / rate
+    return (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+
+
+def silence(seconds: float, rate: int = RATE) -> np.ndarray:
+    return np.zeros(int(seconds * rate), dtype=np.float32)
+
+
+def types(events: list[dict[str, Any]]) -> list[str]:
+    return [e["type"] for e in events]
+
+
+def run_step(session: TranscriptionSession, text: str) -> tuple[StepJob, list[dict[str, Any]]]:
+    job = session.next_job()
+    assert job is not None
+    assert text.startswith(job.request.prefix), "the fake engine honours the forced prefix"
+    session.job_done(job, StepResult(text=text, language="en"))
+    return job, session.take_events()
+
+
+# -- session events and updates ------------------------------------------------------
+
+
+def test_beta_session_created_shape() -> None:
+    session = make_session()
+    (event,) = session.take_events()
+    assert event["type"] == "transcription_session.created"
+    body = event["session"]
+    assert body["input_audio_format"] == "pcm16"
+    assert body["turn_detection"] is None
+    assert body["mstar"] == {"chunk_seconds": 2.0, "unfixed_chunks": 2, "unfixed_tokens": 5, "max_item_seconds": 30.0}
+
+
+def test_ga_session_defaults_to_24khz() -> None:
+    session = make_session(Generation.GA)
+    (event,) = session.take_events()
+    assert event["type"] == "session.created"
+    assert event["session"]["type"] == "transcription"
+    assert event["session"]["audio"]["input"]["format"] == {"type": "audio/pcm", "rate": 24000}
+
+
+def test_ga_update_sets_audio_input() -> None:
+    session = make_session()
+    session.take_events()
+    events = send(
+        session,
+        "session.update",
+        session={
+            "type": "transcription",
+            "audio": {
+                "input": {
+                    "format": {"type": "audio/pcm", "rate": 24000},
+                    "transcription": {"model": "whisper-1", "language": "en", "prompt": "names"},
+                    "turn_detection": {"type": "server_vad", "silence_duration_ms": 700},
+                }
+            },
+        },
+    )
+    assert types(events) == ["session.updated"]
+    audio_in = events[0]["session"]["audio"]["input"]
+    assert audio_in["transcription"] == {"model": "whisper-1", "language": "en", "prompt": "names"}
+    assert audio_in["turn_detection"]["silence_duration_ms"] == 700
+    assert audio_in["turn_detection"]["threshold"] == 0.5
+    assert session.config.input_rate == 24000
+
+
+def test_numeric_strings_count_as_numbers() -> None:
+    session = make_session()
+    session.take_events()
+    events = send(
+        session,
+        "transcription_session.update",
+        session={"mstar": {"chunk_seconds": "1.5", "unfixed_chunks": "3", "unfixed_tokens": 4.0}},
+    )
+    assert types(events) == ["transcription_session.updated"]
+    assert (session.config.chunk_seconds, session.config.unfixed_chunks, session.config.unfixed_tokens) == (1.5, 3, 4)
+
+
+def test_chunk_seconds_is_raised_to_the_minimum() -> None:
+    session = make_session()
+    send(session, "transcription_session.update", session={"mstar": {"chunk_seconds": 0.01}})
+    assert session.config.chunk_seconds == 0.5
+
+
+@pytest.mark.parametrize(
+    ("mstar_or_session", "param"),
+    [
+        ({"mstar": {"chunk_seconds": 31}}, "session.mstar.chunk_seconds"),
+        ({"mstar": {"chunk_seconds": "fast"}}, "session.mstar.chunk_seconds"),
+        ({"mstar": {"unfixed_tokens": -1}}, "session.mstar.unfixed_tokens"),
+        ({"mstar": {"unfixed_tokens": 2.5}}, "session.mstar.unfixed_tokens"),
+        ({"mstar": {"unfixed_chunks": True}}, "session.mstar.unfixed_chunks"),
+        ({"mstar": {"unfixed_chunks": "nan"}}, "session.mstar.unfixed_chunks"),
+        ({"input_audio_transcription": {"language": 12}}, "session.input_audio_transcription.language"),
+        ({"input_audio_transcription": {"language": "x" * 33}}, "session.input_audio_transcription.language"),
+        ({"input_audio_transcription": {"prompt": ["a"]}}, "session.input_audio_transcription.prompt"),
+        ({"input_audio_format": "g711_ulaw"}, "session.input_audio_format"),
+        ({"input_audio_format": {"type": "audio/pcm", "rate": 11025}}, "session.input_audio_format"),
+        ({"turn_detection": {"type": "semantic_vad"}}, "session.turn_detection.type"),
+        ({"turn_detection": {"type": "server_vad", "threshold": 2}}, "session.turn_detection.threshold"),
+    ],
+)
+def test_invalid_values_are_errors_and_change_nothing(mstar_or_session: dict[str, Any], param: str) -> None:
+    session = make_session()
+    session.take_events()
+    before = session.config
+    # A valid field next to the invalid one must not be applied either: all or nothing.
+    body = {"input_audio_transcription": {"language": "en"}, **mstar_or_session}
+    if "input_audio_transcription" in mstar_or_session:
+        body["mstar"] = {"unfixed_tokens": 9}
+    events = send(session, "transcription_session.update", event_id="evt_1", session=body)
+    assert types(events) == ["error"]
+    error = events[0]["error"]
+    assert error["type"] == "invalid_request_error"
+    assert error["param"] == param
+    assert error["event_id"] == "evt_1"
+    assert session.config == before
+
+
+def test_language_and_prompt_may_be_null() -> None:
+    session = make_session()
+    send(session, "transcription_session.update", session={"input_audio_transcription": {"language": "en"}})
+    events = send(
+        session, "transcription_session.update", session={"input_audio_transcription": {"language": None}}
+    )
+    assert types(events) == ["transcription_session.updated"]
+    assert session.config.language is None
+
+
+def test_unknown_event_and_bad_json_are_errors() -> None:
+    session = make_session()
+    session.take_events()
+    assert send(session, "response.create")[0]["error"]["code"] == "invalid_event"
+    session.receive("{not json")
+    (event,) = session.take_events()
+    assert event["type"] == "error" and "JSON" in event["error"]["message"]
+
+
+# -- audio input ------------------------------------------------------------------
+
+
+def test_odd_byte_is_carried_into_the_next_append() -> None:
+    audio = tone(0.3)
+    pcm = float_to_pcm16(audio)
+    whole = make_session(vad=False)
+    whole.receive(json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm).decode()}))
+    split = make_session(vad=False)
+    for start, end in [(0, 1001), (1001, 2003), (2003, len(pcm))]:
+        piece = base64.b64encode(pcm[start:end]).decode()
+        split.receive(json.dumps({"type": "input_audio_buffer.append", "audio": piece}))
+    assert types(split.take_events()) == ["transcription_session.created"]
+    assert np.array_equal(whole._item.audio(), split._item.audio())  # type: ignore[union-attr]
+
+
+def test_malformed_base64_is_an_error_not_silence() -> None:
+    session = make_session(vad=False)
+    session.take_events()
+    events = send(session, "input_audio_buffer.append", audio="AAA*")
+    assert events[0]["error"]["code"] == "invalid_audio"
+    assert session._item is None or session._item.samples == 0
+
+
+def test_rate_changes_only_with_an_empty_buffer() -> None:
+    session = make_session(vad=False)
+    session.take_events()
+    send(session, "input_audio_buffer.append", audio=b64(tone(0.2)))
+    events = send(session, "transcription_session.update", session={"input_audio_format": {"type": "audio/pcm"}})
+    assert events[0]["error"]["param"] == "session.input_audio_format"
+    assert session.config.input_rate == 16000
+    send(session, "input_audio_buffer.commit")
+    events = send(session, "transcription_session.update", session={"input_audio_format": {"type": "audio/pcm"}})
+    assert types(events) == ["transcription_session.updated"]
+    assert session.config.input_rate == 24000
+
+
+def test_24khz_input_is_resampled_and_keeps_the_client_timeline() -> None:
+    session = make_session(Generation.GA, vad=False)
+    session.take_events()
+    for _ in range(10):  # 2.5 s at 24 kHz in 250 ms appends
+        send(session, "input_audio_buffer.append", audio=b64(tone(0.25, 24_000)))
+    job = session.next_job()
+    assert job is not None
+    # The chunk is due on the append that completes it, though the resampler holds a little back.
+    assert job.clock == 40_000
+    assert 0 <= 40_000 - len(job.request.audio) < 800  # soxr HQ holds back well under 50 ms
+
+
+def test_append_past_the_cap_is_refused_without_vad() -> None:
+    session = make_session(vad=False, max_item_seconds=3.0)
+    session.take_events()
+    send(session, "input_audio_buffer.append", audio=b64(tone(2.5)))
+    events = send(session, "input_audio_buffer.append", audio=b64(tone(1.0)))
+    assert events[0]["error"]["code"] == "input_audio_buffer_too_long"
+    assert session._item is not None and session._item.samples == 40_000
+    send(session, "input_audio_buffer.commit")
+    assert session.next_job() is not None
+
+
+def test_commit_of_an_empty_buffer_is_an_error() -> None:
+    session = make_session(vad=False)
+    session.take_events()
+    assert send(session, "input_audio_buffer.commit")[0]["error"]["code"] == "input_audio_buffer_commit_empty"
+
+
+# -- the re-decode algorithm ----------------------------------------------------------
+
+
+def test_a_step_is_due_every_chunk_and_long_appends_are_one_step() -> None:
+    session = make_session(vad=False)
+    session.take_events()
+    send(session, "input_audio_buffer.append", audio=b64(tone(1.5)))
+    assert session.next_job() is None
+    send(session, "input_audio_buffer.append", audio=b64(tone(5.0)))  # completes three chunks
+    job = session.next_job()
+    assert job is not None and len(job.request.audio) == 104_000
+    assert session.next_job() is None, "one step in flight per session"
+    # Audio arriving during the step is coalesced into the next one.
+    send(session, "input_audio_buffer.append", audio=b64(tone(1.0)))
+    send(session, "input_audio_buffer.append", audio=b64(tone(1.0)))
+    session.job_done(job, StepResult(" one two", "en"))
+    nxt = session.next_job()
+    assert nxt is not None and len(nxt.request.audio) == 136_000
+
+
+def test_prefix_is_forced_once_unfixed_chunks_are_in() -> None:
+    session = make_session(vad=False, unfixed_chunks=2, unfixed_tokens=2)
+    session.take_events()
+    hypotheses = [" the cat", " the cat sat on", " the cat sat on the mat", " the cat sat on the mat today"]
+    prefixes = []
+    for text in hypotheses:
+        send(session, "input_audio_buffer.append", audio=b64(tone(2.0)))
+        job, _ = run_step(session, text)
+        prefixes.append(job.request.prefix)
+    # Steps 1 and 2 run free; step 3 forces step 2's text minus 2 tokens, and so on.
+    assert prefixes == ["", "", " the cat", " the cat sat on"]
+
+
+def test_deltas_are_append_only_and_hold_the_unstable_tail() -> None:
+    session = make_session(vad=False, unfixed_chunks=1, unfixed_tokens=1)
+    session.take_events()
+    sent = ""
+    partials = []
+    for text in [" I scream", " I scream you", " I scream you scream", " I scream you scream we"]:
+        send(session, "input_audio_buffer.append", audio=b64(tone(2.0)))
+        _, events = run_step(session, text)
+        sent += "".join(e["delta"] for e in events if e["type"].endswith("transcription.delta"))
+        partials += [e for e in events if e["type"] == "mstar.transcription.partial"]
+        # Everything sent is a prefix of the hypothesis; the last token is held back.
+        assert text.strip().startswith(sent)
+        assert len(sent) <= len(text.strip()) - len(text.split()[-1])
+    assert partials[-1]["text"] == "I scream you scream we"
+    assert partials[-1]["stable_chars"] == len("I scream you scream")
+    send(session, "input_audio_buffer.commit")
+    _, events = run_step(session, " I scream you scream we all scream")
+    sent += "".join(e["delta"] for e in events if e["type"].endswith("transcription.delta"))
+    completed = events[-1]
+    assert completed["type"] == "conversation.item.input_audio_transcription.completed"
+    assert completed["transcript"] == sent == "I scream you scream we all scream"
+    assert completed["usage"] == {"type": "duration", "seconds": 8.0}
+    assert session.revisions == 0
+
+
+def test_no_delta_before_the_prefix_is_forced() -> None:
+    session = make_session(vad=False, unfixed_chunks=2, unfixed_tokens=1)
+    session.take_events()
+    send(session, "input_audio_buffer.append", audio=b64(tone(2.0)))
+    _, events = run_step(session, " hello there world")
+    assert types(events) == ["mstar.transcription.partial"]
+
+
+def test_a_revision_into_sent_text_is_counted_not_resent() -> None:
+    session = make_session(vad=False, unfixed_chunks=0, unfixed_tokens=0)
+    session.take_events()
+    send(session, "input_audio_buffer.append", audio=b64(tone(2.0)))
+    _, events = run_step(session, " word")
+    send(session, "input_audio_buffer.commit")
+    job = session.next_job()
+    assert job is not None
+    # An engine that ignores the forced prefix revises sent text.
+    session.job_done(job, StepResult(" world is", "en"))
+    events = session.take_events()
+    assert "conversation.item.input_audio_transcription.delta" not in types(events)
+    assert events[-1]["transcript"] == "world is"
+    assert session.revisions == 1
+
+
+def test_multibyte_prefix_never_forces_a_broken_character() -> None:
+    session = make_session(vad=False, tokenizer=ByteTokenizer(), unfixed_chunks=1, unfixed_tokens=2)
+    session.take_events()
+    send(session, "input_audio_buffer.append", audio=b64(tone(2.0)))
+    run_step(session, "你好世界")
+    send(session, "input_audio_buffer.append", audio=b64(tone(2.0)))
+    job = session.next_job()
+    assert job is not None and job.request.prefix == "你好世"
+
+
+def test_clear_drops_the_item_and_a_result_in_flight() -> None:
+    session = make_session(vad=False)
+    session.take_events()
+    send(session, "input_audio_buffer.append", audio=b64(tone(2.0)))
+    job = session.next_job()
+    assert job is not None
+    assert types(send(session, "input_audio_buffer.clear")) == ["input_audio_buffer.cleared"]
+    session.job_done(job, StepResult(" gone", "en"))
+    assert session.take_events() == []
+    assert session.next_job() is None
+
+
+def test_commit_decodes_the_rest_with_item_ids_chained() -> None:
+    session = make_session(vad=False)
+    session.take_events()
+    ids = []
+    for _ in range(2):
+        send(session, "input_audio_buffer.append", audio=b64(tone(0.7)))
+        (committed,) = send(session, "input_audio_buffer.commit")
+        assert committed["type"] == "input_audio_buffer.committed"
+        ids.append((committed["item_id"], committed["previous_item_id"]))
+        job, events = run_step(session, " short")
+        assert job.final and events[-1]["transcript"] == "short"
+    assert ids[0][1] is None and ids[1][1] == ids[0][0]
+
+
+def test_step_errors_quote_client_faults_and_hide_server_faults() -> None:
+    session = make_session(vad=False)
+    session.take_events()
+    send(session, "input_audio_buffer.append", audio=b64(tone(2.0)))
+    job = session.next_job()
+    assert job is not None
+    session.job_failed(job, RequestRejected("Language 'xx' is not supported by /srv/models/whisper"))
+    (event,) = session.take_events()
+    assert event["error"]["type"] == "invalid_request_error"
+    assert event["error"]["message"] == "Language 'xx' is not supported by whisper"
+    send(session, "input_audio_buffer.append", audio=b64(tone(2.0)))
+    job = session.next_job()
+    assert job is not None
+    failure = EngineFailure("CUDA exploded in /opt/secret/path.py")
+    session.job_failed(job, failure)
+    (event,) = session.take_events()
+    assert event["error"]["type"] == "server_error"
+    assert failure.error_id in event["error"]["message"]
+    assert "secret" not in json.dumps(event) and "CUDA" not in json.dumps(event)
+    # The session survives both.
+    send(session, "input_audio_buffer.commit")
+    _, events = run_step(session, " still here")
+    assert events[-1]["transcript"] == "still here"
+
+
+# -- server VAD ---------------------------------------------------------------------
+
+
+def test_server_vad_ends_turns_with_timeline_events() -> None:
+    session = make_session(vad=True)
+    session.take_events()
+    vad = {"type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 200, "silence_duration_ms": 400}
+    send(session, "transcription_session.update", session={"turn_detection": vad})
+    audio = np.concatenate([silence(1.0), tone(1.0), silence(1.0), tone(0.5), silence(1.0)])
+    events = send(session, "input_audio_buffer.append", audio=b64(audio))
+    kinds = [t for t in types(events) if t.startswith("input_audio_buffer")]
+    assert kinds == [
+        "input_audio_buffer.speech_started",
+        "input_audio_buffer.speech_stopped",
+        "input_audio_buffer.committed",
+    ] * 2
+    starts = [e["audio_start_ms"] for e in events if e["type"].endswith("speech_started")]
+    stops = [e["audio_end_ms"] for e in events if e["type"].endswith("speech_stopped")]
+    assert abs(starts[0] - 800) <= 40 and abs(starts[1] - 2800) <= 40
+    assert abs(stops[0] - 2400) <= 40 and abs(stops[1] - 3900) <= 40
+    # Each committed item is finished by its own final step.
+    job, events = run_step(session, " first")
+    assert job.final and events[-1]["transcript"] == "first"
+    job, events = run_step(session, " second")
+    assert job.final and events[-1]["transcript"] == "second"
+
+
+def test_a_turn_reaching_the_cap_is_committed_there() -> None:
+    session = make_session(vad=True, max_item_seconds=2.0)
+    session.take_events()
+    send(session, "transcription_session.update", session={"turn_detection": {"type": "server_vad"}})
+    events = send(session, "input_audio_buffer.append", audio=b64(np.concatenate([tone(3.0), silence(1.0)])))
+    assert "error" not in types(events)
+    committed = [e for e in events if e["type"] == "input_audio_buffer.committed"]
+    assert len(committed) == 2
+    job = session.next_job()
+    assert job is not None and job.final and len(job.request.audio) == 32_000
