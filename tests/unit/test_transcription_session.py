@@ -78,7 +78,12 @@ def test_beta_session_created_shape() -> None:
     body = event["session"]
     assert body["input_audio_format"] == "pcm16"
     assert body["turn_detection"] is None
-    assert body["mstar"] == {"chunk_seconds": 2.0, "unfixed_chunks": 2, "unfixed_tokens": 5, "max_item_seconds": 30.0}
+    assert body["mstar"] == {
+        "chunk_seconds": 2.0,
+        "unfixed_chunks": 2,
+        "unfixed_tokens": 5,
+        "max_item_seconds": 30.0,
+    }
 
 
 def test_ga_session_defaults_to_24khz() -> None:
@@ -123,7 +128,11 @@ def test_numeric_strings_count_as_numbers() -> None:
         session={"mstar": {"chunk_seconds": "1.5", "unfixed_chunks": "3", "unfixed_tokens": 4.0}},
     )
     assert types(events) == ["transcription_session.updated"]
-    assert (session.config.chunk_seconds, session.config.unfixed_chunks, session.config.unfixed_tokens) == (1.5, 3, 4)
+    assert (session.config.chunk_seconds, session.config.unfixed_chunks, session.config.unfixed_tokens) == (
+        1.5,
+        3,
+        4,
+    )
 
 
 def test_chunk_seconds_is_raised_to_the_minimum() -> None:
@@ -214,11 +223,15 @@ def test_rate_changes_only_with_an_empty_buffer() -> None:
     session = make_session(vad=False)
     session.take_events()
     send(session, "input_audio_buffer.append", audio=b64(tone(0.2)))
-    events = send(session, "transcription_session.update", session={"input_audio_format": {"type": "audio/pcm"}})
+    events = send(
+        session, "transcription_session.update", session={"input_audio_format": {"type": "audio/pcm"}}
+    )
     assert events[0]["error"]["param"] == "session.input_audio_format"
     assert session.config.input_rate == 16000
     send(session, "input_audio_buffer.commit")
-    events = send(session, "transcription_session.update", session={"input_audio_format": {"type": "audio/pcm"}})
+    events = send(
+        session, "transcription_session.update", session={"input_audio_format": {"type": "audio/pcm"}}
+    )
     assert types(events) == ["transcription_session.updated"]
     assert session.config.input_rate == 24000
 
@@ -406,11 +419,15 @@ def test_server_vad_ends_turns_with_timeline_events() -> None:
     audio = np.concatenate([silence(1.0), tone(1.0), silence(1.0), tone(0.5), silence(1.0)])
     events = send(session, "input_audio_buffer.append", audio=b64(audio))
     kinds = [t for t in types(events) if t.startswith("input_audio_buffer")]
-    assert kinds == [
-        "input_audio_buffer.speech_started",
-        "input_audio_buffer.speech_stopped",
-        "input_audio_buffer.committed",
-    ] * 2
+    assert (
+        kinds
+        == [
+            "input_audio_buffer.speech_started",
+            "input_audio_buffer.speech_stopped",
+            "input_audio_buffer.committed",
+        ]
+        * 2
+    )
     starts = [e["audio_start_ms"] for e in events if e["type"].endswith("speech_started")]
     stops = [e["audio_end_ms"] for e in events if e["type"].endswith("speech_stopped")]
     assert abs(starts[0] - 800) <= 40 and abs(starts[1] - 2800) <= 40

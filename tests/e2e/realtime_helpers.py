@@ -1,0 +1,115 @@
+"""Driving `/v1/realtime` with the official openai SDK, and checking every server event."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import csv
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import openai.types.beta.realtime as beta_types
+import openai.types.realtime as ga_types
+import soundfile
+import soxr
+from pydantic import TypeAdapter
+
+from dragoman.audio.pcm import float_to_pcm16
+from dragoman.protocol.realtime_events import SessionEvent, TranscriptionPartial
+
+EVAL = Path(__file__).resolve().parents[2].parent / "shared" / "eval"
+GA_EVENT: TypeAdapter[Any] = TypeAdapter(ga_types.RealtimeServerEvent)
+
+
+def eval_rows(language: str | None = None) -> list[dict[str, str]]:
+    with (EVAL / "asr.tsv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle, delimiter="\t"))
+    return [row for row in rows if language is None or row["language"] == language]
+
+
+def reference(file: str) -> str:
+    return next(row["reference_text"] for row in eval_rows() if row["file"] == file)
+
+
+def load_audio(file: str, rate: int = 16_000) -> np.ndarray:
+    data, source_rate = soundfile.read(EVAL / file, dtype="float32", always_2d=True)
+    mono = data.mean(axis=1)
+    return np.asarray(
+        soxr.resample(mono, source_rate, rate) if source_rate != rate else mono, dtype=np.float32
+    )
+
+
+def b64(audio: np.ndarray) -> str:
+    return base64.b64encode(float_to_pcm16(audio)).decode()
+
+
+def validate(event: dict[str, Any]) -> None:
+    """Every server event must be well formed: OpenAI's GA types, or the beta/extension shapes."""
+    kind = event["type"]
+    if kind == "mstar.transcription.partial":
+        TranscriptionPartial.model_validate(event)
+    elif kind.startswith("transcription_session."):
+        SessionEvent.model_validate(event)
+        session = event["session"]
+        # The fields the beta SDK's TranscriptionSession declares, in its shapes.
+        assert (
+            session["input_audio_format"] == "pcm16" or session["input_audio_format"]["type"] == "audio/pcm"
+        )
+        beta_types.transcription_session.InputAudioTranscription.model_validate(
+            {**session["input_audio_transcription"], "model": None}
+        )
+        if session["turn_detection"] is not None:
+            beta_types.transcription_session.TurnDetection.model_validate(session["turn_detection"])
+    else:
+        GA_EVENT.validate_python(event)
+
+
+@dataclass
+class Transcript:
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["type"] == kind]
+
+    @property
+    def completed(self) -> list[dict[str, Any]]:
+        return self.of("conversation.item.input_audio_transcription.completed")
+
+    def deltas(self, item_id: str) -> str:
+        return "".join(
+            e["delta"]
+            for e in self.of("conversation.item.input_audio_transcription.delta")
+            if e["item_id"] == item_id
+        )
+
+    def errors(self) -> list[dict[str, Any]]:
+        return [e["error"] for e in self.of("error")]
+
+
+async def read_until(conn: Any, transcript: Transcript, done: Any, limit: float = 120.0) -> Transcript:
+    """Read and validate events until `done(event)` is true."""
+
+    async def loop() -> None:
+        while True:
+            event = json.loads(await conn.recv_bytes())
+            validate(event)
+            transcript.events.append(event)
+            if done(event):
+                return
+
+    await asyncio.wait_for(loop(), limit)
+    return transcript
+
+
+async def stream(
+    conn: Any, audio: np.ndarray, rate: int, piece_seconds: float = 0.1, pace: float = 0.0
+) -> None:
+    """Append `audio` in pieces; `pace` > 0 sleeps piece_seconds / pace between them."""
+    step = int(rate * piece_seconds)
+    for start in range(0, len(audio), step):
+        await conn.input_audio_buffer.append(audio=b64(audio[start : start + step]))
+        if pace:
+            await asyncio.sleep(piece_seconds / pace)

@@ -1,0 +1,237 @@
+"""`/v1/realtime?intent=transcription` against a real `dragoman serve`, driven by the openai SDK."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from bench.textnorm import wer
+from openai import AsyncOpenAI
+
+from tests.e2e.conftest import Server
+from tests.e2e.realtime_helpers import (
+    Transcript,
+    b64,
+    load_audio,
+    read_until,
+    reference,
+    stream,
+)
+
+pytestmark = pytest.mark.e2e
+
+EN = "asr/en/en_ls-testclean_1995-1837-0001.wav"
+EN_2 = "asr/en/en_ls-devclean_1272-128104-0000.wav"
+EN_3 = "asr/en/en_ls-testclean_6930-75918-0000.flac"
+DE = "asr/de/de_fleurs_test_000.ogg"
+
+
+def client(server: Server) -> AsyncOpenAI:
+    return AsyncOpenAI(
+        base_url=server.http + "/v1", websocket_base_url=server.ws + "/v1", api_key="sk-local", max_retries=0
+    )
+
+
+def is_completed(event: dict[str, Any]) -> bool:
+    return bool(event["type"] == "conversation.item.input_audio_transcription.completed")
+
+
+def check_item(transcript: Transcript, item: dict[str, Any]) -> None:
+    """Deltas are append-only: their concatenation is a prefix of the final transcript."""
+    sent = transcript.deltas(item["item_id"])
+    assert item["transcript"].startswith(sent), (sent, item["transcript"])
+    assert item["usage"]["type"] == "duration" and item["usage"]["seconds"] > 0
+
+
+async def transcribe_once(server: Server, file: str, **update: Any) -> Transcript:
+    """A GA client: 24 kHz (the GA default) streamed in 100 ms appends, then a commit."""
+    audio = load_audio(file, 24_000)
+    async with client(server).realtime.connect(
+        model="whisper-base", extra_query={"intent": "transcription"}
+    ) as conn:
+        transcript = await read_until(conn, Transcript(), lambda e: e["type"] == "session.created")
+        if update:
+            await conn.session.update(session={"type": "transcription", **update})
+            await read_until(conn, transcript, lambda e: e["type"] in ("session.updated", "error"))
+        await stream(conn, audio, 24_000)
+        await conn.input_audio_buffer.commit()
+        return await read_until(conn, transcript, is_completed)
+
+
+async def test_health_and_models(transcription_server: Server) -> None:
+    async with httpx.AsyncClient(base_url=transcription_server.http) as http:
+        health = (await http.get("/health")).json()
+        assert health["status"] == "ok" and health["services"]["transcription"] is True
+        models = (await http.get("/v1/models")).json()
+    assert models["object"] == "list"
+    assert "whisper-base" in [m["id"] for m in models["data"]]
+
+
+async def test_english_24khz_ga_client(transcription_server: Server) -> None:
+    transcript = await transcribe_once(transcription_server, EN)
+    (item,) = transcript.completed
+    assert wer([reference(EN)], [item["transcript"]]) <= 0.15, item["transcript"]
+    check_item(transcript, item)
+    # Partial hypotheses arrived while the audio streamed, ahead of the completion.
+    partials = transcript.of("mstar.transcription.partial")
+    assert partials and all(p["item_id"] == item["item_id"] for p in partials)
+    assert transcript.events.index(partials[0]) < transcript.events.index(item)
+    # 8.7 s of 24 kHz audio reports 8.7 s: the client's timeline, not the resampled one.
+    assert item["usage"]["seconds"] == pytest.approx(8.73, abs=0.05)
+
+
+async def test_english_pcm16_beta_client(transcription_server: Server) -> None:
+    audio = load_audio(EN_2, 16_000)
+    api = client(transcription_server)
+    async with api.beta.realtime.connect(
+        model="whisper-base", extra_query={"intent": "transcription"}
+    ) as conn:
+        transcript = await read_until(
+            conn, Transcript(), lambda e: e["type"] == "transcription_session.created"
+        )
+        created = transcript.events[0]["session"]
+        assert created["input_audio_format"] == "pcm16"
+        await conn.transcription_session.update(
+            session={
+                "input_audio_transcription": {"model": "whisper-1", "language": "en"},
+                "mstar": {"chunk_seconds": "1.0", "unfixed_chunks": 1, "unfixed_tokens": 3},
+            }  # type: ignore[typeddict-unknown-key]
+        )
+        await read_until(conn, transcript, lambda e: e["type"] == "transcription_session.updated")
+        await stream(conn, audio, 16_000, piece_seconds=0.25)
+        await conn.input_audio_buffer.commit()
+        await read_until(conn, transcript, is_completed)
+    updated = transcript.of("transcription_session.updated")[0]["session"]
+    assert updated["mstar"]["chunk_seconds"] == 1.0 and updated["mstar"]["unfixed_tokens"] == 3
+    (item,) = transcript.completed
+    assert wer([reference(EN_2)], [item["transcript"]]) <= 0.2, item["transcript"]
+    check_item(transcript, item)
+    # With the prefix forced from the first step on, firm text arrives as deltas before the end.
+    assert transcript.deltas(item["item_id"])
+
+
+async def test_german(transcription_server: Server) -> None:
+    transcript = await transcribe_once(
+        transcription_server, DE, audio={"input": {"transcription": {"language": "de"}}}
+    )
+    (item,) = transcript.completed
+    assert wer([reference(DE)], [item["transcript"]], language="de") <= 0.45, item["transcript"]
+    check_item(transcript, item)
+
+
+async def test_server_vad_splits_utterances_joined_with_silence(transcription_server: Server) -> None:
+    files = [EN_3, EN_2]
+    gap = np.zeros(int(1.5 * 24_000), dtype=np.float32)
+    audio = np.concatenate(
+        [gap[: 24_000 // 2], load_audio(files[0], 24_000), gap, load_audio(files[1], 24_000), gap]
+    )
+    async with client(transcription_server).realtime.connect(
+        model="whisper-base", extra_query={"intent": "transcription"}
+    ) as conn:
+        transcript = await read_until(conn, Transcript(), lambda e: e["type"] == "session.created")
+        await conn.session.update(
+            session={
+                "type": "transcription",
+                "audio": {
+                    "input": {
+                        "transcription": {"language": "en"},
+                        "turn_detection": {"type": "server_vad", "silence_duration_ms": 600},
+                    }
+                },
+            }
+        )
+        await stream(conn, audio, 24_000, piece_seconds=0.2)
+        await read_until(conn, transcript, lambda e: len(transcript.completed) == 2)
+    started = transcript.of("input_audio_buffer.speech_started")
+    stopped = transcript.of("input_audio_buffer.speech_stopped")
+    committed = transcript.of("input_audio_buffer.committed")
+    assert len(started) == len(stopped) == len(committed) == 2
+    # The turns sit where the recordings are on the session's timeline.
+    first_end = 500 + 3500
+    assert abs(started[0]["audio_start_ms"] - 500) <= 500
+    assert first_end - 300 <= stopped[0]["audio_end_ms"] <= first_end + 1500
+    assert started[1]["audio_start_ms"] >= stopped[0]["audio_end_ms"]
+    assert [c["item_id"] for c in committed] == [s["item_id"] for s in started]
+    assert committed[1]["previous_item_id"] == committed[0]["item_id"]
+    for item, file in zip(transcript.completed, files, strict=True):
+        assert wer([reference(file)], [item["transcript"]]) <= 0.2, item["transcript"]
+        check_item(transcript, item)
+
+
+async def test_error_paths_leave_the_session_usable(transcription_server: Server) -> None:
+    async with client(transcription_server).realtime.connect(
+        model="whisper-base", extra_query={"intent": "transcription"}
+    ) as conn:
+        transcript = await read_until(conn, Transcript(), lambda e: e["type"] == "session.created")
+
+        async def expect_error(event: dict[str, Any]) -> dict[str, Any]:
+            await conn.send(event)  # type: ignore[arg-type]
+            await read_until(conn, transcript, lambda e: e["type"] == "error")
+            error: dict[str, Any] = transcript.of("error")[-1]["error"]
+            return error
+
+        bad_audio = await expect_error(
+            {"type": "input_audio_buffer.append", "audio": "not*base64", "event_id": "e1"}
+        )
+        assert bad_audio["code"] == "invalid_audio" and bad_audio["event_id"] == "e1"
+        bad_update = await expect_error(
+            {"type": "session.update", "session": {"type": "transcription", "mstar": {"unfixed_tokens": -2}}}
+        )
+        assert bad_update["param"] == "session.mstar.unfixed_tokens"
+        assert (await expect_error({"type": "input_audio_buffer.commit"}))[
+            "code"
+        ] == "input_audio_buffer_commit_empty"
+        assert (await expect_error({"type": "response.create"}))["code"] == "invalid_event"
+        too_long = np.zeros(31 * 24_000, dtype=np.float32)
+        refused = await expect_error({"type": "input_audio_buffer.append", "audio": b64(too_long)})
+        assert refused["code"] == "input_audio_buffer_too_long"
+
+        # A language the model refuses: the engine's 4xx message is quoted.
+        await conn.session.update(
+            session={"type": "transcription", "audio": {"input": {"transcription": {"language": "xx"}}}}
+        )
+        await stream(conn, load_audio(EN_3, 24_000), 24_000, piece_seconds=0.5)
+        await conn.input_audio_buffer.commit()
+        await read_until(
+            conn, transcript, lambda e: e["type"] == "conversation.item.input_audio_transcription.failed"
+        )
+        failed = transcript.of("conversation.item.input_audio_transcription.failed")[0]["error"]
+        assert failed["type"] == "invalid_request_error" and "xx" in failed["message"]
+        assert "/" not in failed["message"], "no server path reaches the client"
+
+        # And the session still transcribes.
+        await conn.session.update(
+            session={"type": "transcription", "audio": {"input": {"transcription": {"language": "en"}}}}
+        )
+        await stream(conn, load_audio(EN_3, 24_000), 24_000, piece_seconds=0.5)
+        await conn.input_audio_buffer.commit()
+        await read_until(conn, transcript, is_completed)
+    assert wer([reference(EN_3)], [transcript.completed[-1]["transcript"]]) <= 0.2
+
+
+async def test_binary_frames_and_other_intents_are_refused(transcription_server: Server) -> None:
+    import websockets
+
+    async with websockets.connect(transcription_server.ws + "/v1/realtime?intent=transcription") as ws:
+        json.loads(await ws.recv())
+        await ws.send(b"\x00\x01")
+        error = json.loads(await ws.recv())
+        assert error["type"] == "error" and error["error"]["code"] == "invalid_event"
+    async with websockets.connect(transcription_server.ws + "/v1/realtime?model=x") as ws:
+        error = json.loads(await ws.recv())
+        assert error["error"]["code"] == "unsupported_intent"
+
+
+async def test_concurrent_sessions_get_their_own_transcripts(transcription_server: Server) -> None:
+    results = await asyncio.gather(
+        transcribe_once(transcription_server, EN, audio={"input": {"transcription": {"language": "en"}}}),
+        transcribe_once(transcription_server, EN_2, audio={"input": {"transcription": {"language": "en"}}}),
+    )
+    for transcript, file in zip(results, [EN, EN_2], strict=True):
+        (item,) = transcript.completed
+        assert wer([reference(file)], [item["transcript"]]) <= 0.2, item["transcript"]
+        check_item(transcript, item)
