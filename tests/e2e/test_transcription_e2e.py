@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.request
 from typing import Any
 
-import httpx
 import numpy as np
 import pytest
 from bench.textnorm import wer
@@ -63,10 +63,13 @@ async def transcribe_once(server: Server, file: str, **update: Any) -> Transcrip
 
 
 async def test_health_and_models(transcription_server: Server) -> None:
-    async with httpx.AsyncClient(base_url=transcription_server.http) as http:
-        health = (await http.get("/health")).json()
-        assert health["status"] == "ok" and health["services"]["transcription"] is True
-        models = (await http.get("/v1/models")).json()
+    def get(path: str) -> Any:
+        with urllib.request.urlopen(transcription_server.http + path, timeout=10) as response:
+            return json.loads(response.read())
+
+    health = get("/health")
+    assert health["status"] == "ok" and health["services"]["transcription"] is True
+    models = get("/v1/models")
     assert models["object"] == "list"
     assert "whisper-base" in [m["id"] for m in models["data"]]
 

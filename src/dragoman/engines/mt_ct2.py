@@ -7,10 +7,14 @@ that bring their own weights: convert with `ct2-transformers-converter --model .
 `sentencepiece` package; NLLB and M2M ship a `tokenizer.json`).
 
 Attention comes from `Translator.translate_batch(return_attention=True)`: one
-target x source-token matrix per hypothesis, taken from the alignment head the
-converter chose (the last decoder layer's first head unless the model spec says
-otherwise). It is summed over each word's subword tokens; special tokens (language
-codes, `</s>`) carry no word and their mass is dropped, so rows need not sum to one.
+target x source-token matrix per hypothesis, from the alignment layer and heads
+stored in the model spec. The stock converter keeps only the last layer's first
+head, which need not align at all; `convert_transformers_model` below stores the
+average of all heads of the last layer instead: on the toy model of
+tests/engine/test_mt_ct2.py that average follows word order and the stock head does
+not (real Marian/NLLB models are unchecked). The matrix is summed over each word's subword tokens; special tokens
+(language codes, `</s>`) carry no word and their mass is dropped, so rows need not
+sum to one.
 
 The model has no prompt: `context_text` and `history` are ignored, and nothing is
 cached between calls (`cache_key` is unused); every call re-encodes the source.
@@ -37,8 +41,8 @@ _WORD_START = "\u2581"
 
 #: The end-of-utterance pass searches wider than the greedy streaming drafts.
 FINAL_BEAM_SIZE = 4
-#: Longest target (prefix included) a FINAL pass may produce; Marian models stop at 512 positions.
-FINAL_MAX_DECODING_LENGTH = 256
+#: Longest target, forced prefix included, any call may produce: Marian models have 512 positions.
+MAX_DECODING_LENGTH = 512
 
 #: ISO 639-1 codes to NLLB-200 (FLORES-200) codes, for the languages users ask for most.
 NLLB_CODES = {
@@ -109,6 +113,7 @@ class CT2MTEngine(MTEngine):
 
         if not (model_dir / "model.bin").is_file():
             raise ConfigError(f"{model_dir} is not a CTranslate2 model folder (no model.bin)")
+        self.model_dir = model_dir
         try:
             self._translator = ctranslate2.Translator(
                 str(model_dir), device=device, compute_type=compute_type, intra_threads=threads
@@ -233,14 +238,14 @@ class CT2MTEngine(MTEngine):
         source, word_of = self.source_tokens(request.source_words, request.source_lang)
         prefix = self.target_prefix_tokens(request.target_prefix, request.target_lang)
         # CT2 counts the forced prefix in max_decoding_length and returns it in the hypothesis.
-        limit = FINAL_MAX_DECODING_LENGTH if final else len(prefix) + request.max_new_tokens
+        limit = min(len(prefix) + request.max_new_tokens, MAX_DECODING_LENGTH)
         started = time.perf_counter()
         try:
             result = self._translator.translate_batch(
                 [source],
                 target_prefix=[prefix] if prefix else None,
                 beam_size=FINAL_BEAM_SIZE if final else 1,
-                max_decoding_length=min(limit, FINAL_MAX_DECODING_LENGTH),
+                max_decoding_length=limit,
                 return_attention=not final,
                 return_end_token=True,
             )[0]
@@ -267,6 +272,46 @@ class CT2MTEngine(MTEngine):
 
     def close(self) -> None:
         self._translator.unload_model()
+
+
+#: Tokenizer files a converted folder needs, copied when the source model has them.
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "sentencepiece.bpe.model",
+    "source.spm",
+    "target.spm",
+    "vocab.json",
+)
+
+
+def convert_transformers_model(
+    model: Path,
+    output_dir: Path,
+    *,
+    alignment_layer: int = -1,
+    alignment_heads: int = 0,
+    quantization: str | None = None,
+) -> Path:
+    """Convert a local transformers seq2seq folder to CTranslate2, tokenizer files included.
+
+    `alignment_heads` heads of decoder layer `alignment_layer` are averaged into the
+    returned attention; 0 means all of them.
+    """
+    from ctranslate2.converters import TransformersConverter
+    from ctranslate2.specs import ModelSpec
+
+    class _Converter(TransformersConverter):  # type: ignore[misc]
+        def _load(self) -> ModelSpec:
+            spec = super()._load()
+            spec.decoder.alignment_layer = np.int16(alignment_layer)
+            spec.decoder.alignment_heads = np.int16(alignment_heads)
+            return spec
+
+    copy = [name for name in TOKENIZER_FILES if (model / name).is_file()]
+    converter = _Converter(str(model), copy_files=copy)
+    return Path(converter.convert(str(output_dir), quantization=quantization, force=True))
 
 
 def create(settings: MTSettings, cache_dir: Path) -> MTEngine:

@@ -127,8 +127,10 @@ def resolve_init(
     texts = [init.context_text or "", init.accepted_target_prefix]
     texts += [text for pair in init.history for text in pair]
     if any(len(text) > MAX_TEXT_CHARS for text in texts):
-        raise _bad(f"context_text, history entries and accepted_target_prefix are limited to "
-                   f"{MAX_TEXT_CHARS} characters")
+        raise _bad(
+            f"context_text, history entries and accepted_target_prefix are limited to "
+            f"{MAX_TEXT_CHARS} characters"
+        )
     history = tuple((src.strip(), tgt.strip()) for src, tgt in init.history if src.strip() and tgt.strip())
     return SessionSetup(
         source_lang=source,
@@ -148,9 +150,7 @@ def check_update(update: Update, *, last_seq: int | None, last_clock_ms: float |
     if last_seq is not None and update.seq <= last_seq:
         raise _bad(f"seq must increase: got {update.seq} after {last_seq}", param="seq")
     if last_clock_ms is not None and update.clock_ms < last_clock_ms - CLOCK_TOLERANCE_MS:
-        raise _bad(
-            f"clock_ms is monotone: got {update.clock_ms:g} after {last_clock_ms:g}", param="clock_ms"
-        )
+        raise _bad(f"clock_ms is monotone: got {update.clock_ms:g} after {last_clock_ms:g}", param="clock_ms")
     for index, word in enumerate(update.words):
         if word.start_ms is not None and word.end_ms is not None and word.start_ms > word.end_ms:
             raise _bad(f"words[{index}] starts after it ends", param=f"words[{index}]")

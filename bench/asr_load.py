@@ -1,0 +1,250 @@
+"""Concurrent Realtime transcription sessions against a real server, fed at real-time pace.
+
+Each session is a plain `websockets` client (not the openai SDK: the clients share
+the server's two cores, and the SDK's per-event pydantic parsing would take CPU from
+the server it is measuring). It opens `/v1/realtime?intent=transcription`, sets
+16 kHz pcm and the chunk settings with a GA `session.update`, appends its audio in
+100 ms pieces on a wall-clock schedule, commits, and waits for the completed event.
+Session starts are spread over one chunk, as independent clients would be.
+
+Lag of a partial = the time it arrived − the time the audio up to its
+`audio_seconds` had been sent; a session keeps up when its steps lag less than one
+chunk. The same lag is also measured from the chunk boundary at or before
+`audio_seconds` (the audio a step starts from when the server keeps up), which does
+not depend on which clock the server reports in `audio_seconds`. Throughput counts
+every step the server reported (partials and completions) and the audio each one
+decoded (the whole item so far).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from websockets.asyncio.client import ClientConnection, connect
+
+from bench.audio import RATE, Audio, SessionInput, b64
+from bench.textnorm import wer
+
+PIECE_SECONDS = 0.1
+PARTIAL = "mstar.transcription.partial"
+DELTA = "conversation.item.input_audio_transcription.delta"
+COMPLETED = "conversation.item.input_audio_transcription.completed"
+FAILED = "conversation.item.input_audio_transcription.failed"
+
+
+@dataclass(frozen=True)
+class StreamSettings:
+    chunk_seconds: float = 2.0
+    unfixed_chunks: int = 2
+    unfixed_tokens: int = 5
+    language: str = "en"
+
+    def update_event(self) -> dict[str, Any]:
+        return {
+            "type": "session.update",
+            "session": {
+                "type": "transcription",
+                "audio": {
+                    "input": {
+                        "format": {"type": "audio/pcm", "rate": RATE},
+                        "transcription": {"language": self.language},
+                    }
+                },
+                "mstar": {
+                    "chunk_seconds": self.chunk_seconds,
+                    "unfixed_chunks": self.unfixed_chunks,
+                    "unfixed_tokens": self.unfixed_tokens,
+                },
+            },
+        }
+
+
+@dataclass
+class Trace:
+    """What one session sent and received, with monotonic timestamps."""
+
+    name: str
+    #: None when the item is a window cut out of a longer recording.
+    reference: str | None
+    seconds: float
+    chunk_seconds: float
+    #: (16 kHz samples sent so far, when) after each append.
+    sent: list[tuple[int, float]] = field(default_factory=list)
+    received: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
+    committed: float = 0.0
+
+    def sent_at(self, audio_seconds: float) -> float:
+        """When the audio up to `audio_seconds` had been sent (the commit, for the tail)."""
+        need = round(audio_seconds * RATE)
+        counts = [count for count, _ in self.sent]
+        index = bisect.bisect_left(counts, need)
+        return self.sent[index][1] if index < len(self.sent) else self.committed
+
+    def of(self, kind: str) -> list[tuple[float, dict[str, Any]]]:
+        return [(t, e) for t, e in self.received if e["type"] == kind]
+
+    @property
+    def partial_lags(self) -> list[float]:
+        return [t - self.sent_at(e["audio_seconds"]) for t, e in self.of(PARTIAL)]
+
+    @property
+    def boundary_lags(self) -> list[float]:
+        """Lag behind the chunk boundary at or before each partial's `audio_seconds`."""
+        chunk = self.chunk_seconds
+        lags = []
+        for t, e in self.of(PARTIAL):
+            boundary = math.floor(e["audio_seconds"] / chunk + 1e-6) * chunk
+            lags.append(t - self.sent_at(boundary))
+        return lags
+
+    @property
+    def final_lag(self) -> float | None:
+        done = self.of(COMPLETED)
+        return done[0][0] - self.committed if done else None
+
+    @property
+    def transcript(self) -> str:
+        done = self.of(COMPLETED)
+        return str(done[0][1]["transcript"]) if done else ""
+
+    @property
+    def revised(self) -> bool:
+        """The deltas sent are not a prefix of the final transcript (a revision reached sent text)."""
+        deltas = "".join(e["delta"] for _, e in self.of(DELTA))
+        return not self.transcript.startswith(deltas)
+
+
+@dataclass
+class LoadResult:
+    sessions: int
+    max_batch: int | None
+    traces: list[Trace]
+    wall: float
+    errors: list[dict[str, Any]]
+
+    def lags(self) -> list[float]:
+        return [lag for trace in self.traces for lag in trace.partial_lags]
+
+    def boundary_lags(self) -> list[float]:
+        return [lag for trace in self.traces for lag in trace.boundary_lags]
+
+    def first_lags(self) -> list[float]:
+        return [trace.boundary_lags[0] for trace in self.traces if trace.boundary_lags]
+
+    def final_lags(self) -> list[float]:
+        return [lag for trace in self.traces if (lag := trace.final_lag) is not None]
+
+    @property
+    def steps(self) -> int:
+        return sum(len(t.of(PARTIAL)) + len(t.of(COMPLETED)) for t in self.traces)
+
+    @property
+    def audio_decoded(self) -> float:
+        """Seconds of audio the server's steps decoded (each step decodes its whole item so far)."""
+        partial = sum(e["audio_seconds"] for t in self.traces for _, e in t.of(PARTIAL))
+        final = sum(e["usage"]["seconds"] for t in self.traces for _, e in t.of(COMPLETED))
+        return float(partial + final)
+
+    @property
+    def completed(self) -> int:
+        return sum(bool(t.of(COMPLETED)) for t in self.traces)
+
+    @property
+    def revised(self) -> int:
+        return sum(t.revised for t in self.traces if t.of(COMPLETED))
+
+    def wer(self) -> float:
+        """Corpus WER of the completed items that are whole recordings."""
+        scored = [(t.reference, t.transcript) for t in self.traces if t.of(COMPLETED) and t.reference]
+        if not scored:
+            return float("nan")
+        return wer([r for r, _ in scored], [h for _, h in scored])
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+async def _open(url: str, settings: StreamSettings) -> ClientConnection:
+    # No keepalive pings: a busy server must not have the benchmark's sessions closed on it.
+    ws = await connect(url, max_size=None, ping_interval=None, open_timeout=60)
+    await _expect(ws, "session.created")
+    await ws.send(json.dumps(settings.update_event()))
+    await _expect(ws, "session.updated")
+    return ws
+
+
+async def _expect(ws: ClientConnection, kind: str) -> dict[str, Any]:
+    event: dict[str, Any] = json.loads(await ws.recv())
+    if event["type"] != kind:
+        raise RuntimeError(f"expected {kind}, got {event}")
+    return event
+
+
+async def _session(
+    ws: ClientConnection, audio: Audio, trace: Trace, start_at: float, errors: list[dict[str, Any]]
+) -> None:
+    step = int(PIECE_SECONDS * RATE)
+    payloads = [
+        json.dumps({"type": "input_audio_buffer.append", "audio": b64(audio[i : i + step])})
+        for i in range(0, len(audio), step)
+    ]
+
+    async def read() -> None:
+        async for message in ws:
+            event: dict[str, Any] = json.loads(message)
+            trace.received.append((time.monotonic(), event))
+            if event["type"] == "error":
+                errors.append(event["error"])
+            if event["type"] in (COMPLETED, FAILED):
+                return
+
+    reader = asyncio.create_task(read())
+    try:
+        count = 0
+        for index, payload in enumerate(payloads):
+            # Each piece goes once its audio would have been recorded, on an absolute
+            # schedule so that a late wake-up does not push every later append back.
+            await asyncio.sleep(max(0.0, start_at + (index + 1) * PIECE_SECONDS - time.monotonic()))
+            await ws.send(payload)
+            count = min(len(audio), count + step)
+            trace.sent.append((count, time.monotonic()))
+        await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+        trace.committed = time.monotonic()
+        await asyncio.wait_for(reader, timeout=600)
+    finally:
+        reader.cancel()
+        await ws.close()
+
+
+async def run_load(
+    ws_base: str,
+    inputs: list[SessionInput],
+    settings: StreamSettings,
+    max_batch: int | None = None,
+) -> LoadResult:
+    """Stream every input as one concurrent session; return their traces."""
+    url = ws_base + "/v1/realtime?intent=transcription"
+    connections = await asyncio.gather(*(_open(url, settings) for _ in inputs))
+    traces = [
+        Trace(item.name, item.reference, len(item.audio) / RATE, settings.chunk_seconds) for item in inputs
+    ]
+    errors: list[dict[str, Any]] = []
+    begin = time.monotonic() + 0.5
+    spread = settings.chunk_seconds / len(inputs)
+    await asyncio.gather(
+        *(
+            _session(ws, item.audio, trace, begin + i * spread, errors)
+            for i, (ws, item, trace) in enumerate(zip(connections, inputs, traces, strict=True))
+        )
+    )
+    ends = [t.received[-1][0] for t in traces if t.received]
+    wall = (max(ends) if ends else time.monotonic()) - begin
+    return LoadResult(len(inputs), max_batch, traces, wall, errors)

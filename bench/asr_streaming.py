@@ -1,0 +1,390 @@
+"""Streaming-transcription benchmarks with the real model: `python -m bench.asr_streaming`.
+
+    --only wer,revisions,steps,concurrency,batching   (default: all)
+    --quick                                          a smoke run of a few minutes
+    --model whisper-base                             a packaged model name or a CTranslate2 folder
+
+Progress goes to stderr, markdown tables to stdout. Absolute times on a shared
+2-core machine are noisy, so each benchmark compares figures measured in the same
+run. Audio and references come from ../shared/eval (never copied into the repo).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import asr_inprocess as inproc
+from bench import server as dragoman_server
+from bench.asr_load import LoadResult, StreamSettings, percentile, run_load
+from bench.audio import RATE, Clip, session_inputs, wer_clips
+from bench.textnorm import wer
+from dragoman.engines.asr import ASREngine
+from dragoman.logs import configure as configure_logs
+from dragoman.sessions.transcription import EngineProfile, SessionConfig
+
+SECTIONS = ("wer", "revisions", "steps", "concurrency", "batching")
+#: The WER goal of the issue: streaming WER at most this times the offline WER.
+WER_GOAL = 1.15
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    def cell(value: object) -> str:
+        if isinstance(value, float):
+            return "–" if value != value else f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
+        return str(value)
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def pct(value: float) -> str:
+    return "–" if value != value else f"{100 * value:.1f} %"
+
+
+@dataclass(frozen=True)
+class Plan:
+    quick: bool
+    model: str
+    #: Streaming settings compared in the WER and revision benchmarks (the first is the default).
+    configs: tuple[tuple[str, SessionConfig], ...]
+    wer_range: tuple[float, float]
+    step_seconds: float
+    sessions: tuple[int, ...]
+    session_seconds: float
+    batching_sessions: int
+
+    @classmethod
+    def make(cls, quick: bool, model: str) -> Plan:
+        default = ("default (chunk 2 s, unfixed 2 chunks / 5 tokens)", SessionConfig(language="en"))
+        faster = ("chunk 1 s", SessionConfig(language="en", chunk_seconds=1.0))
+        if quick:
+            return cls(True, model, (default,), (5.0, 9.0), 10.0, (1, 4), 10.0, 4)
+        return cls(False, model, (default, faster), (0.0, float("inf")), 30.0, (1, 2, 4, 8, 16), 20.0, 16)
+
+
+# -- in-process: WER, revisions, step times -------------------------------------------------
+
+
+@dataclass
+class WerRun:
+    clips: list[Clip]
+    offline: list[str]
+    offline_seconds: float
+    streamed: dict[str, list[inproc.StreamRun]]
+
+
+def run_wer(engine: ASREngine, plan: Plan, profile: EngineProfile, cap: float) -> WerRun:
+    shortest, longest = plan.wer_range
+    clips = wer_clips(cap, shortest=shortest, longest=longest)
+    offline: list[str] = []
+    offline_seconds = 0.0
+    for clip in clips:
+        text, seconds = inproc.offline(engine, clip.parts, "en")
+        offline.append(text)
+        offline_seconds += seconds
+    log(f"offline: {len(clips)} clips in {offline_seconds:.1f} s")
+    streamed: dict[str, list[inproc.StreamRun]] = {}
+    for name, config in plan.configs:
+        began = time.perf_counter()
+        streamed[name] = [inproc.stream(engine, profile, clip.parts, config) for clip in clips]
+        steps = sum(len(r.steps) for r in streamed[name])
+        log(f"streaming [{name}]: {steps} steps in {time.perf_counter() - began:.1f} s")
+    return WerRun(clips, offline, offline_seconds, streamed)
+
+
+def report_wer(run: WerRun, cap: float) -> None:
+    refs = [c.row.reference for c in run.clips]
+    offline_wer = wer(refs, run.offline)
+    split = [c.row.name for c in run.clips if len(c.parts) > 1]
+    print("## 1. Streaming vs offline WER (English, in-process)\n")
+    print(
+        f"{len(run.clips)} English rows of asr.tsv, {sum(c.seconds for c in run.clips):.0f} s of audio. Left out: "
+        "the weak references (en_vosk_digits, en_fw_stereo_2ch) and the row without an English "
+        f"transcript (st/en_covost2_st_to_de). Longer than the {cap:g} s item cap and split into equal "
+        f"parts, each its own item, transcripts joined: {', '.join(split) or 'none'}. Language fixed to en "
+        "for both. Streaming: the session fed 100 ms appends, each due step run at once, then a commit. "
+        "Offline: one engine call per clip (per part). Corpus WER over normalised text.\n"
+    )
+    rows: list[list[object]] = []
+    for name, runs in run.streamed.items():
+        streaming_wer = wer(refs, [r.transcript for r in runs])
+        ratio = streaming_wer / offline_wer if offline_wer else float("nan")
+        verdict = "yes" if streaming_wer <= WER_GOAL * offline_wer + 1e-9 else "no"
+        steps = sum(len(r.steps) for r in runs)
+        rows.append([name, pct(offline_wer), pct(streaming_wer), f"{ratio:.3f}", verdict, steps])
+    print(table(["streaming setting", "offline WER", "streaming WER", "ratio", "≤ 1.15×", "steps"], rows))
+    names = list(run.streamed)
+    headers = ["clip", "s", "offline WER", *(f"streaming WER ({n.split(' (')[0]})" for n in names)]
+    detail = []
+    for i, clip in enumerate(run.clips):
+        row: list[object] = [clip.row.name, f"{clip.seconds:.1f}", pct(wer([refs[i]], [run.offline[i]]))]
+        row += [pct(wer([refs[i]], [run.streamed[n][i].transcript])) for n in names]
+        detail.append(row)
+    print("\n<details><summary>per clip</summary>\n")
+    print(table(headers, detail))
+    print("\n</details>\n")
+
+
+def report_revisions(run: WerRun, load_results: list[LoadResult]) -> None:
+    print("## 5. Delta revisions\n")
+    print(
+        "A revision is a step whose firm text contradicts deltas already sent (the session's "
+        "`revisions` counter); an item is revised when its concatenated deltas are not a prefix "
+        "of its completed transcript.\n"
+    )
+    rows: list[list[object]] = []
+    for name, runs in run.streamed.items():
+        items = sum(len(r.transcripts) for r in runs)
+        revisions = sum(r.revisions for r in runs)
+        revised = sum(r.items_revised for r in runs)
+        rows.append([f"in-process, {name}", items, revisions, f"{100 * revisions / items:.1f}", revised])
+    for result in load_results:
+        items = result.completed
+        rows.append(
+            [
+                f"server, {result.sessions} sessions, {batch_label(result.max_batch)}",
+                items,
+                "–",
+                "–",
+                result.revised,
+            ]
+        )
+    print(table(["run", "items", "revision steps", "per 100 items", "items revised"], rows))
+    print()
+
+
+def run_steps(engine: ASREngine, profile: EngineProfile, plan: Plan, clips: list[Clip]) -> None:
+    """Step time as the item grows: one long clip streamed with the default settings."""
+    longest = max(clips, key=lambda c: max(len(p) for p in c.parts))
+    audio = max(longest.parts, key=len)[: int(plan.step_seconds * RATE)]
+    config = plan.configs[0][1]
+    runs = [inproc.stream(engine, profile, (audio,), config) for _ in range(2)]
+    print("## 2. Step time and first-partial latency as the item grows (in-process)\n")
+    print(
+        f"{longest.row.name}, first {len(audio) / RATE:.1f} s, streamed twice with the default "
+        "settings; each step re-decodes the whole item so far with the stable prefix forced. "
+        "Times are the engine call's wall time (best of the two runs).\n"
+    )
+    rows: list[list[object]] = []
+    for steps in zip(*(r.steps for r in runs), strict=True):
+        first = steps[0]
+        kind = "final" if first.final else "partial"
+        rows.append(
+            [f"{first.audio_seconds:.1f}", kind, first.prefix_chars, f"{min(s.seconds for s in steps):.3f}"]
+        )
+    print(table(["audio s", "step", "forced prefix chars", "step time s"], rows))
+    partial_steps = [min(s.seconds for s in steps) for steps in zip(*(r.steps for r in runs), strict=True)]
+    print(
+        f"\nLast partial step / first step: {partial_steps[-2] / partial_steps[0]:.2f}× "
+        f"({partial_steps[-2]:.3f} s vs {partial_steps[0]:.3f} s).\n"
+    )
+
+
+def report_first_partial(run: WerRun) -> None:
+    firsts = [lat for r in next(iter(run.streamed.values())) for lat in r.first_partial]
+    print(
+        f"First-partial latency in-process (default settings, {len(firsts)} items of the WER set: from "
+        "the append that completes the first chunk to the partial event): "
+        f"p50 {percentile(firsts, 50):.3f} s, max {max(firsts, default=float('nan')):.3f} s. "
+        "Over the wire, under load, see the first-partial column of table 3.\n"
+    )
+
+
+# -- over the wire: concurrency and batching -----------------------------------------------------
+
+
+def batch_label(max_batch: int | None) -> str:
+    return "default max batch" if max_batch is None else f"max batch {max_batch}"
+
+
+def serve_args(model: str, max_batch: int | None) -> list[str]:
+    args = ["serve", "--services", "transcription", "--asr-model", model, "--log-level", "warning"]
+    return args + (["--asr-max-batch", str(max_batch)] if max_batch is not None else [])
+
+
+def run_server_loads(
+    plan: Plan, clips: list[Clip], counts: Sequence[int], max_batch: int | None, workdir: Path
+) -> list[LoadResult]:
+    settings = StreamSettings()
+    log_path = workdir / f"dragoman-{max_batch or 'default'}.log"
+    results: list[LoadResult] = []
+    began = time.perf_counter()
+    with dragoman_server.running(serve_args(plan.model, max_batch), log_path) as srv:
+        log(f"server ({batch_label(max_batch)}) up in {time.perf_counter() - began:.1f} s")
+        for count in counts:
+            inputs = session_inputs(clips, count, plan.session_seconds)
+            result = asyncio.run(run_load(srv.ws, inputs, settings, max_batch))
+            log(
+                f"{count} sessions: p95 lag {percentile(result.boundary_lags(), 95):.2f} s, "
+                f"{result.completed}/{count} completed, {len(result.errors)} errors"
+            )
+            results.append(result)
+    return results
+
+
+def load_row(result: LoadResult, chunk: float) -> list[object]:
+    reported, boundary = result.lags(), result.boundary_lags()
+    worst = max(percentile(reported, 95), percentile(boundary, 95))
+    seconds = sum(t.seconds for t in result.traces) / len(result.traces)
+    done = f"{result.completed}/{result.sessions}"
+    return [
+        result.sessions,
+        f"{seconds:.1f}",
+        len(reported),
+        f"{percentile(boundary, 50):.2f} / {percentile(boundary, 95):.2f}",
+        f"{percentile(reported, 50):.2f} / {percentile(reported, 95):.2f}",
+        f"{max(boundary + reported, default=float('nan')):.2f}",
+        f"{percentile(result.first_lags(), 50):.2f}",
+        f"{percentile(result.final_lags(), 50):.2f} / {percentile(result.final_lags(), 95):.2f}",
+        f"{result.steps / result.wall:.2f}",
+        f"{result.audio_decoded / result.wall:.1f}",
+        pct(result.wer()),
+        done + (f", {len(result.errors)} errors" if result.errors else ""),
+        "yes" if worst < chunk else "no",
+    ]
+
+
+LOAD_HEADERS = [
+    "sessions",
+    "audio s each",
+    "partials",
+    "lag from chunk p50 / p95 s",
+    "lag from audio_seconds p50 / p95 s",
+    "lag max s",
+    "first partial p50 s",
+    "final p50 / p95 s",
+    "steps/s",
+    "audio s decoded/s",
+    "WER",
+    "completed",
+    "keeps up",
+]
+
+
+def report_concurrency(results: list[LoadResult]) -> None:
+    chunk = StreamSettings().chunk_seconds
+    print("## 3. Concurrent sessions at real-time pace (one server, default batching)\n")
+    print(
+        "A real `dragoman serve --services transcription` on 127.0.0.1; each session is a plain "
+        "`websockets` client (the openai SDK parses every event into pydantic models, CPU the "
+        "server would lose on 2 cores) streaming whole recordings back to back in 100 ms appends "
+        "on a wall-clock schedule, then a commit; starts spread over one chunk. Lag of a partial = "
+        "arrival − when the audio up to its `audio_seconds` had been sent, and the same from the "
+        "chunk boundary at or before `audio_seconds` (the audio a step starts from while the server "
+        "keeps up; it does not depend on which clock the server reports); first partial: the "
+        "boundary lag of each session's first; final: completed − commit. Keeps up: both p95 lags "
+        f"< chunk_seconds ({chunk:g} s). WER: over the items that are whole recordings (the others "
+        "are windows of longer ones). Steps/s and audio decoded count every step the server "
+        "reported over the run's wall time (under real-time pace they follow the demand until "
+        "the server saturates).\n"
+    )
+    print(table(LOAD_HEADERS, [load_row(r, chunk) for r in results]))
+    print()
+
+
+def report_batching(batched: LoadResult, serial: LoadResult) -> None:
+    chunk = StreamSettings().chunk_seconds
+    print(f"## 4. Batched vs one-at-a-time steps ({batched.sessions} sessions, same load)\n")
+    print(
+        "The load of table 3 against a second server started with `--asr-max-batch 1`, so every "
+        "engine call carries one step. Sessions coalesce the audio that arrives while a step waits, "
+        "so a slower server runs fewer, longer steps: audio decoded per second is the fairer "
+        "throughput figure.\n"
+    )
+    rows = [
+        ["batched (default max batch)", *load_row(batched, chunk)[1:]],
+        ["serialized (--asr-max-batch 1)", *load_row(serial, chunk)[1:]],
+    ]
+    print(table(["server", *LOAD_HEADERS[1:]], rows))
+    steps_ratio = (batched.steps / batched.wall) / (serial.steps / serial.wall)
+    audio_ratio = (batched.audio_decoded / batched.wall) / (serial.audio_decoded / serial.wall)
+    p95 = percentile(batched.lags(), 95), percentile(serial.lags(), 95)
+    print(
+        f"\nBatched / serialized: steps/s {steps_ratio:.2f}×, audio s decoded/s {audio_ratio:.2f}×; "
+        f"p95 lag {p95[0]:.2f} s vs {p95[1]:.2f} s.\n"
+    )
+
+
+# -- the run ------------------------------------------------------------------------------------------
+
+
+def header(plan: Plan) -> None:
+    load = os.getloadavg()
+    print(f"# Streaming transcription benchmark ({'quick' if plan.quick else 'full'})\n")
+    print(
+        f"Model {plan.model}, int8 on CPU; {os.cpu_count()} CPUs, load average at start "
+        f"{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}; Python {platform.python_version()}; "
+        f"{time.strftime('%Y-%m-%d %H:%M')}. Data: ../shared/eval.\n"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.asr_streaming", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke run of a few minutes")
+    parser.add_argument(
+        "--only", default=",".join(SECTIONS), help=f"comma-separated, of {','.join(SECTIONS)}"
+    )
+    parser.add_argument("--model", default="whisper-base", help="packaged model name or a CTranslate2 folder")
+    args = parser.parse_args(argv)
+    only = {s.strip() for s in args.only.split(",") if s.strip()}
+    if unknown := only - set(SECTIONS):
+        parser.error(f"unknown sections: {', '.join(sorted(unknown))}")
+    plan = Plan.make(args.quick, args.model)
+    configure_logs("warning", "console")  # the engine's log lines go to stderr, not the tables
+    began = time.perf_counter()
+    header(plan)
+    settings = inproc.settings_for(plan.model)
+    engine = inproc.load_engine(settings)
+    profile = inproc.profile_of(engine, settings)
+    cap = min(profile.max_item_seconds, profile.capabilities.max_audio_seconds)
+    log(f"engine {engine.name} loaded; item cap {cap:g} s")
+    all_clips = wer_clips(cap)
+    wer_run: WerRun | None = None
+    try:
+        if only & {"wer", "revisions"}:
+            wer_run = run_wer(engine, plan, profile, cap)
+            if "wer" in only:
+                report_wer(wer_run, cap)
+                report_first_partial(wer_run)
+        if "steps" in only:
+            run_steps(engine, profile, plan, all_clips)
+    finally:
+        engine.close()
+    loads: list[LoadResult] = []
+    with tempfile.TemporaryDirectory(prefix="dragoman-bench-") as tmp:
+        workdir = Path(tmp)
+        counts = list(plan.sessions) if "concurrency" in only else []
+        if "batching" in only and plan.batching_sessions not in counts:
+            counts.append(plan.batching_sessions)
+        if counts:
+            loads = run_server_loads(plan, all_clips, counts, None, workdir)
+            if "concurrency" in only:
+                report_concurrency([r for r in loads if r.sessions in plan.sessions])
+        if "batching" in only:
+            serial = run_server_loads(plan, all_clips, [plan.batching_sessions], 1, workdir)
+            batched = next(r for r in loads if r.sessions == plan.batching_sessions)
+            report_batching(batched, serial[0])
+            loads += serial
+    if "revisions" in only and wer_run is not None:
+        report_revisions(wer_run, loads)
+    load = os.getloadavg()
+    print(f"Finished in {time.perf_counter() - began:.0f} s; load average at the end {load[0]:.2f}.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

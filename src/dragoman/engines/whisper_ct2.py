@@ -1,0 +1,323 @@
+"""Whisper on CTranslate2: the ASR backend for re-decode steps.
+
+One `transcribe_batch` call encodes every request's audio in one batch and decodes
+them together, each with its own decoder prompt:
+
+    [<|startofprev|> prompt…] <|startoftranscript|> <|xx|> <|transcribe|> <|notimestamps|> prefix…
+
+The stable prefix goes after `<|notimestamps|>`, so the hypothesis starts with
+exactly those tokens (../shared/MODELS.md, "Prefix forcing works").
+
+Only the audio a request has is encoded, not a window padded to 30 s: the encoder's
+cost follows its input length. Two guards keep that as accurate as the padded
+window (measured on eval clips cut at 2.5-25 s; without them Whisper loops):
+a second of silence after the audio, so the decoder sees where speech ends, and a
+10 s minimum window. If a trimmed decode still looks like a loop (Whisper's own
+compression-ratio test, or it ran into the length limit), that item is decoded
+again over the full 30 s window.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dragoman.config import ASRSettings
+from dragoman.engines.asr import (
+    SAMPLE_RATE,
+    ASRCapabilities,
+    ASREngine,
+    FloatAudio,
+    PrefixMode,
+    StepRequest,
+    StepResult,
+)
+from dragoman.errors import ClientError, ModelUnavailable, RequestRejected
+from dragoman.logs import get_logger
+
+log = get_logger(__name__)
+
+#: Whisper's input window and mel hop.
+WINDOW_SECONDS = 30.0
+_WINDOW_SAMPLES = int(WINDOW_SECONDS * SAMPLE_RATE)
+_HOP = 160
+#: The encoder halves the frame count, so windows are whole multiples of two hops.
+_GRAIN = 2 * _HOP
+#: Silence after the audio and the shortest window encoded (see the module docstring).
+TAIL_SECONDS = 1.0
+MIN_WINDOW_SECONDS = 10.0
+#: Whisper's text context: prompt, task tokens and generated tokens together.
+MAX_LENGTH = 448
+#: openai-whisper keeps the last n_text_ctx // 2 - 1 tokens of a previous-text prompt.
+_MAX_PROMPT_TOKENS = MAX_LENGTH // 2 - 1
+#: Room always left for new tokens after the forced prefix.
+_MIN_NEW_TOKENS = 32
+#: openai-whisper's compression_ratio_threshold: above it the text is a repetition loop.
+_COMPRESSION_LIMIT = 2.4
+
+
+class WhisperTokenizer:
+    """Plain-text side of Whisper's tokenizer (no special tokens), a `TextTokenizer`."""
+
+    def __init__(self, path: Path) -> None:
+        from tokenizers import Tokenizer
+
+        self._tok = Tokenizer.from_file(str(path))
+
+    def encode(self, text: str) -> list[int]:
+        ids: list[int] = self._tok.encode(text, add_special_tokens=False).ids
+        return ids
+
+    def decode(self, ids: Sequence[int]) -> str:
+        text: str = self._tok.decode(list(ids), skip_special_tokens=True)
+        return text
+
+    def token_id(self, token: str) -> int:
+        found = self._tok.token_to_id(token)
+        if found is None:
+            raise ModelUnavailable(f"the Whisper tokenizer has no {token} token")
+        return int(found)
+
+    def id_to_token(self, token_id: int) -> str | None:
+        token: str | None = self._tok.id_to_token(token_id)
+        return token
+
+
+@dataclass
+class _Item:
+    slot: int
+    request: StepRequest
+    prev: list[int]
+    prefix_ids: list[int]
+    language: str | None
+    window: int = 0
+    text: str = ""
+    suspect: bool = field(default=False)
+
+
+def _compression_ratio(text: str) -> float:
+    data = text.encode("utf-8")
+    return len(data) / len(zlib.compress(data)) if data else 0.0
+
+
+def _read_n_mels(model: Any, folder: Path) -> int:
+    """Mel bins the encoder expects: 80 for most Whisper models, 128 for large-v3."""
+    n_mels = getattr(model, "n_mels", None)
+    if isinstance(n_mels, int) and n_mels > 0:
+        return n_mels
+    pre = folder / "preprocessor_config.json"
+    if pre.is_file():
+        return int(json.loads(pre.read_text(encoding="utf-8")).get("feature_size", 80))
+    return 80
+
+
+class WhisperCT2Engine(ASREngine):
+    name = "whisper-ct2"
+
+    def __init__(
+        self,
+        model_path: Path,
+        *,
+        device: str = "cpu",
+        compute_type: str = "int8",
+        threads: int = 0,
+        beam_size: int = 1,
+        trim: bool = True,
+    ) -> None:
+        """Load a CTranslate2 Whisper folder (model.bin, config.json, tokenizer.json).
+
+        `trim=False` encodes every request over the full 30 s window, as Whisper was
+        trained; it exists for comparison and is about 2-3× slower on short audio.
+        """
+        import ctranslate2
+        from transformers import WhisperFeatureExtractor
+
+        folder = Path(model_path)
+        for needed in ("model.bin", "tokenizer.json"):
+            if not (folder / needed).is_file():
+                raise ModelUnavailable(
+                    f"{folder} is not a CTranslate2 Whisper folder: {needed} is missing "
+                    "(convert a model with ct2-transformers-converter, copying tokenizer.json)"
+                )
+        try:
+            self._model = ctranslate2.models.Whisper(
+                str(folder), device=device, compute_type=compute_type, intra_threads=threads
+            )
+        except (RuntimeError, ValueError, OSError) as exc:
+            raise ModelUnavailable(f"cannot load the Whisper model in {folder}: {exc}") from exc
+        self._ct2 = ctranslate2
+        self._beam_size = beam_size
+        #: Encode only the audio a request has (see the module docstring); False pads to 30 s.
+        self.trim = trim
+        self.path = folder
+        self.tokenizer = WhisperTokenizer(folder / "tokenizer.json")
+        self._features = WhisperFeatureExtractor(feature_size=_read_n_mels(self._model, folder))  # type: ignore[no-untyped-call]
+        tok = self.tokenizer
+        self._sot = tok.token_id("<|startoftranscript|>")
+        self._transcribe = tok.token_id("<|transcribe|>")
+        self._no_timestamps = tok.token_id("<|notimestamps|>")
+        self._prev = tok.token_id("<|startofprev|>")
+        self.multilingual = bool(self._model.is_multilingual)
+        # The language tokens follow <|startoftranscript|>, one per language the model knows.
+        self._lang_ids: dict[str, int] = {}
+        if self.multilingual:
+            for token_id in range(self._sot + 1, self._sot + 1 + int(self._model.num_languages)):
+                token = tok.id_to_token(token_id) or ""
+                if token.startswith("<|") and token.endswith("|>"):
+                    self._lang_ids[token[2:-2]] = token_id
+        languages = frozenset(self._lang_ids) if self.multilingual else frozenset({"en"})
+        self.capabilities = ASRCapabilities(
+            max_audio_seconds=WINDOW_SECONDS, languages=languages, prefix_mode=PrefixMode.DECODER_PROMPT
+        )
+        log.info(
+            "whisper model loaded",
+            path=str(folder),
+            device=device,
+            compute_type=compute_type,
+            multilingual=self.multilingual,
+            n_mels=self._features.feature_size,
+        )
+
+    # -- the ASREngine interface ------------------------------------------------------
+
+    def batch_key(self, request: StepRequest) -> Hashable:
+        # suppress_blank is one option per generate call, and a forced prefix needs it off
+        # (else the model may not stop right after the prefix); prompts, prefixes,
+        # languages and detection may all differ within a call.
+        return bool(request.prefix)
+
+    def transcribe_batch(self, requests: Sequence[StepRequest]) -> list[StepResult | ClientError]:
+        results: list[StepResult | ClientError | None] = [None] * len(requests)
+        items: list[_Item] = []
+        for slot, request in enumerate(requests):
+            try:
+                items.append(self._prepare(slot, request))
+            except ClientError as exc:
+                results[slot] = exc
+        if items:
+            self._decode(items, trimmed=self.trim)
+            if self.trim:
+                retry = [it for it in items if it.suspect and it.window < _WINDOW_SAMPLES]
+                if retry:
+                    log.info("whisper decode looks like a loop; retrying over 30 s", count=len(retry))
+                    self._decode(retry, trimmed=False)
+            for it in items:
+                results[it.slot] = StepResult(text=it.text, language=it.language)
+        done: list[StepResult | ClientError] = []
+        for result in results:
+            assert result is not None  # every slot got a result or its refusal above
+            done.append(result)
+        return done
+
+    def close(self) -> None:
+        unload = getattr(self._model, "unload_model", None)
+        if unload is not None:
+            unload()
+
+    # -- internals --------------------------------------------------------------------
+
+    def _prepare(self, slot: int, request: StepRequest) -> _Item:
+        audio = request.audio
+        if audio.ndim != 1:
+            raise RequestRejected("audio must be mono", param="audio")
+        if audio.shape[0] > _WINDOW_SAMPLES:
+            raise RequestRejected(
+                f"the audio is {audio.shape[0] / SAMPLE_RATE:.1f} s long; "
+                f"this model takes at most {WINDOW_SECONDS:.0f} s per request",
+                param="audio",
+            )
+        language = request.language.strip().lower() if request.language else None
+        if language is not None and language not in self.capabilities.languages:
+            if self.multilingual:
+                msg = f"language {language!r} is not supported by this model"
+            else:
+                msg = f"language {language!r} is not supported: this model transcribes English ('en') only"
+            raise RequestRejected(msg, param="language")
+        if not self.multilingual:
+            language = "en"
+        prefix_ids = self.tokenizer.encode(request.prefix) if request.prefix else []
+        room = MAX_LENGTH - 4 - len(prefix_ids) - _MIN_NEW_TOKENS
+        if room < 0:
+            raise RequestRejected("the forced prefix is too long for this model", param="prefix")
+        prev: list[int] = []
+        if request.prompt and request.prompt.strip():
+            # As openai-whisper does: a leading space, and the prompt's end is what counts.
+            prompt_ids = self.tokenizer.encode(" " + request.prompt.strip())
+            keep = min(_MAX_PROMPT_TOKENS, room)
+            if keep > 0:
+                prev = [self._prev, *prompt_ids[-keep:]]
+        return _Item(slot, request, prev, prefix_ids, language)
+
+    def _window(self, items: Sequence[_Item], trimmed: bool) -> int:
+        if not trimmed:
+            return _WINDOW_SAMPLES
+        longest = max(int(it.request.audio.shape[0]) for it in items)
+        want = max(longest + int(TAIL_SECONDS * SAMPLE_RATE), int(MIN_WINDOW_SECONDS * SAMPLE_RATE))
+        return min(_WINDOW_SAMPLES, -(-want // _GRAIN) * _GRAIN)
+
+    def _log_mel(self, items: Sequence[_Item], window: int) -> npt.NDArray[np.float32]:
+        """[batch, n_mels, window / hop] log-mel features; silence pads each item to `window`."""
+        batch = np.zeros((len(items), window), dtype=np.float32)
+        for row, it in zip(batch, items, strict=True):
+            audio: FloatAudio = it.request.audio
+            row[: audio.shape[0]] = audio
+        features = self._features(
+            list(batch), sampling_rate=SAMPLE_RATE, padding="longest", return_tensors="np"
+        )["input_features"]
+        return np.ascontiguousarray(features[..., : window // _HOP], dtype=np.float32)
+
+    def _decode(self, items: Sequence[_Item], *, trimmed: bool) -> None:
+        window = self._window(items, trimmed)
+        features = self._ct2.StorageView.from_array(self._log_mel(items, window))
+        encoded = self._model.encode(features, to_cpu=False)
+        if self.multilingual and any(it.language is None for it in items):
+            detected = self._model.detect_language(encoded)
+            for it, ranked in zip(items, detected, strict=True):
+                if it.language is None:
+                    it.language = ranked[0][0][2:-2]
+        prompts = []
+        for it in items:
+            task = [self._sot]
+            if self.multilingual:
+                assert it.language is not None
+                task += [self._lang_ids[it.language], self._transcribe]
+            prompts.append([*it.prev, *task, self._no_timestamps, *it.prefix_ids])
+        outputs = self._model.generate(
+            encoded,
+            prompts,
+            beam_size=self._beam_size,
+            max_length=MAX_LENGTH,
+            suppress_blank=not any(it.prefix_ids for it in items),
+        )
+        for it, prompt, out in zip(items, prompts, outputs, strict=True):
+            ids = list(out.sequences_ids[0])
+            # CTranslate2 returns the forced prefix's tokens with the hypothesis; strip
+            # them and keep the caller's own prefix text so the result starts with it exactly.
+            n = len(it.prefix_ids)
+            new = ids[n:] if ids[:n] == it.prefix_ids else ids
+            it.text = it.request.prefix + self.tokenizer.decode(new)
+            it.window = window
+            it.suspect = (
+                len(prompt) + len(new) >= MAX_LENGTH or _compression_ratio(it.text) > _COMPRESSION_LIMIT
+            )
+
+
+def create(settings: ASRSettings, cache_dir: Path) -> ASREngine:
+    """The registry's factory: `settings.model` is a packaged model name or a local folder."""
+    from dragoman.weights import resolve
+
+    path = resolve(settings.model, cache_dir, role="asr")
+    return WhisperCT2Engine(
+        path,
+        device=settings.device,
+        compute_type=settings.compute_type,
+        threads=settings.threads,
+        beam_size=settings.beam_size,
+    )

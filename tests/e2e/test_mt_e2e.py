@@ -1,0 +1,210 @@
+"""`dragoman mt-server` driven by WhisperLiveKit's own AlignAtt client, unchanged.
+
+Sentences from FLORES devtest are fed word by word the way a streaming ASR would:
+each word is committed with its timestamps while the next words ride along as the
+unstable hypothesis tail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+import types
+import urllib.request
+from typing import Any
+
+import pytest
+import sacrebleu
+from websockets.sync.client import connect as raw_connect
+
+from tests.e2e.conftest import Server
+from tests.e2e.mt_fixtures import (
+    MT_MAX_SESSIONS,
+    MT_PRESET,
+    FrameRecorder,
+    flores,
+    frames,
+    load_whisperlivekit_client,
+    mt_server,
+)
+
+pytestmark = [
+    pytest.mark.e2e,
+    # WhisperLiveKit's client calls websockets.sync.client.connect() without a context manager.
+    pytest.mark.filterwarnings("ignore:connect\\(\\) must be used as a context manager:DeprecationWarning"),
+]
+
+__all__ = ["frames", "mt_server"]  # fixtures used by name
+
+#: Short FLORES lines without inner sentence punctuation (the client closes an utterance at ".").
+SENTENCES = [94, 40, 60]
+#: The packaged 0.5B model reaches about chrF 50 on these; a broken pipeline scores near 0.
+MIN_CHRF = 30.0
+
+INIT = {"type": "init", "protocol_version": 1, "source_lang": "en", "target_lang": "de"}
+
+
+class Speaker:
+    """Plays a streaming ASR into the client: commits lag the hypothesis by `lag` words."""
+
+    def __init__(self, client: Any, timed: types.ModuleType, lag: int = 2) -> None:
+        self.client = client
+        self.timed = timed
+        self.lag = lag
+        self.now = 0.0
+        self.segments: list[Any] = []
+
+    def word(self, word: str, tail: list[str]) -> None:
+        start, self.now = self.now, self.now + 0.4
+        self.client.insert_tokens([self.timed.ASRToken(start=start, end=start + 0.3, text=" " + word)])
+        if tail:
+            end = self.now + 0.4 * len(tail)
+            self.client.insert_tokens([self.timed.HypothesisTail(start=None, end=end, text=" ".join(tail))])
+        self.process()
+
+    def process(self) -> None:
+        segment, _buffer = self.client.process()
+        if segment is not None and segment.text:
+            self.segments.append(segment)
+
+    def say(self, sentence: str, start: int = 0, stop: int | None = None) -> None:
+        words = sentence.split()
+        for index in range(start, len(words) if stop is None else stop):
+            self.word(words[index], words[index + 1 : index + 1 + self.lag])
+
+    def finish(self) -> None:
+        """Let the client send the finals it still holds."""
+        for _ in range(4):
+            self.process()
+
+
+def new_client(server: Server, target: str = "de") -> tuple[Any, types.ModuleType]:
+    module, timed = load_whisperlivekit_client()
+    engine = module.AlignAttRemoteEngine(
+        url=server.ws + "/", source_language="en", preset=MT_PRESET, latency="balanced"
+    )
+    return engine.new_session(target), timed
+
+
+def assert_append_only(received: list[dict[str, Any]], prefix: str = "") -> None:
+    """Within an utterance, previous + committed_delta == committed_text, byte for byte."""
+    shown: dict[int, str] = {}
+    for frame in received:
+        if frame["type"] != "translation":
+            continue
+        before = shown.get(frame["utterance_id"], prefix if not shown else "")
+        assert frame["committed_text"] == before + frame["committed_delta"], (before, frame)
+        shown[frame["utterance_id"]] = frame["committed_text"]
+
+
+def sessions(server: Server) -> int:
+    with urllib.request.urlopen(server.http + "/health", timeout=5) as response:
+        return int(json.load(response)["sessions"])
+
+
+def wait_sessions(server: Server, at_most: int) -> None:
+    deadline = time.monotonic() + 10
+    while sessions(server) > at_most:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+
+
+def test_the_client_translates_en_de_and_its_committed_text_only_extends(
+    mt_server: Server, frames: FrameRecorder
+) -> None:
+    client, timed = new_client(mt_server)
+    speaker = Speaker(client, timed)
+    pairs = flores(SENTENCES)
+    for english, _ in pairs:
+        speaker.say(english)
+    speaker.finish()
+    frames.close_all()
+
+    assert len(frames.connections) == 1, "the client had to reconnect"
+    received = frames.received()
+    assert received[0]["type"] == "init_ok" and received[0]["direction"] == "en-de"
+    assert [f for f in received if f["type"] == "error"] == []
+    assert_append_only(received)
+    finals = [f for f in received if f["type"] == "translation" and f["final"]]
+    assert [f["utterance_id"] for f in finals] == [0, 1, 2]
+    partials = [f for f in received if f["type"] == "translation" and not f["final"]]
+    assert any(f["committed_text"] for f in partials), "nothing was committed before the finals"
+    assert {f["stop_reason"].split(":")[0] for f in partials} <= {"alignatt"}
+    hypotheses = [segment.text for segment in speaker.segments]
+    assert len(hypotheses) == len(pairs) and all(hypotheses)
+    chrf = sacrebleu.corpus_chrf(hypotheses, [[german for _, german in pairs]]).score
+    assert chrf >= MIN_CHRF, (chrf, hypotheses)
+
+
+def test_an_unsupported_direction_returns_the_supported_list(
+    mt_server: Server, frames: FrameRecorder, caplog: pytest.LogCaptureFixture
+) -> None:
+    client, timed = new_client(mt_server, target="fr")
+    with caplog.at_level(logging.WARNING):
+        Speaker(client, timed).say("Hello there", stop=1)
+    error = frames.received(0)[0]
+    assert error["code"] == "unsupported_direction"
+    assert {"en-de", "en-it", "en-zh"} <= set(error["supported"])
+    assert "supported: " in caplog.text and "en-de" in caplog.text
+
+
+def test_busy_at_max_sessions_then_a_freed_slot_serves(mt_server: Server, frames: FrameRecorder) -> None:
+    wait_sessions(mt_server, 0)
+    with contextlib.ExitStack() as stack:
+        held = [stack.enter_context(raw_connect(mt_server.ws + "/")) for _ in range(MT_MAX_SESSIONS)]
+        for ws in held:
+            ws.send(json.dumps(INIT))
+            assert json.loads(ws.recv(timeout=30))["type"] == "init_ok"
+        client, timed = new_client(mt_server)
+        speaker = Speaker(client, timed)
+        speaker.say("Television reports show", stop=1)
+        error = frames.received(0)[0]
+        assert error["code"] == "busy"
+        held[0].close()
+        wait_sessions(mt_server, MT_MAX_SESSIONS - 1)
+        time.sleep(1.1)  # the client's first reconnect back-off
+        speaker.say("Television reports show", start=1)
+        frames.close_all()
+    second = frames.received(1)
+    assert second[0]["type"] == "init_ok"
+    assert second[-1]["type"] == "translation"
+
+
+def test_a_reconnect_with_history_and_prefix_continues_without_re_emitting(
+    mt_server: Server, frames: FrameRecorder
+) -> None:
+    client, timed = new_client(mt_server)
+    speaker = Speaker(client, timed)
+    (first_en, _), (second_en, _) = flores([7, 60])
+    speaker.say(first_en)
+    speaker.finish()
+    first_final = speaker.segments[-1].text
+    speaker.say(second_en, stop=7)
+    shown = [f for f in frames.received(0) if f["type"] == "translation"][-1]
+    prefix = shown["committed_text"].strip()
+    assert not shown["final"] and prefix, "the partial committed nothing to continue from"
+
+    frames.drop(0)  # the network drops the connection
+    words = second_en.split()
+    speaker.say(second_en, start=7, stop=8)  # the client notices and backs off
+    time.sleep(1.1)
+    speaker.say(second_en, start=8)
+    speaker.finish()
+    frames.close_all()
+
+    assert len(frames.connections) == 2
+    init = frames.sent(1)[0]
+    assert init["accepted_target_prefix"] == prefix
+    assert init["history"] == [[first_en, first_final]]
+    received = frames.received(1)
+    assert received[0]["type"] == "init_ok"
+    translations = [f for f in received if f["type"] == "translation"]
+    first = translations[0]
+    assert first["committed_text"].startswith(prefix)
+    assert first["committed_delta"] == first["committed_text"][len(prefix) :]
+    assert_append_only(received, prefix=prefix)
+    final = translations[-1]
+    assert final["final"] and final["committed_text"].startswith(prefix)
+    assert speaker.segments[-1].text.startswith(prefix) and len(words) > 8

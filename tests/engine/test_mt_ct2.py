@@ -1,0 +1,256 @@
+"""The CTranslate2 seq2seq MT backend's mechanics on tiny Marian models built here.
+
+No seq2seq translation model ships in a package, so the tests build their own: a
+SentencePiece-style BPE tokenizer (trained with `tokenizers`, `▁` word starts) and a
+2-layer Marian model. One is trained for a few seconds on a toy word-for-word
+"translation" (so it ends its output and its alignment head is monotonic); one keeps
+random weights and an NLLB-style vocabulary (language-code tokens).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
+
+import numpy as np
+import pytest
+
+from dragoman.config import MTSettings
+from dragoman.engines.mt import DraftMode, MTRequest
+from dragoman.engines.mt_ct2 import (
+    CT2MTEngine,
+    LanguageScheme,
+    convert_transformers_model,
+    create,
+    word_attention,
+)
+from dragoman.errors import ClientError, ConfigError
+
+EN = ["red", "green", "blue", "cat", "dog", "house", "tree", "river", "small", "big", "runs", "sleeps"]
+DE = ["rot", "grün", "blau", "katze", "hund", "haus", "baum", "fluss", "klein", "groß", "läuft", "schläft"]
+LEXICON = dict(zip(EN, DE, strict=True))
+
+SOURCE = ["small", "red", "house", "river", "dog"]
+REFERENCE = "klein rot haus fluss hund"
+
+
+def _build(folder: Path, *, lang_codes: list[str], train_steps: int) -> Path:
+    """A CTranslate2 Marian model with its tokenizer files, converted from transformers."""
+    import torch
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import MarianConfig, MarianMTModel, PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.BPE(unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Metaspace()
+    backend.decoder = decoders.Metaspace()
+    trainer = trainers.BpeTrainer(vocab_size=60, special_tokens=["</s>", "<unk>", *lang_codes])
+    backend.train_from_iterator([" ".join(EN), " ".join(DE)] * 3, trainer)
+    # Marian keeps <pad> last: it only starts the decoder, and the converter drops it.
+    backend.add_special_tokens([AddedToken("<pad>", special=True)])
+    backend.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 0)])
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
+    )
+    vocab = len(tokenizer)
+    config = MarianConfig(
+        vocab_size=vocab,
+        d_model=64,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=128,
+        decoder_ffn_dim=128,
+        max_position_embeddings=128,
+        pad_token_id=vocab - 1,
+        eos_token_id=0,
+        decoder_start_token_id=vocab - 1,
+        forced_eos_token_id=0,
+        dropout=0.0,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+    )
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        torch.manual_seed(0)
+        model = MarianMTModel(config)
+        rng = random.Random(0)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        model.train()
+        for _ in range(train_steps):
+            words = [[rng.choice(EN) for _ in range(rng.randint(2, 6))] for _ in range(32)]
+            batch = tokenizer([" ".join(w) for w in words], padding=True, return_tensors="pt")
+            labels = tokenizer(
+                [" ".join(LEXICON[x] for x in w) for w in words], padding=True, return_tensors="pt"
+            ).input_ids
+            labels[labels == vocab - 1] = -100
+            loss = model(**batch, labels=labels).loss
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        hf = folder / "hf"
+        model.save_pretrained(hf)
+        tokenizer.save_pretrained(hf)
+    finally:
+        torch.set_num_threads(threads)
+    return convert_transformers_model(hf, folder / "opus-mt-en-de")
+
+
+@pytest.fixture(scope="module")
+def marian(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CT2MTEngine]:
+    folder = _build(tmp_path_factory.mktemp("marian"), lang_codes=[], train_steps=400)
+    engine = CT2MTEngine(folder, compute_type="float32", threads=1)
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(scope="module")
+def nllb_like(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CT2MTEngine]:
+    folder = _build(tmp_path_factory.mktemp("nllb"), lang_codes=["eng_Latn", "deu_Latn"], train_steps=0)
+    engine = CT2MTEngine(folder, compute_type="float32", threads=1)
+    yield engine
+    engine.close()
+
+
+def _request(**kw: object) -> MTRequest:
+    fields: dict[str, object] = {"source_lang": "en", "target_lang": "de", "source_words": SOURCE}
+    fields.update(kw)
+    return MTRequest(**fields)  # type: ignore[arg-type]
+
+
+def test_word_attention_sums_each_words_pieces_and_drops_specials() -> None:
+    tokens = np.array([[0.1, 0.2, 0.3, 0.4], [0.5, 0.0, 0.25, 0.25]], dtype=np.float32)
+    words = word_attention(tokens, [-1, 0, 0, 1], 3)
+    np.testing.assert_allclose(words, [[0.5, 0.4, 0.0], [0.25, 0.25, 0.0]], rtol=1e-6)
+    with pytest.raises(ValueError):
+        word_attention(tokens, [0, 1], 2)
+
+
+@pytest.mark.engine
+def test_source_tokens_map_every_piece_to_its_word(marian: CT2MTEngine) -> None:
+    words = ["small", "river,", "sleeps"]
+    tokens, word_of = marian.source_tokens(words, "en")
+    assert tokens[-1] == "</s>" and word_of[-1] == -1
+    # Word-by-word tokenization equals the sentence's, and multi-piece words keep one index.
+    assert tokens[:-1] == marian._tokenizer.tokenize("small river, sleeps")
+    assert word_of[:-1] == sorted(word_of[:-1]) and set(word_of[:-1]) == {0, 1, 2}
+    assert word_of.count(1) >= 2  # "river," splits into several pieces
+    for index, word in enumerate(words):
+        pieces = [t for t, w in zip(tokens, word_of, strict=True) if w == index]
+        assert pieces == marian._tokenizer.tokenize(word)
+
+
+@pytest.mark.engine
+def test_directions_come_from_the_marian_folder_name(marian: CT2MTEngine) -> None:
+    assert marian.scheme is LanguageScheme.MARIAN
+    assert marian.directions() == ["en-de"]
+    with pytest.raises(ClientError) as caught:
+        marian.draft(_request(target_lang="it"))
+    assert caught.value.code == "unsupported_direction"
+
+
+@pytest.mark.engine
+def test_final_translates_to_the_end(marian: CT2MTEngine) -> None:
+    draft = marian.draft(_request(mode=DraftMode.FINAL))
+    assert draft.finished
+    assert draft.attention is None
+    assert marian.decode(draft.token_ids).strip() == REFERENCE
+
+
+@pytest.mark.engine
+def test_partial_is_bounded_and_reports_word_attention(marian: CT2MTEngine) -> None:
+    draft = marian.draft(_request(max_new_tokens=4))
+    assert len(draft.token_ids) == 4
+    assert not draft.finished
+    assert draft.attention is not None
+    assert draft.attention.shape == (4, len(SOURCE))
+    assert (draft.attention >= 0).all()
+    assert (draft.attention.sum(axis=1) <= 1.0 + 1e-4).all()
+    assert draft.computed_tokens > len(draft.token_ids)
+
+
+@pytest.mark.engine
+def test_alignment_follows_the_word_order(marian: CT2MTEngine) -> None:
+    draft = marian.draft(_request(max_new_tokens=64))
+    assert draft.finished
+    assert draft.attention is not None
+    assert draft.attention.shape == (len(draft.token_ids), len(SOURCE))
+    # Group drafted tokens into target words by their word-start marker.
+    pieces = marian._tokenizer.convert_ids_to_tokens(draft.token_ids)
+    target_word = np.cumsum([p.startswith("\u2581") for p in pieces]) - 1
+    assert target_word[-1] == len(SOURCE) - 1
+    for j in range(len(SOURCE)):
+        # Word-for-word toy translation: target word j attends to source word j.
+        mass = draft.attention[target_word == j].sum(axis=0)
+        assert int(mass.argmax()) == j, (j, mass)
+
+
+@pytest.mark.engine
+def test_prefix_is_continued_verbatim(marian: CT2MTEngine) -> None:
+    draft = marian.draft(_request(target_prefix="klein rot", max_new_tokens=64))
+    continuation = marian.decode(draft.token_ids)
+    # The continuation opens a new word, so it keeps its leading space.
+    assert continuation.startswith(" haus")
+    assert "klein rot" + continuation == REFERENCE
+    assert draft.finished
+    assert draft.attention is not None and draft.attention.shape[0] == len(draft.token_ids)
+    # Attention rows start after the prefix: the first drafted token looks at "house".
+    assert int(draft.attention[0].argmax()) == 2
+
+
+@pytest.mark.engine
+def test_complete_prefix_finishes_without_tokens(marian: CT2MTEngine) -> None:
+    draft = marian.draft(_request(target_prefix=REFERENCE, max_new_tokens=8))
+    assert draft.token_ids == []
+    assert draft.finished
+    assert draft.attention is not None and draft.attention.shape == (0, len(SOURCE))
+
+
+@pytest.mark.engine
+def test_decode_keeps_word_boundaries(marian: CT2MTEngine) -> None:
+    ids = marian._tokenizer.convert_tokens_to_ids(marian.target_prefix_tokens("rot haus", "de"))
+    assert marian.decode(ids) == " rot haus"
+    # A piece inside a word continues it with no space.
+    assert not marian.decode(ids[1:]).startswith(" ")
+    assert marian.decode([]) == ""
+
+
+@pytest.mark.engine
+def test_nllb_language_codes_lead_source_and_target(nllb_like: CT2MTEngine) -> None:
+    assert nllb_like.scheme is LanguageScheme.NLLB
+    assert nllb_like.directions() == ["de-en", "en-de"]
+    tokens, word_of = nllb_like.source_tokens(["red", "dog"], "en")
+    assert tokens[0] == "eng_Latn" and word_of[0] == -1
+    assert tokens[-1] == "</s>" and word_of[-1] == -1
+    assert nllb_like.target_prefix_tokens("", "de") == ["deu_Latn"]
+    assert nllb_like.target_prefix_tokens("rot", "deu_Latn")[0] == "deu_Latn"
+    draft = nllb_like.draft(_request(source_words=["red", "dog"], max_new_tokens=3))
+    # The forced language code is the prefix, not part of the draft.
+    assert len(draft.token_ids) == 3
+    assert draft.attention is not None and draft.attention.shape == (3, 2)
+
+
+@pytest.mark.engine
+def test_create_reads_the_model_folder_from_settings(marian: CT2MTEngine, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        create(cast(MTSettings, SimpleNamespace(model=None)), tmp_path)
+    with pytest.raises(ConfigError):
+        create(cast(MTSettings, SimpleNamespace(model=str(tmp_path / "missing"))), tmp_path)
+    folder = marian.model_dir
+    engine = create(cast(MTSettings, SimpleNamespace(model=str(folder), directions=["en-de"])), tmp_path)
+    try:
+        assert engine.directions() == ["en-de"]
+        assert engine.name == "ct2"
+    finally:
+        engine.close()
+
+
+@pytest.mark.engine
+def test_final_is_bounded_by_max_new_tokens(marian: CT2MTEngine) -> None:
+    draft = marian.draft(_request(mode=DraftMode.FINAL, max_new_tokens=2))
+    assert len(draft.token_ids) == 2
+    assert not draft.finished

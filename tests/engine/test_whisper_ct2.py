@@ -1,0 +1,163 @@
+"""The CTranslate2 Whisper backend with the packaged models on real speech from ../shared/eval."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import jiwer
+import numpy as np
+import pytest
+import soundfile as sf
+import soxr
+from transformers.models.whisper.english_normalizer import BasicTextNormalizer, EnglishTextNormalizer
+
+from dragoman.config import ASRSettings, default_cache_dir
+from dragoman.engines.asr import StepRequest, StepResult
+from dragoman.engines.registry import create_asr_engine
+from dragoman.engines.whisper_ct2 import WhisperCT2Engine
+from dragoman.errors import ClientError, RequestRejected
+
+pytestmark = pytest.mark.engine
+
+EVAL = Path(__file__).resolve().parents[2] / "../shared/eval"
+RATE = 16_000
+EN = (
+    "asr/en/en_ls-testclean_1995-1837-0001.wav",
+    "asr/en/en_ls-devclean_2412-153948-0000.flac",
+    "asr/en/en_fleurs_test_001.ogg",
+    "asr/en/en_jfk_inaugural_1961.flac",
+)
+DE = "asr/de/de_fleurs_test_004.ogg"
+
+_english = EnglishTextNormalizer({})
+_basic = BasicTextNormalizer()
+
+
+def _references() -> dict[str, str]:
+    with (EVAL / "asr.tsv").open(encoding="utf-8", newline="") as f:
+        rows = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        return {row["file"]: row["reference_text"] for row in rows if not row["channel"]}
+
+
+REFS = _references()
+
+
+def audio(name: str) -> np.ndarray:
+    data, rate = sf.read(EVAL / name, dtype="float32", always_2d=True)
+    mono = data[:, 0]
+    return np.asarray(soxr.resample(mono, rate, RATE) if rate != RATE else mono, dtype=np.float32)
+
+
+def wer(references: list[str], hypotheses: list[str], language: str = "en") -> float:
+    norm = _english if language == "en" else _basic
+    return float(jiwer.wer([norm(r) for r in references], [norm(h) for h in hypotheses]))
+
+
+def ok(result: StepResult | ClientError) -> StepResult:
+    assert isinstance(result, StepResult), result
+    return result
+
+
+@pytest.fixture(scope="module")
+def base() -> WhisperCT2Engine:
+    engine = create_asr_engine(ASRSettings(model="whisper-base"), default_cache_dir())
+    assert isinstance(engine, WhisperCT2Engine)
+    return engine
+
+
+@pytest.fixture(scope="module")
+def tiny() -> WhisperCT2Engine:
+    engine = create_asr_engine(ASRSettings(model="whisper-tiny.en"), default_cache_dir())
+    assert isinstance(engine, WhisperCT2Engine)
+    return engine
+
+
+def test_capabilities(base: WhisperCT2Engine, tiny: WhisperCT2Engine) -> None:
+    assert {"en", "de", "it", "zh", "fr"} <= base.capabilities.languages
+    assert len(base.capabilities.languages) == 99
+    assert tiny.capabilities.languages == {"en"}
+    assert base.capabilities.max_audio_seconds == 30.0
+    ids = base.tokenizer.encode(" Die Höhle")
+    assert ids and base.tokenizer.decode(ids) == " Die Höhle"
+
+
+@pytest.mark.parametrize("model", ["base", "tiny"])
+def test_english_wer(model: str, request: pytest.FixtureRequest) -> None:
+    engine: WhisperCT2Engine = request.getfixturevalue(model)
+    results = engine.transcribe_batch([StepRequest(audio(name), language="en") for name in EN])
+    texts = [ok(r).text for r in results]
+    assert wer([REFS[name] for name in EN], texts) < 0.08, texts
+    assert all(t.startswith(" ") for t in texts)  # Whisper's leading space is kept
+
+
+def test_language_is_detected(base: WhisperCT2Engine) -> None:
+    [de, en] = base.transcribe_batch([StepRequest(audio(DE)), StepRequest(audio(EN[0]))])
+    assert ok(de).language == "de" and ok(en).language == "en"
+    assert wer([REFS[DE]], [ok(de).text], "de") < 0.25, ok(de).text
+
+
+def test_forced_prefix_is_honoured(base: WhisperCT2Engine) -> None:
+    # The references are upper case (LibriSpeech) or unpunctuated lower case (FLEURS);
+    # Whisper writes neither, so only forcing puts these words first.
+    for name in (EN[0], EN[2]):
+        prefix = " " + " ".join(REFS[name].split()[:4])
+        text = ok(base.transcribe_batch([StepRequest(audio(name), prefix=prefix, language="en")])[0]).text
+        assert text.startswith(prefix), text
+        assert len(text) > len(prefix) + 20  # and it goes on transcribing
+        assert wer([REFS[name]], [text]) < 0.15, text
+
+
+def test_whole_hypothesis_as_prefix_adds_nothing(base: WhisperCT2Engine) -> None:
+    clip = audio(EN[3])
+    first = ok(base.transcribe_batch([StepRequest(clip, language="en")])[0]).text
+    again = ok(base.transcribe_batch([StepRequest(clip, prefix=first, language="en")])[0]).text
+    assert again == first
+
+
+def test_prefix_keeps_multibyte_text(base: WhisperCT2Engine) -> None:
+    prefix = " Die Höhle befindet sich"
+    result = ok(base.transcribe_batch([StepRequest(audio(DE), prefix=prefix, language="de")])[0])
+    assert result.text.startswith(prefix) and "Mekka" in result.text
+
+
+def test_batch_matches_one_at_a_time(base: WhisperCT2Engine) -> None:
+    requests = [
+        StepRequest(audio(EN[0]), language="en"),
+        StepRequest(audio(EN[2]), prompt="Grammar lesson: German nouns."),
+        StepRequest(audio(DE)[: 8 * RATE]),
+    ]
+    together = [ok(r) for r in base.transcribe_batch(requests)]
+    alone = [ok(base.transcribe_batch([r])[0]) for r in requests]
+    assert together == alone
+    assert [r.language for r in together] == ["en", "en", "de"]
+
+
+def test_unsupported_language_is_rejected_in_its_slot(base: WhisperCT2Engine, tiny: WhisperCT2Engine) -> None:
+    clip = audio(EN[0])
+    good, bad = base.transcribe_batch([StepRequest(clip, language="en"), StepRequest(clip, language="xx")])
+    assert isinstance(bad, RequestRejected) and "'xx'" in bad.message
+    assert wer([REFS[EN[0]]], [ok(good).text]) < 0.1
+    bad, good = tiny.transcribe_batch([StepRequest(clip, language="de"), StepRequest(clip)])
+    assert isinstance(bad, RequestRejected) and "English" in bad.message
+    assert ok(good).language == "en" and wer([REFS[EN[0]]], [ok(good).text]) < 0.15
+
+
+def test_audio_over_30s_is_rejected(base: WhisperCT2Engine) -> None:
+    [result] = base.transcribe_batch([StepRequest(np.zeros(31 * RATE, np.float32))])
+    assert isinstance(result, RequestRejected) and "30 s" in result.message
+
+
+def test_trimmed_encoding_matches_padded(base: WhisperCT2Engine) -> None:
+    # 7.3 s cut mid-sentence, like a re-decode step, and a whole 11.7 s utterance.
+    requests = [
+        StepRequest(audio(EN[1])[: int(7.3 * RATE)], language="en"),
+        StepRequest(audio(EN[1]), language="en"),
+    ]
+    trimmed = [ok(r).text for r in base.transcribe_batch(requests)]
+    base.trim = False
+    try:
+        padded = [ok(r).text for r in base.transcribe_batch(requests)]
+    finally:
+        base.trim = True
+    assert wer(padded, trimmed) == 0.0, (padded, trimmed)

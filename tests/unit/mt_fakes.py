@@ -1,0 +1,96 @@
+"""A deterministic word-for-word "translator" with one-hot attention, for MT unit tests.
+
+Each source word maps to a target word through `LEXICON` (unknown words are upper-
+cased); target word i attends only to source word i. Tokens are UTF-8 byte pieces,
+so a word can be split inside a multi-byte character (`SPLITS`), and `decode`
+ends in U+FFFD exactly where a real byte-level tokenizer's would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from dragoman.engines.mt import DraftMode, MTDraft, MTEngine, MTRequest
+
+LEXICON = {
+    "Hello": "Hallo",
+    "world,": "Welt,",
+    "how": "wie",
+    "are": "geht",
+    "you?": "es?",
+    "greetings": "Grüße",
+    "big": "große",
+    "street": "Straße",
+    "the": "die",
+    "house": "Haus",
+    "is": "ist",
+    "red.": "rot.",
+}
+
+#: Target words drafted as several tokens (byte pieces); "ü" is b"\xc3\xbc".
+SPLITS: dict[str, list[bytes]] = {
+    "Grüße": [b"Gr", b"\xc3", b"\xbc\xc3\x9f", b"e"],
+    "Straße": [b"Stra", b"\xc3\x9fe"],
+}
+
+
+def target_words(source: Sequence[str]) -> list[str]:
+    return [LEXICON.get(word, word.upper()) for word in source]
+
+
+class FakeEngine(MTEngine):
+    name = "fake-lexicon"
+
+    def __init__(self, directions: Sequence[str] = ("en-de", "en-it", "en-zh")) -> None:
+        self._directions = sorted(directions)
+        self._pieces: list[bytes] = []
+        self._ids: dict[bytes, int] = {}
+        self.requests: list[MTRequest] = []
+        self.forgotten: list[str] = []
+        #: Exceptions raised by the next draft calls, in order.
+        self.failures: list[BaseException] = []
+
+    def directions(self) -> list[str]:
+        return list(self._directions)
+
+    def _id(self, piece: bytes) -> int:
+        if piece not in self._ids:
+            self._ids[piece] = len(self._pieces)
+            self._pieces.append(piece)
+        return self._ids[piece]
+
+    def tokens_of(self, word: str, first: bool) -> list[int]:
+        pieces = list(SPLITS.get(word, [word.encode()]))
+        if not first:
+            pieces[0] = b" " + pieces[0]
+        return [self._id(piece) for piece in pieces]
+
+    def draft(self, request: MTRequest) -> MTDraft:
+        self.requests.append(request)
+        if self.failures:
+            raise self.failures.pop(0)
+        words = target_words(request.source_words)
+        done = len(request.target_prefix.split())
+        ids: list[int] = []
+        rows: list[int] = []
+        budget = request.max_new_tokens if request.mode is DraftMode.PARTIAL else 10_000
+        for index in range(done, len(words)):
+            for token in self.tokens_of(words[index], first=index == 0):
+                ids.append(token)
+                rows.append(index)
+        finished = len(ids) <= budget
+        ids, rows = ids[:budget], rows[:budget]
+        if request.mode is DraftMode.FINAL:
+            return MTDraft(ids, None, finished=finished, computed_tokens=len(ids))
+        attention = np.zeros((len(ids), len(request.source_words)), dtype=np.float32)
+        for row, column in enumerate(rows):
+            attention[row, column] = 1.0
+        return MTDraft(ids, attention, finished=finished, computed_tokens=len(ids))
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return b"".join(self._pieces[i] for i in token_ids).decode("utf-8", errors="replace")
+
+    def forget(self, cache_key: str) -> None:
+        self.forgotten.append(cache_key)

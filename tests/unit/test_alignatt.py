@@ -1,0 +1,229 @@
+"""The AlignAtt policy without a model: frontier, commit cuts, the cached-draft fast path."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from dragoman.streaming.alignatt import (
+    AlignAttParams,
+    CachedDraft,
+    DraftText,
+    Frontier,
+    PromptKey,
+    attended_words,
+    build_source_accessibility_frontier,
+    clean_final_text,
+    select_commit,
+    unit_boundaries,
+)
+
+P0 = AlignAttParams(frontier_margin=0)
+
+
+class Pieces:
+    """Token id i is the UTF-8 byte piece PIECES[i]."""
+
+    def __init__(self, *pieces: bytes) -> None:
+        self.pieces = list(pieces)
+        self.ids = list(range(len(pieces)))
+        self.calls = 0
+
+    def decode(self, ids: Sequence[int]) -> str:
+        self.calls += 1
+        return b"".join(self.pieces[i] for i in ids).decode("utf-8", errors="replace")
+
+
+def one_hot(columns: Sequence[int], n_words: int) -> np.ndarray:
+    matrix = np.zeros((len(columns), n_words), dtype=np.float32)
+    for row, column in enumerate(columns):
+        matrix[row, column] = 0.9
+        matrix[row, (column + 1) % n_words] += 0.05
+    return matrix
+
+
+def cut_of(
+    pieces: Pieces,
+    columns: Sequence[int],
+    frontier: Frontier,
+    *,
+    finished: bool = False,
+    target: str = "de",
+    params: AlignAttParams = P0,
+    start: int = 0,
+):
+    texts = DraftText(pieces.ids, pieces.decode)
+    positions = attended_words(one_hot(columns, frontier.n_source))
+    return select_commit(
+        positions, texts, frontier, start=start, finished=finished, target_lang=target, params=params
+    )
+
+
+# -- the frontier ----------------------------------------------------------------
+
+
+def test_committed_words_are_accessible_and_tail_words_are_not() -> None:
+    frontier = build_source_accessibility_frontier(
+        [400.0, 900.0, 1300.0], 2, clock_ms=2000.0, final=False, params=P0
+    )
+    assert frontier == Frontier(n_source=5, accessible=3)
+
+
+def test_the_margin_holds_the_last_source_positions_unless_final() -> None:
+    params = AlignAttParams(frontier_margin=2)
+    ends = [100.0, 200.0, 300.0, 400.0]
+    assert (
+        build_source_accessibility_frontier(ends, 0, clock_ms=500, final=False, params=params).accessible == 2
+    )
+    # With a tail of 2 words the margin falls on the tail: every committed word stays accessible.
+    assert (
+        build_source_accessibility_frontier(ends, 2, clock_ms=500, final=False, params=params).accessible == 4
+    )
+    assert (
+        build_source_accessibility_frontier(ends, 1, clock_ms=500, final=True, params=params).accessible == 5
+    )
+    assert (
+        build_source_accessibility_frontier([1.0], 0, clock_ms=5, final=False, params=params).accessible == 0
+    )
+
+
+def test_recent_committed_words_count_as_tail_with_inaccessible_ms() -> None:
+    params = AlignAttParams(frontier_margin=0, inaccessible_ms=500)
+    ends: list[float | None] = [100.0, None, 1600.0, 1700.0]
+    frontier = build_source_accessibility_frontier(ends, 1, clock_ms=2000.0, final=False, params=params)
+    # Word 2 ended 400 ms before the clock: it and everything after it are held.
+    assert frontier.accessible == 2
+    late = build_source_accessibility_frontier(ends, 1, clock_ms=2300.0, final=False, params=params)
+    assert late.accessible == 4
+
+
+# -- commit selection --------------------------------------------------------------
+
+
+def test_commit_stops_at_the_first_token_attending_to_an_inaccessible_word() -> None:
+    pieces = Pieces(b"Hallo", b" Welt,", b" wie", b" geht")
+    cut = cut_of(pieces, [0, 2, 1, 3], Frontier(4, 2))
+    assert (cut.end, cut.text, cut.covered, cut.reason) == (1, "Hallo", 1, "alignatt:attention_frontier")
+
+
+def test_everything_accessible_and_finished_commits_the_whole_draft() -> None:
+    pieces = Pieces(b"Hallo", b" Welt,")
+    cut = cut_of(pieces, [0, 1], Frontier(2, 2), finished=True)
+    assert (cut.end, cut.text, cut.covered, cut.reason) == (2, "Hallo Welt,", 2, "alignatt:eos")
+
+
+def test_an_unfinished_draft_holds_its_last_word_which_may_continue() -> None:
+    pieces = Pieces(b"Hallo", b" Welt")
+    cut = cut_of(pieces, [0, 1], Frontier(2, 2), finished=False)
+    assert (cut.text, cut.reason) == ("Hallo", "alignatt:max_tokens")
+
+
+def test_a_word_attending_partly_to_the_tail_is_held_whole() -> None:
+    # " Stra" attends to word 1 (accessible), "ße" to word 2 (tail): the word waits.
+    pieces = Pieces(b"die", b" Stra", b"\xc3\x9fe", b" ist")
+    cut = cut_of(pieces, [0, 1, 2, 2], Frontier(3, 2))
+    assert cut.text == "die"
+    assert cut.end == 1
+
+
+def test_a_cut_never_ends_inside_a_multibyte_character() -> None:
+    # "Grüße": the cut after b"\xc3" decodes to U+FFFD; with a CJK target every clean
+    # character boundary is a unit, so the cut backs off to before the broken byte.
+    pieces = Pieces("好".encode(), "的".encode()[:1], "的".encode()[1:], "人".encode())
+    texts = DraftText(pieces.ids, pieces.decode)
+    assert texts.prefixes[2].endswith("\ufffd")
+    assert unit_boundaries(texts, 0, False, "zh") == [1, 3, 4]
+    cut = cut_of(pieces, [0, 0, 1, 2], Frontier(3, 1), target="zh")
+    assert cut.text == "好"
+    cut = cut_of(pieces, [0, 0, 1, 2], Frontier(3, 2), target="zh")
+    assert cut.text == "好的"
+
+
+def test_units_are_words_for_spaced_targets_and_characters_for_chinese() -> None:
+    spaced = Pieces(b"Gr", b"\xc3", b"\xbc\xc3\x9f", b"e", b" Welt")
+    texts = DraftText(spaced.ids, spaced.decode)
+    assert unit_boundaries(texts, 0, False, "de") == [4]
+    assert unit_boundaries(texts, 0, True, "de") == [4, 5]
+    chinese = Pieces("你好".encode(), "世界".encode())
+    assert unit_boundaries(DraftText(chinese.ids, chinese.decode), 0, False, "zh-Hans") == [1, 2]
+
+
+def test_hold_back_and_min_emit_units() -> None:
+    pieces = Pieces(b"Hallo", b" Welt,", b" wie", b" geht")
+    frontier = Frontier(4, 4)
+    held = cut_of(pieces, [0, 1, 2, 3], frontier, finished=True, params=AlignAttParams(0, 0, 1))
+    assert held.text == "Hallo Welt, wie"
+    waiting = cut_of(pieces, [0, 1, 2, 3], Frontier(4, 2), params=AlignAttParams(0, 0, 0, 3))
+    assert (waiting.end, waiting.text, waiting.covered) == (0, "", None)
+    enough = cut_of(pieces, [0, 1, 2, 3], Frontier(4, 3), params=AlignAttParams(0, 0, 0, 3))
+    assert enough.text == "Hallo Welt, wie"
+
+
+def test_rows_without_attention_stop_the_commit() -> None:
+    attention = np.array([[0.0, 1.0], [np.nan, 0.0], [0.2, 0.7]], dtype=np.float32)
+    assert attended_words(attention) == [1, -1, 1]
+    pieces = Pieces(b"a", b" b", b" c")
+    texts = DraftText(pieces.ids, pieces.decode)
+    cut = select_commit(
+        attended_words(attention), texts, Frontier(2, 2), start=0, finished=True, target_lang="de", params=P0
+    )
+    assert cut.text == "a"
+
+
+def test_commit_from_an_offset_keeps_the_leading_space() -> None:
+    pieces = Pieces(b"Hallo", b" Welt,", b" wie")
+    cut = cut_of(pieces, [0, 1, 2], Frontier(3, 3), finished=True, start=1)
+    assert (cut.end, cut.text, cut.covered) == (3, " Welt, wie", 3)
+
+
+def test_mismatched_attention_rows_are_rejected() -> None:
+    pieces = Pieces(b"a", b" b")
+    with pytest.raises(ValueError):
+        select_commit(
+            [0],
+            DraftText(pieces.ids, pieces.decode),
+            Frontier(1, 1),
+            start=0,
+            finished=True,
+            target_lang="de",
+            params=P0,
+        )
+
+
+def test_final_text_loses_a_broken_last_character() -> None:
+    assert clean_final_text("Grüß\ufffd") == "Grüß"
+    assert clean_final_text("Hallo Welt. ") == "Hallo Welt."
+
+
+# -- the fast path ---------------------------------------------------------------
+
+
+def test_a_cached_draft_is_recut_against_a_new_frontier_without_decoding() -> None:
+    pieces = Pieces(b"Hallo", b" Welt,", b" wie", b" geht")
+    texts = DraftText(pieces.ids, pieces.decode)
+    calls = pieces.calls
+    positions = tuple(attended_words(one_hot([0, 1, 2, 3], 4)))
+    key = PromptKey(("Hello", "world,", "how", "are"), None, (), 16)
+    first = select_commit(
+        positions, texts, Frontier(4, 1), start=0, finished=True, target_lang="de", params=P0
+    )
+    cache = CachedDraft(key, positions, texts, True, first.end, first.text)
+    assert cache.serves(key, "Hallo")
+    assert not cache.serves(key, "Hallo Welt")  # the accepted target moved on some other way
+    assert not cache.serves(PromptKey(("Hello", "world,", "how", "are", "you?"), None, (), 16), "Hallo")
+    again = cache.recut(Frontier(4, 3), "de", P0)
+    assert (again.end, again.text, again.covered) == (3, " Welt, wie", 3)
+    assert pieces.calls == calls
+    done = cache.advanced(again, "Hallo Welt, wie")
+    assert done.consumed == 3 and done.serves(key, "Hallo Welt, wie")
+
+
+def test_an_unfinished_draft_used_up_needs_a_new_engine_call() -> None:
+    pieces = Pieces(b"Hallo", b" Welt,")
+    texts = DraftText(pieces.ids, pieces.decode)
+    key = PromptKey(("Hello", "world,", "how"), None, (), 2)
+    cache = CachedDraft(key, (0, 1), texts, False, 2, "Hallo Welt,")
+    assert not cache.serves(key, "Hallo Welt,")
+    assert CachedDraft(key, (0, 1), texts, True, 2, "Hallo Welt,").serves(key, "Hallo Welt,")

@@ -1,0 +1,89 @@
+"""The simultaneous-MT benchmark's simulation, with the word-for-word fake engine.
+
+A fake timer makes every update take exactly 50 ms, so the whole timeline (when
+updates are sent, what they commit, when answers arrive) is worked out by hand.
+"""
+
+from __future__ import annotations
+
+import pytest
+from bench.mt_data import Sentence, SourceWord
+from bench.mt_metrics import Emission, sentence_laal
+from bench.mt_simul import asr_state, markdown, next_asr_event, simulate, summarize
+
+from tests.unit.mt_fakes import FakeEngine
+
+REFERENCE = "Hallo Welt, wie geht es dir?"
+
+
+class StepTimer:
+    """Advances 50 ms per reading: every timed span lasts 50 ms."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        self.t += 0.05
+        return self.t
+
+
+def _sentence() -> Sentence:
+    # A pause after "how": 1200 -> 2400 ms.
+    timed = [("Hello", 400), ("world,", 800), ("how", 1200), ("are", 2400), ("you?", 2800)]
+    words = tuple(SourceWord(text, end - 300, end) for text, end in timed)
+    return Sentence("s1", "Hello world, how are you?", REFERENCE, words, 2800.0, "test")
+
+
+def test_asr_state_holds_back_the_tail_until_a_pause() -> None:
+    ends = [400.0, 800.0, 1200.0]
+    assert asr_state(ends, 300, tail_words=2, pause_commit_ms=600) == (0, 0)
+    assert asr_state(ends, 1300, tail_words=2, pause_commit_ms=600) == (1, 3)
+    assert asr_state(ends, 1800, tail_words=2, pause_commit_ms=600) == (3, 3)
+    assert next_asr_event(ends, 900, pause_commit_ms=600) == 1200
+    assert next_asr_event(ends, 1300, pause_commit_ms=600) == 1800
+
+
+def test_simulation_timeline_fast_path_and_latency() -> None:
+    engine = FakeEngine()
+    run = simulate(
+        _sentence(),
+        engine,
+        direction="en-de",
+        preset="low_latency",
+        tail_words=2,
+        pause_commit_ms=600,
+        timer=StepTimer(),
+    )
+    # Sends at 400, 900 (nothing accessible yet), 1400 (commits "Hallo"), 1900 (the
+    # pause commits "how": a fast-path re-cut releases "Welt,"), 2400 (nothing new
+    # accessible); the final goes at the end of the source, 2800.
+    assert run.emissions == [
+        Emission(400, 450, ""),
+        Emission(900, 950, ""),
+        Emission(1400, 1450, "Hallo"),
+        Emission(1900, 1950, "Hallo Welt,"),
+        Emission(2400, 2450, "Hallo Welt,"),
+        Emission(2800, 2850, "Hallo Welt, wie geht es?"),
+    ]
+    assert run.simul_text == run.offline_text == "Hallo Welt, wie geht es?"
+    assert run.engine_calls == 5  # four partial drafts and the final pass
+    assert (run.commits, run.fast_path_commits) == (2, 1)
+    assert engine.forgotten == ["bench-s1"]
+
+    latency = sentence_laal(run.emissions, run.simul_text, REFERENCE, "de", 2800)
+    assert latency is not None
+    # Units at 1400, 1900, 2800 (ideal); rate 2800 / 6; the third reaches |X|.
+    assert latency.ideal_ms == pytest.approx((1400 + 1900 - 2800 / 6 + 2800 - 2 * 2800 / 6) / 3)
+    assert latency.computation_aware_ms == pytest.approx((1450 + 1950 - 2800 / 6 + 2850 - 2 * 2800 / 6) / 3)
+
+
+def test_summary_and_table() -> None:
+    run = simulate(
+        _sentence(), FakeEngine(), direction="en-de", preset="low_latency", tail_words=2, timer=StepTimer()
+    )
+    summary = summarize("en-de", "test", [run])
+    assert summary.bleu_simul == pytest.approx(summary.bleu_offline)
+    assert summary.bleu_ratio == pytest.approx(1.0)
+    assert summary.fast_path_share == pytest.approx(0.5)
+    table = markdown([summary], "header")
+    assert "| en-de | test (test) | 1 |" in table

@@ -1,0 +1,233 @@
+"""The MT WebSocket service in-process (Starlette's test client, a fake engine, no model)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
+
+from dragoman.config import Settings
+from dragoman.engines.mt import MTDraft, MTRequest
+from dragoman.server.mt_app import create_mt_app
+from dragoman.server.mt_ws import MTService
+from dragoman.sessions.mt import MTSession
+from dragoman.sessions.mt_events import Update
+from dragoman.streaming.alignatt import AlignAttParams
+from tests.unit.mt_fakes import FakeEngine
+
+INIT = {"type": "init", "protocol_version": 1, "source_lang": "en", "target_lang": "de"}
+
+
+class GatedEngine(FakeEngine):
+    """Drafts wait for `gate`; records the most drafts ever running at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.gate.set()
+        self.running = 0
+        self.most_running = 0
+        self._lock = threading.Lock()
+
+    def draft(self, request: MTRequest) -> MTDraft:
+        with self._lock:
+            self.running += 1
+            self.most_running = max(self.most_running, self.running)
+        try:
+            self.gate.wait(10)
+            return super().draft(request)
+        finally:
+            with self._lock:
+                self.running -= 1
+
+
+def make_service(engine: FakeEngine, **kwargs: Any) -> MTService:
+    options: dict[str, Any] = {
+        "default_preset": "plain",
+        "max_sessions": 2,
+        "max_utterance_words": 50,
+    } | kwargs
+    return MTService(lambda: engine, presets={"plain": AlignAttParams(frontier_margin=0)}, **options)
+
+
+@pytest.fixture
+def engine() -> GatedEngine:
+    return GatedEngine()
+
+
+@pytest.fixture
+def service(engine: GatedEngine) -> MTService:
+    return make_service(engine)
+
+
+@pytest.fixture
+def client(service: MTService) -> Iterator[TestClient]:
+    with TestClient(create_mt_app(Settings(), service)) as test_client:
+        yield test_client
+
+
+def update(
+    seq: int, words: list[str], *, utterance: int = 0, final: bool = False, tail: list[str] = ()
+) -> str:
+    payload: dict[str, Any] = {
+        "type": "update",
+        "seq": seq,
+        "utterance_id": utterance,
+        "words": [[w, 100.0 * i, 100.0 * i + 50] for i, w in enumerate(words)],
+        "clock_ms": 100.0 * len(words) + 1000 * seq,
+        "is_final": final,
+    }
+    if tail:
+        payload["tail"] = {"words": [[w, None, None] for w in tail]}
+    return json.dumps(payload)
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)
+
+
+def test_health_and_a_session_round_trip(client: TestClient) -> None:
+    health = client.get("/health").json()
+    assert health["status"] == "ok" and health["model"] == "fake-lexicon"
+    assert health["directions"] == ["en-de", "en-it", "en-zh"]
+    with client.websocket_connect("/") as ws:
+        ws.send_text(json.dumps(INIT))
+        assert ws.receive_json() == {
+            "type": "init_ok",
+            "protocol_version": 1,
+            "direction": "en-de",
+            "preset": "plain",
+            "model": "fake-lexicon",
+        }
+        ws.send_text(update(1, ["Hello"], tail=["world,"]))
+        first = ws.receive_json()
+        assert (first["seq"], first["committed_text"], first["buffer_text"]) == (1, "Hallo", "Welt,")
+        ws.send_text(update(2, ["Hello", "world,"]))
+        second = ws.receive_json()
+        assert (second["committed_delta"], second["stop_reason"]) == (" Welt,", "alignatt:commit_fast_path")
+        ws.send_text(update(3, ["Hello", "world,", "how"], final=True))
+        final = ws.receive_json()
+        assert (final["final"], final["committed_text"]) == (True, "Hallo Welt, wie")
+
+
+def test_an_unsupported_direction_gets_the_list_then_the_close(client: TestClient) -> None:
+    with client.websocket_connect("/") as ws:
+        ws.send_text(json.dumps(INIT | {"target_lang": "fr"}))
+        error = ws.receive_json()
+        assert error["code"] == "unsupported_direction" and error["supported"] == ["en-de", "en-it", "en-zh"]
+        with pytest.raises(WebSocketDisconnect) as closed:
+            ws.receive_json()
+        assert closed.value.code == 1008
+
+
+def test_a_bad_first_frame_is_bad_protocol_then_the_close(client: TestClient) -> None:
+    with client.websocket_connect("/") as ws:
+        ws.send_text(update(5, ["Hello"]))
+        error = ws.receive_json()
+        assert (error["code"], error["seq"]) == ("bad_protocol", 5)
+        with pytest.raises(WebSocketDisconnect):
+            ws.receive_json()
+
+
+def test_busy_at_max_sessions(client: TestClient, service: MTService) -> None:
+    with client.websocket_connect("/") as one, client.websocket_connect("/") as two:
+        for ws in (one, two):
+            ws.send_text(json.dumps(INIT))
+            assert ws.receive_json()["type"] == "init_ok"
+        with client.websocket_connect("/") as three:
+            three.send_text(json.dumps(INIT))
+            error = three.receive_json()
+            assert error["code"] == "busy" and "2 MT sessions" in error["message"]
+            with pytest.raises(WebSocketDisconnect) as closed:
+                three.receive_json()
+            assert closed.value.code == 1013
+    wait_for(lambda: service.sessions == 0)
+    with client.websocket_connect("/") as again:
+        again.send_text(json.dumps(INIT))
+        assert again.receive_json()["type"] == "init_ok"
+
+
+def test_bad_frames_after_init_do_not_end_the_session(client: TestClient) -> None:
+    with client.websocket_connect("/") as ws:
+        ws.send_text(json.dumps(INIT))
+        ws.receive_json()
+        ws.send_text('{"type": "update", "seq": 4, "words": "oops"}')
+        error = ws.receive_json()
+        assert (error["code"], error["seq"]) == ("bad_protocol", 4)
+        ws.send_bytes(b"\x00")
+        assert "binary" in ws.receive_json()["message"]
+        ws.send_text(update(5, ["Hello"], final=True))
+        assert ws.receive_json()["committed_text"] == "Hallo"
+
+
+def test_an_engine_failure_is_processing_failed_and_the_session_goes_on(
+    client: TestClient, engine: GatedEngine
+) -> None:
+    engine.failures.append(RuntimeError("segfault in /opt/secret/kernel.cu"))
+    with client.websocket_connect("/") as ws:
+        ws.send_text(json.dumps(INIT))
+        ws.receive_json()
+        ws.send_text(update(1, ["Hello"]))
+        error = ws.receive_json()
+        assert (error["code"], error["seq"]) == ("processing_failed", 1)
+        assert error["error_id"].startswith("err_") and error["error_id"] in error["message"]
+        assert "secret" not in json.dumps(error)
+        ws.send_text(update(2, ["Hello", "world,"], final=True))
+        assert ws.receive_json()["committed_text"] == "Hallo Welt,"
+
+
+def test_one_engine_call_at_a_time_round_robin_between_sessions(
+    client: TestClient, engine: GatedEngine, service: MTService
+) -> None:
+    with client.websocket_connect("/") as a, client.websocket_connect("/") as b:
+        for ws, source in ((a, "en"), (b, "en")):
+            ws.send_text(json.dumps(INIT | {"source_lang": source}))
+            ws.receive_json()
+        engine.gate.clear()
+        a.send_text(update(1, ["Hello"], final=True))
+        wait_for(lambda: engine.running == 1)
+        a.send_text(update(2, ["world,"], utterance=1, final=True))
+        a.send_text(update(3, ["how"], utterance=2, final=True))
+        b.send_text(update(1, ["the"], final=True))
+        wait_for(lambda: len(service._ready) == 1)
+        engine.gate.set()
+        a_texts = [a.receive_json()["committed_text"] for _ in range(3)]
+        assert a_texts == ["Hallo", "Welt,", "wie"]
+        assert b.receive_json()["committed_text"] == "die"
+    keys = [request.cache_key for request in engine.requests]
+    session_a, session_b = keys[0], keys[1]
+    assert session_a != session_b
+    assert keys == [session_a, session_b, session_a, session_a]
+    assert engine.most_running == 1
+    wait_for(lambda: sorted(engine.forgotten) == sorted({session_a, session_b}))
+
+
+def test_a_session_bug_is_processing_failed_and_the_connection_goes_on(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = MTSession._plan
+
+    def buggy(self: MTSession, update: Update) -> Any:
+        if update.words and update.words[0].text == "boom":
+            raise KeyError("internal state at /srv/dragoman")
+        return plan(self, update)
+
+    monkeypatch.setattr(MTSession, "_plan", buggy)
+    with client.websocket_connect("/") as ws:
+        ws.send_text(json.dumps(INIT))
+        ws.receive_json()
+        ws.send_text(update(1, ["boom"]))
+        error = ws.receive_json()
+        assert (error["code"], error["seq"]) == ("processing_failed", 1)
+        assert "srv" not in error["message"] and error["error_id"] in error["message"]
+        ws.send_text(update(2, ["Hello"], final=True))
+        assert ws.receive_json()["committed_text"] == "Hallo"

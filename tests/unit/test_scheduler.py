@@ -1,0 +1,194 @@
+"""The step scheduler with an in-test engine that records every call."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Hashable, Sequence
+
+import numpy as np
+import pytest
+
+from dragoman.engines.asr import ASRCapabilities, ASREngine, PrefixMode, StepRequest, StepResult
+from dragoman.engines.scheduler import StepScheduler
+from dragoman.errors import ClientError, EngineFailure, RequestRejected
+
+
+class _Tok:
+    def encode(self, text: str) -> list[int]:
+        return [ord(c) for c in text]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return "".join(chr(i) for i in ids)
+
+
+class FakeEngine(ASREngine):
+    """Echoes each request's prompt; refuses language "xx"; raises on prompt "boom".
+
+    The first call blocks until `release` is set, so tests can queue requests
+    behind a running call the way real traffic does.
+    """
+
+    name = "fake"
+    capabilities = ASRCapabilities(30.0, frozenset({"en"}), PrefixMode.DECODER_PROMPT)
+    tokenizer = _Tok()
+
+    def __init__(self, hold_first: bool = False) -> None:
+        self.calls: list[list[str]] = []
+        self.release = threading.Event()
+        if not hold_first:
+            self.release.set()
+        self.started = threading.Event()
+
+    def batch_key(self, request: StepRequest) -> Hashable:
+        return bool(request.prefix)
+
+    def transcribe_batch(self, requests: Sequence[StepRequest]) -> list[StepResult | ClientError]:
+        self.calls.append([r.prompt or "" for r in requests])
+        self.started.set()
+        self.release.wait(5)
+        if any(r.prompt == "boom" for r in requests):
+            raise RuntimeError("/secret/path/model.bin: CUDA out of memory")
+        out: list[StepResult | ClientError] = []
+        for r in requests:
+            if r.language == "xx":
+                out.append(RequestRejected("language 'xx' is not supported"))
+            else:
+                out.append(StepResult(text=r.prefix + (r.prompt or ""), language=r.language))
+        return out
+
+
+def _req(name: str, *, prefix: str = "", language: str | None = "en") -> StepRequest:
+    return StepRequest(np.zeros(1600, np.float32), prefix=prefix, language=language, prompt=name)
+
+
+async def _wait_started(engine: FakeEngine) -> None:
+    assert await asyncio.to_thread(engine.started.wait, 5)
+
+
+async def test_queued_requests_share_one_call() -> None:
+    engine = FakeEngine(hold_first=True)
+    async with StepScheduler(engine, max_batch=16) as sched:
+        first = asyncio.create_task(sched.submit(_req("a")))
+        await _wait_started(engine)
+        rest = [asyncio.create_task(sched.submit(_req(n))) for n in "bcdef"]
+        await asyncio.sleep(0.05)
+        engine.release.set()
+        results = await asyncio.gather(first, *rest)
+    assert [r.text for r in results] == list("abcdef")
+    assert engine.calls == [["a"], ["b", "c", "d", "e", "f"]]
+    stats = sched.stats
+    assert stats.calls == 2 and stats.requests == 6 and stats.batch_sizes == {1: 1, 5: 1}
+
+
+async def test_max_batch_and_batch_key_split_calls() -> None:
+    engine = FakeEngine(hold_first=True)
+    async with StepScheduler(engine, max_batch=2) as sched:
+        first = asyncio.create_task(sched.submit(_req("a")))
+        await _wait_started(engine)
+        rest = [
+            asyncio.create_task(sched.submit(_req("b"))),
+            asyncio.create_task(sched.submit(_req("p", prefix="x"))),
+            asyncio.create_task(sched.submit(_req("c"))),
+            asyncio.create_task(sched.submit(_req("d"))),
+        ]
+        await asyncio.sleep(0.05)
+        engine.release.set()
+        await asyncio.gather(first, *rest)
+    # Oldest first; the prefixed request may not join the unprefixed ones' call.
+    assert engine.calls == [["a"], ["b", "c"], ["p"], ["d"]]
+
+
+async def test_client_error_stays_in_its_slot() -> None:
+    engine = FakeEngine(hold_first=True)
+    async with StepScheduler(engine) as sched:
+        first = asyncio.create_task(sched.submit(_req("a")))
+        await _wait_started(engine)
+        good = asyncio.create_task(sched.submit(_req("b")))
+        bad = asyncio.create_task(sched.submit(_req("c", language="xx")))
+        await asyncio.sleep(0.05)
+        engine.release.set()
+        assert (await first).text == "a"
+        assert (await good).text == "b"
+        with pytest.raises(RequestRejected, match="'xx' is not supported"):
+            await bad
+    assert engine.calls[1] == ["b", "c"]
+
+
+async def test_failed_call_is_engine_failure_with_error_id(caplog: pytest.LogCaptureFixture) -> None:
+    engine = FakeEngine(hold_first=True)
+    async with StepScheduler(engine) as sched:
+        first = asyncio.create_task(sched.submit(_req("a")))
+        await _wait_started(engine)
+        victims = [asyncio.create_task(sched.submit(_req(n))) for n in ("b", "boom")]
+        await asyncio.sleep(0.05)
+        engine.release.set()
+        await first
+        errors = await asyncio.gather(*victims, return_exceptions=True)
+        # The worker survives a failed call.
+        assert (await sched.submit(_req("after"))).text == "after"
+    assert all(isinstance(e, EngineFailure) for e in errors)
+    failures = [e for e in errors if isinstance(e, EngineFailure)]
+    assert failures[0].error_id == failures[1].error_id and failures[0].error_id.startswith("err_")
+    assert "secret" not in failures[0].public_message and "CUDA" not in failures[0].public_message
+    assert sched.stats.failures == 1
+
+
+async def test_no_batching_serves_one_per_call() -> None:
+    engine = FakeEngine(hold_first=True)
+    async with StepScheduler(engine, max_batch=16, batching=False) as sched:
+        first = asyncio.create_task(sched.submit(_req("a")))
+        await _wait_started(engine)
+        rest = [asyncio.create_task(sched.submit(_req(n))) for n in "bcd"]
+        await asyncio.sleep(0.05)
+        engine.release.set()
+        await asyncio.gather(first, *rest)
+    assert engine.calls == [["a"], ["b"], ["c"], ["d"]]
+    assert sched.stats.batch_sizes == {1: 4}
+
+
+async def test_cancelled_submitters_do_not_break_the_worker() -> None:
+    engine = FakeEngine(hold_first=True)
+    async with StepScheduler(engine) as sched:
+        running = asyncio.create_task(sched.submit(_req("a")))
+        await _wait_started(engine)
+        queued = asyncio.create_task(sched.submit(_req("queued")))
+        kept = asyncio.create_task(sched.submit(_req("kept")))
+        await asyncio.sleep(0.05)
+        running.cancel()  # its call is in flight
+        queued.cancel()  # it never reaches a call
+        await asyncio.gather(running, queued, return_exceptions=True)
+        engine.release.set()
+        assert (await kept).text == "kept"
+        assert (await sched.submit(_req("later"))).text == "later"
+    assert running.cancelled() and queued.cancelled()
+    assert engine.calls == [["a"], ["kept"], ["later"]]
+
+
+async def test_close_fails_waiting_steps_and_refuses_new_ones() -> None:
+    engine = FakeEngine(hold_first=True)
+    sched = StepScheduler(engine)
+    running = asyncio.create_task(sched.submit(_req("a")))
+    await _wait_started(engine)
+    waiting = asyncio.create_task(sched.submit(_req("b")))
+    await asyncio.sleep(0.05)
+    await sched.close()
+    engine.release.set()
+    for task in (running, waiting):
+        with pytest.raises(EngineFailure):
+            await task
+    with pytest.raises(EngineFailure):
+        await sched.submit(_req("c"))
+
+
+async def test_sessions_run_concurrently_without_a_lock() -> None:
+    """Many sessions submitting at once are served in far fewer calls than steps."""
+    engine = FakeEngine()
+    async with StepScheduler(engine, max_batch=8) as sched:
+
+        async def session(n: int) -> list[str]:
+            return [(await sched.submit(_req(f"{n}-{i}"))).text for i in range(5)]
+
+        done = await asyncio.gather(*(session(n) for n in range(8)))
+    assert done == [[f"{n}-{i}" for i in range(5)] for n in range(8)]
+    assert sched.stats.requests == 40 and sched.stats.calls < 40
