@@ -119,12 +119,11 @@ def _read_n_mels(model: Any, folder: Path) -> int:
 
 
 class WhisperCT2Engine(ASREngine):
-    name = "whisper-ct2"
-
     def __init__(
         self,
         model_path: Path,
         *,
+        name: str | None = None,
         device: str = "cpu",
         compute_type: str = "int8",
         threads: int = 0,
@@ -157,6 +156,8 @@ class WhisperCT2Engine(ASREngine):
         #: Encode only the audio a request has (see the module docstring); False pads to 30 s.
         self.trim = trim
         self.path = folder
+        #: What clients see in /v1/models and session events: the packaged name or the folder's.
+        self.name = name or folder.name
         self.tokenizer = WhisperTokenizer(folder / "tokenizer.json")
         self._features = WhisperFeatureExtractor(feature_size=_read_n_mels(self._model, folder))  # type: ignore[no-untyped-call]
         tok = self.tokenizer
@@ -250,7 +251,7 @@ class WhisperCT2Engine(ASREngine):
         if request.prompt and request.prompt.strip():
             # As openai-whisper does: a leading space, and the prompt's end is what counts.
             prompt_ids = self.tokenizer.encode(" " + request.prompt.strip())
-            keep = min(_MAX_PROMPT_TOKENS, room)
+            keep = min(_MAX_PROMPT_TOKENS, room - 1)  # one more for <|startofprev|>
             if keep > 0:
                 prev = [self._prev, *prompt_ids[-keep:]]
         return _Item(slot, request, prev, prefix_ids, language)
@@ -276,12 +277,27 @@ class WhisperCT2Engine(ASREngine):
     def _decode(self, items: Sequence[_Item], *, trimmed: bool) -> None:
         window = self._window(items, trimmed)
         features = self._ct2.StorageView.from_array(self._log_mel(items, window))
-        encoded = self._model.encode(features, to_cpu=False)
+        # CTranslate2 needs <|startoftranscript|> at the same position in every prompt of
+        # a generate call, so items whose previous-text prompts differ in length decode
+        # in separate calls, all from one encoder pass.
+        groups: dict[int, list[int]] = {}
+        for index, it in enumerate(items):
+            groups.setdefault(len(it.prev), []).append(index)
+        encoded = self._model.encode(features, to_cpu=len(groups) > 1)
         if self.multilingual and any(it.language is None for it in items):
             detected = self._model.detect_language(encoded)
             for it, ranked in zip(items, detected, strict=True):
                 if it.language is None:
                     it.language = ranked[0][0][2:-2]
+        if len(groups) == 1:
+            self._generate(items, encoded, window)
+            return
+        states = np.asarray(encoded)
+        for indices in groups.values():
+            part = self._ct2.StorageView.from_array(np.ascontiguousarray(states[indices]))
+            self._generate([items[i] for i in indices], part, window)
+
+    def _generate(self, items: Sequence[_Item], encoded: Any, window: int) -> None:
         prompts = []
         for it in items:
             task = [self._sot]
@@ -314,8 +330,10 @@ def create(settings: ASRSettings, cache_dir: Path) -> ASREngine:
     from dragoman.weights import resolve
 
     path = resolve(settings.model, cache_dir, role="asr")
+    name = settings.model if not Path(settings.model).expanduser().exists() else None
     return WhisperCT2Engine(
         path,
+        name=name,
         device=settings.device,
         compute_type=settings.compute_type,
         threads=settings.threads,
