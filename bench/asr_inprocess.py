@@ -65,6 +65,8 @@ class StreamRun:
     #: Per item: from the append that completed the first chunk to its partial event.
     first_partial: list[float] = field(default_factory=list)
     partials: int = 0
+    #: Partials whose text is not an extension of the item's previous partial (the unstable tail changed).
+    rewrites: int = 0
     revisions: int = 0
 
     @property
@@ -83,6 +85,7 @@ class _Driver:
         self.session = session
         self.run = run
         self.item_delta = ""
+        self.last_partial = ""
         self.awaiting_first = False
         self.available = 0.0
 
@@ -112,6 +115,8 @@ class _Driver:
             kind = event["type"]
             if kind == "mstar.transcription.partial":
                 self.run.partials += 1
+                self.run.rewrites += not event["text"].startswith(self.last_partial)
+                self.last_partial = event["text"]
                 if self.awaiting_first:
                     self.run.first_partial.append(time.perf_counter() - self.available)
                     self.awaiting_first = False
@@ -120,7 +125,7 @@ class _Driver:
             elif kind == "conversation.item.input_audio_transcription.completed":
                 self.run.transcripts.append(event["transcript"])
                 self.run.deltas.append(self.item_delta)
-                self.item_delta = ""
+                self.item_delta = self.last_partial = ""
             elif kind in ("error", "conversation.item.input_audio_transcription.failed"):
                 raise RuntimeError(f"the session reported {kind}: {event.get('error')}")
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from bench import asr_inprocess as inproc
 from bench import server as dragoman_server
+from bench.asr_batching import ClosedLoop, closed_loop, steady_steps
 from bench.asr_load import LoadResult, StreamSettings, percentile, run_load
 from bench.audio import RATE, Clip, session_inputs, wer_clips
 from bench.textnorm import wer
@@ -106,13 +107,14 @@ def run_wer(engine: ASREngine, plan: Plan, profile: EngineProfile, cap: float) -
     return WerRun(clips, offline, offline_seconds, streamed)
 
 
-def report_wer(run: WerRun, cap: float) -> None:
+def report_wer(run: WerRun, cap: float, plan: Plan) -> None:
     refs = [c.row.reference for c in run.clips]
     offline_wer = wer(refs, run.offline)
     split = [c.row.name for c in run.clips if len(c.parts) > 1]
+    subset = " (quick: only the recordings of {:g}-{:g} s)".format(*plan.wer_range) if plan.quick else ""
     print("## 1. Streaming vs offline WER (English, in-process)\n")
     print(
-        f"{len(run.clips)} English rows of asr.tsv, {sum(c.seconds for c in run.clips):.0f} s of audio. Left out: "
+        f"{len(run.clips)} English rows of asr.tsv{subset}, {sum(c.seconds for c in run.clips):.0f} s of audio. Left out: "
         "the weak references (en_vosk_digits, en_fw_stereo_2ch) and the row without an English "
         f"transcript (st/en_covost2_st_to_de). Longer than the {cap:g} s item cap and split into equal "
         f"parts, each its own item, transcripts joined: {', '.join(split) or 'none'}. Language fixed to en "
@@ -151,20 +153,28 @@ def report_revisions(run: WerRun, load_results: list[LoadResult]) -> None:
         items = sum(len(r.transcripts) for r in runs)
         revisions = sum(r.revisions for r in runs)
         revised = sum(r.items_revised for r in runs)
-        rows.append([f"in-process, {name}", items, revisions, f"{100 * revisions / items:.1f}", revised])
-    for result in load_results:
-        items = result.completed
+        rewrites = f"{sum(r.rewrites for r in runs)}/{sum(r.partials for r in runs)}"
         rows.append(
-            [
-                f"server, {result.sessions} sessions, {batch_label(result.max_batch)}",
-                items,
-                "–",
-                "–",
-                result.revised,
-            ]
+            [f"in-process, {name}", items, revisions, f"{100 * revisions / items:.1f}", revised, rewrites]
         )
-    print(table(["run", "items", "revision steps", "per 100 items", "items revised"], rows))
-    print()
+    for result in load_results:
+        label = f"server, {result.sessions} sessions, {batch_label(result.max_batch)}"
+        rows.append([label, result.completed, "–", "–", result.revised, "–"])
+    headers = [
+        "run",
+        "items",
+        "revision steps",
+        "per 100 items",
+        "items revised",
+        "partials rewriting the tail",
+    ]
+    print(table(headers, rows))
+    print(
+        "\nDeltas carry only the stable prefix the next step is forced to start with, so a revision "
+        "needs an engine result that does not start with its forced prefix. The last column counts "
+        "partial events whose text does not extend the item's previous partial: the unstable tail "
+        "being rewritten, which clients of `mstar.transcription.partial` see.\n"
+    )
 
 
 def run_steps(engine: ASREngine, profile: EngineProfile, plan: Plan, clips: list[Clip]) -> None:
@@ -227,7 +237,11 @@ def run_server_loads(
         log(f"server ({batch_label(max_batch)}) up in {time.perf_counter() - began:.1f} s")
         for count in counts:
             inputs = session_inputs(clips, count, plan.session_seconds)
-            result = asyncio.run(run_load(srv.ws, inputs, settings, max_batch))
+            try:
+                result = asyncio.run(run_load(srv.ws, inputs, settings, max_batch))
+            except Exception:
+                log(f"{count} sessions failed; the server's log ends:\n{srv.log_tail()}")
+                raise
             log(
                 f"{count} sessions: p95 lag {percentile(result.boundary_lags(), 95):.2f} s, "
                 f"{result.completed}/{count} completed, {len(result.errors)} errors"
@@ -281,8 +295,9 @@ def report_concurrency(results: list[LoadResult]) -> None:
     print(
         "A real `dragoman serve --services transcription` on 127.0.0.1; each session is a plain "
         "`websockets` client (the openai SDK parses every event into pydantic models, CPU the "
-        "server would lose on 2 cores) streaming whole recordings back to back in 100 ms appends "
-        "on a wall-clock schedule, then a commit; starts spread over one chunk. Lag of a partial = "
+        "server would lose on 2 cores) streaming one real recording, or a window of a longer one, "
+        "in 100 ms appends on a wall-clock schedule, then a commit; starts spread over one chunk. "
+        "Lag of a partial = "
         "arrival − when the audio up to its `audio_seconds` had been sent, and the same from the "
         "chunk boundary at or before `audio_seconds` (the audio a step starts from while the server "
         "keeps up; it does not depend on which clock the server reports); first partial: the "
@@ -294,6 +309,29 @@ def report_concurrency(results: list[LoadResult]) -> None:
     )
     print(table(LOAD_HEADERS, [load_row(r, chunk) for r in results]))
     print()
+
+
+def report_closed_loop(batched: ClosedLoop, serial: ClosedLoop) -> None:
+    seconds = batched.audio_seconds / batched.steps
+    print(
+        f"Closed loop, in-process: the same {batched.steps} steady-state steps (each {seconds:.1f} s of "
+        "audio on average with its stable prefix forced) submitted at once to a `StepScheduler`; "
+        "best of two alternated runs each.\n"
+    )
+    rows = [
+        [
+            f"max batch {r.max_batch}",
+            r.steps,
+            f"{r.wall:.2f}",
+            f"{r.steps_per_second:.2f}",
+            f"{r.audio_per_second:.1f}",
+            r.stats.calls,
+            f"{r.stats.mean_batch:.1f}",
+        ]
+        for r in (batched, serial)
+    ]
+    print(table(["scheduler", "steps", "wall s", "steps/s", "audio s/s", "engine calls", "mean batch"], rows))
+    print(f"\nBatched / serialized: {batched.steps_per_second / serial.steps_per_second:.2f}× steps/s.\n")
 
 
 def report_batching(batched: LoadResult, serial: LoadResult) -> None:
@@ -312,10 +350,10 @@ def report_batching(batched: LoadResult, serial: LoadResult) -> None:
     print(table(["server", *LOAD_HEADERS[1:]], rows))
     steps_ratio = (batched.steps / batched.wall) / (serial.steps / serial.wall)
     audio_ratio = (batched.audio_decoded / batched.wall) / (serial.audio_decoded / serial.wall)
-    p95 = percentile(batched.lags(), 95), percentile(serial.lags(), 95)
+    p95 = percentile(batched.boundary_lags(), 95), percentile(serial.boundary_lags(), 95)
     print(
         f"\nBatched / serialized: steps/s {steps_ratio:.2f}×, audio s decoded/s {audio_ratio:.2f}×; "
-        f"p95 lag {p95[0]:.2f} s vs {p95[1]:.2f} s.\n"
+        f"p95 lag from chunk {p95[0]:.2f} s vs {p95[1]:.2f} s.\n"
     )
 
 
@@ -354,14 +392,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     log(f"engine {engine.name} loaded; item cap {cap:g} s")
     all_clips = wer_clips(cap)
     wer_run: WerRun | None = None
+    loops: tuple[ClosedLoop, ClosedLoop] | None = None
     try:
         if only & {"wer", "revisions"}:
             wer_run = run_wer(engine, plan, profile, cap)
             if "wer" in only:
-                report_wer(wer_run, cap)
+                report_wer(wer_run, cap, plan)
                 report_first_partial(wer_run)
         if "steps" in only:
             run_steps(engine, profile, plan, all_clips)
+        if "batching" in only:
+            inputs = session_inputs(all_clips, plan.batching_sessions, plan.session_seconds)
+            requests = steady_steps(engine, inputs, min(plan.session_seconds, 10.0))
+            loops = closed_loop(engine, requests, settings.asr.max_batch)
+            log(f"closed loop: batched {loops[0].wall:.1f} s, serialized {loops[1].wall:.1f} s")
     finally:
         engine.close()
     loads: list[LoadResult] = []
@@ -378,6 +422,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             serial = run_server_loads(plan, all_clips, [plan.batching_sessions], 1, workdir)
             batched = next(r for r in loads if r.sessions == plan.batching_sessions)
             report_batching(batched, serial[0])
+            if loops is not None:
+                report_closed_loop(*loops)
             loads += serial
     if "revisions" in only and wer_run is not None:
         report_revisions(wer_run, loads)

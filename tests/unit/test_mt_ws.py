@@ -14,8 +14,9 @@ from starlette.websockets import WebSocketDisconnect
 
 from dragoman.config import Settings
 from dragoman.engines.mt import MTDraft, MTRequest
+from dragoman.errors import ConfigError
 from dragoman.server.mt_app import create_mt_app
-from dragoman.server.mt_ws import MTService
+from dragoman.server.mt_ws import MTService, policy_presets
 from dragoman.sessions.mt import MTSession
 from dragoman.sessions.mt_events import Update
 from dragoman.streaming.alignatt import AlignAttParams
@@ -231,3 +232,17 @@ def test_a_session_bug_is_processing_failed_and_the_connection_goes_on(
         assert "srv" not in error["message"] and error["error_id"] in error["message"]
         ws.send_text(update(2, ["Hello"], final=True))
         assert ws.receive_json()["committed_text"] == "Hallo"
+
+
+def test_sessions_get_the_policy_of_the_loaded_models_presets() -> None:
+    presets = policy_presets("qwen2.5-0.5b-instruct-gguf", "low_latency")
+    assert {"low_latency", "balanced", "quality"} <= set(presets)
+    assert presets["quality"].hold_back_target_units == 1
+    # A user's own model keeps the preset the server was started with.
+    assert set(policy_presets("/models/my-qwen", "balanced")) == {"balanced"}
+
+
+async def test_an_unknown_default_preset_fails_at_start() -> None:
+    service = make_service(FakeEngine(), default_preset="turbo")
+    with pytest.raises(ConfigError):
+        await service.start()

@@ -138,9 +138,12 @@ def packaged_dir() -> Path:
     return Path(str(resources.files("dragoman"))) / "data" / "heads"
 
 
-def search_dirs(extra: Path | None) -> list[Path]:
-    """Folders searched for `<model>/<direction>.json`, the user's first."""
+def search_dirs(extra: Path | None, cache_dir: Path | None = None) -> list[Path]:
+    """Folders searched for `<model>/<direction>.json`: `extra` (mt.heads_dir), then
+    `<cache_dir>/heads` (where `dragoman mt calibrate` writes by default), then the packaged ones."""
     dirs = [Path(extra).expanduser()] if extra is not None else []
+    if cache_dir is not None:
+        dirs.append(Path(cache_dir).expanduser() / "heads")
     return [*dirs, packaged_dir()]
 
 

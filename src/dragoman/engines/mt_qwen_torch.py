@@ -232,6 +232,7 @@ class QwenTorchMTEngine(MTEngine):
         model_id: str,
         model_sha256: str | None = None,
         heads_dir: Path | None = None,
+        cache_dir: Path | None = None,
         threads: int = 0,
         final_max_new_tokens: int = 256,
         max_cached_prompts: int = MAX_CACHED_PROMPTS,
@@ -254,7 +255,7 @@ class QwenTorchMTEngine(MTEngine):
         self.name = model_id
         self.model_dir = model_dir
         self.model_sha256 = model_sha256
-        self._heads_dirs = mt_heads.search_dirs(heads_dir)
+        self._heads_dirs = mt_heads.search_dirs(heads_dir, cache_dir)
         self._heads: dict[str, mt_heads.HeadsFile] = {}
         self.final_max_new_tokens = final_max_new_tokens
         self._max_cached = max(1, max_cached_prompts)
@@ -592,6 +593,7 @@ def create(settings: MTSettings, cache_dir: Path) -> MTEngine:
         model_id=model_id,
         model_sha256=sha,
         heads_dir=settings.heads_dir,
+        cache_dir=cache_dir,
         threads=int(getattr(settings, "threads", 0) or 0),
         final_max_new_tokens=preset.final_max_new_tokens,
     )

@@ -11,6 +11,7 @@ from fastapi import FastAPI, Request, WebSocket
 from dragoman import __version__
 from dragoman.config import Settings
 from dragoman.logs import get_logger
+from dragoman.server.mt_ws import mt_router
 from dragoman.server.realtime_ws import RealtimeConnection, refuse
 from dragoman.server.runtime import Runtime
 
@@ -80,4 +81,6 @@ def create_app(settings: Settings) -> FastAPI:
         await websocket.accept()
         await RealtimeConnection(websocket, service, settings.transcription).run()
 
+    # MT protocol v1; the standalone `dragoman mt-server` serves the same router at "/".
+    app.include_router(mt_router(lambda: runtime.mt, path="/v1/mt"))
     return app

@@ -15,7 +15,8 @@ import contextlib
 import functools
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -80,13 +81,11 @@ class MTService:
         default_preset: str,
         max_sessions: int,
         max_utterance_words: int,
-        presets: dict[str, AlignAttParams] | None = None,
+        presets: Mapping[str, AlignAttParams] | None = None,
     ) -> None:
-        self.presets = dict(presets or DEFAULT_PRESETS)
-        if default_preset not in self.presets:
-            raise ConfigError(
-                f"unknown MT preset {default_preset!r}; known: {', '.join(sorted(self.presets))}"
-            )
+        #: Preset name -> policy; None: the presets of the loaded model (`policy_presets`).
+        self._given_presets = dict(presets) if presets is not None else None
+        self.presets: dict[str, AlignAttParams] = dict(presets or {})
         self.default_preset = default_preset
         self.max_sessions = max_sessions
         self.max_utterance_words = max_utterance_words
@@ -121,6 +120,13 @@ class MTService:
     async def start(self) -> None:
         """Load the engine (in a thread: it takes seconds) and start the worker."""
         engine = await asyncio.to_thread(self._engine_factory)
+        presets = self._given_presets or policy_presets(engine.name, self.default_preset)
+        if self.default_preset not in presets:
+            engine.close()
+            raise ConfigError(
+                f"unknown MT preset {self.default_preset!r}; known: {', '.join(sorted(presets))}"
+            )
+        self.presets = presets
         self.engine = engine
         self.directions = list(engine.directions())
         self._worker = asyncio.create_task(self._work(), name="mt-worker")
@@ -285,6 +291,30 @@ class MTService:
         for key in keys:
             if engine is not None:
                 engine.forget(key)
+
+
+def policy_presets(model: str, default_preset: str) -> dict[str, AlignAttParams]:
+    """The AlignAtt policy of each preset a session of `model` may choose.
+
+    The runtime presets (`dragoman.engines.mt_presets`) of the loaded model, plus the
+    one the server was started with (its model may have been replaced by the user's
+    own); streaming's defaults when the registry knows none of them.
+    """
+    from dragoman.engines.mt_presets import PRESETS, presets_for_model
+
+    chosen = dict(presets_for_model(model))
+    if default_preset in PRESETS:
+        chosen.setdefault(default_preset, PRESETS[default_preset])
+    if not chosen:
+        return dict(DEFAULT_PRESETS)
+    try:
+        return {name: _policy(p.policy) for name, p in chosen.items()}
+    except TypeError as exc:  # a policy key that is no AlignAttParams field
+        raise ConfigError(f"invalid MT preset policy: {exc}") from exc
+
+
+def _policy(fields: Mapping[str, Any]) -> AlignAttParams:
+    return replace(AlignAttParams(), **fields)
 
 
 async def _refuse(websocket: WebSocket, frame: str, close_code: int) -> None:
