@@ -14,6 +14,7 @@ import importlib
 import importlib.util
 import json
 import sys
+import time
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,12 +66,12 @@ class RecordedConnection:
         self.frames = frames
 
     def send(self, message: str) -> None:
-        self.frames.append(("sent", json.loads(message)))
+        self.frames.append(("sent", json.loads(message) | {"_at": time.monotonic()}))
         self._connection.send(message)
 
     def recv(self, timeout: float | None = None) -> str:
         message = self._connection.recv(timeout=timeout)
-        self.frames.append(("received", json.loads(message)))
+        self.frames.append(("received", json.loads(message) | {"_at": time.monotonic()}))
         return str(message)
 
     def close(self) -> None:
@@ -105,6 +106,20 @@ class FrameRecorder:
         chosen = self.connections if connection is None else [self.connections[connection]]
         return [frame for frames in chosen for way, frame in frames if way == "received"]
 
+    def timings(self, connection: int = 0) -> list[tuple[str, float]]:
+        """(what was answered, seconds it took) for each answer the client waited for."""
+        out: list[tuple[str, float]] = []
+        sent_at: float | None = None
+        what = ""
+        for way, frame in self.connections[connection]:
+            if way == "sent":
+                sent_at = frame["_at"]
+                what = f"{frame['type']} seq={frame.get('seq')} final={frame.get('is_final')}"
+            elif sent_at is not None:
+                out.append((what, round(frame["_at"] - sent_at, 2)))
+                sent_at = None
+        return out
+
     def sent(self, connection: int) -> list[dict[str, Any]]:
         return [frame for way, frame in self.connections[connection] if way == "sent"]
 
@@ -122,7 +137,15 @@ def mt_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     if importlib.util.find_spec("dragoman.engines.mt_qwen_torch") is None:
         pytest.skip("the qwen-torch MT engine is not in the tree yet")
     log = tmp_path_factory.mktemp("mt-server") / "dragoman.log"
-    args = ["mt-server", "--preset", MT_PRESET, "--max-sessions", str(MT_MAX_SESSIONS)]
+    args = [
+        "mt-server",
+        "--preset",
+        MT_PRESET,
+        "--max-sessions",
+        str(MT_MAX_SESSIONS),
+        "--log-level",
+        "debug",
+    ]
     server = start_server(args, log, timeout=600.0)
     yield server
     stop_server(server)

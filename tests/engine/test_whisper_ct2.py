@@ -161,3 +161,20 @@ def test_trimmed_encoding_matches_padded(base: WhisperCT2Engine) -> None:
     finally:
         base.trim = True
     assert wer(padded, trimmed) == 0.0, (padded, trimmed)
+
+
+@pytest.mark.parametrize("model", ["base", "tiny"])
+def test_tokenizer_round_trips_what_the_model_says(model: str, request: pytest.FixtureRequest) -> None:
+    """Re-encoding a hypothesis gives the model's own tokens, so a forced prefix is one it could say.
+
+    The packaged whisper-base tokenizer.json lacks GPT-2's first merge ("Ġ t"); unrepaired,
+    " the" encodes as "Ġ" + "the" and a prefix cut after the lone "Ġ" made the decoder loop.
+    """
+    engine: WhisperCT2Engine = request.getfixturevalue(model)
+    tok = engine.tokenizer
+    assert [tok.id_to_token(i) for i in tok.encode(" the table")] == ["Ġthe", "Ġtable"]
+    text = ok(engine.transcribe_batch([StepRequest(audio(EN[0]), language="en")])[0]).text
+    ids = tok.encode(text)
+    assert tok.decode(ids) == text
+    assert tok.encode(tok.decode(ids)) == ids
+    assert all(tok.id_to_token(i) != "Ġ" for i in ids)

@@ -27,7 +27,7 @@ def test_cut_inside_a_multibyte_character_backs_off() -> None:
 
 def test_emoji_cut_backs_off() -> None:
     text = "ok 👍"  # the emoji is 4 bytes
-    assert stable_prefix(text, ByteTokenizer(), 1) == "ok "
+    assert stable_prefix(text, ByteTokenizer(), 1) == "ok"
 
 
 def test_ledger_sends_only_extensions() -> None:
@@ -55,3 +55,8 @@ def test_ledger_shrinking_firm_text_is_not_a_revision() -> None:
     ledger.advance("Hello world")
     assert ledger.advance("Hello") == ""
     assert ledger.revisions == 0
+
+
+def test_prefix_never_ends_in_whitespace() -> None:
+    # A tokenizer that splits " the" into " " + "the" (a lost BPE merge) must not leave a lone space.
+    assert stable_prefix("relationships. At the end", ByteTokenizer(), 7) == "relationships. At"

@@ -313,13 +313,14 @@ def test_deltas_are_append_only_and_hold_the_unstable_tail() -> None:
         assert len(sent) <= len(text.strip()) - len(text.split()[-1])
     assert partials[-1]["text"] == "I scream you scream we"
     assert partials[-1]["stable_chars"] == len("I scream you scream")
+    send(session, "input_audio_buffer.append", audio=b64(tone(1.0)))
     send(session, "input_audio_buffer.commit")
     _, events = run_step(session, " I scream you scream we all scream")
     sent += "".join(e["delta"] for e in events if e["type"].endswith("transcription.delta"))
     completed = events[-1]
     assert completed["type"] == "conversation.item.input_audio_transcription.completed"
     assert completed["transcript"] == sent == "I scream you scream we all scream"
-    assert completed["usage"] == {"type": "duration", "seconds": 8.0}
+    assert completed["usage"] == {"type": "duration", "seconds": 9.0}
     assert session.revisions == 0
 
 
@@ -336,6 +337,7 @@ def test_a_revision_into_sent_text_is_counted_not_resent() -> None:
     session.take_events()
     send(session, "input_audio_buffer.append", audio=b64(tone(2.0)))
     _, events = run_step(session, " word")
+    send(session, "input_audio_buffer.append", audio=b64(tone(0.5)))
     send(session, "input_audio_buffer.commit")
     job = session.next_job()
     assert job is not None
@@ -449,3 +451,31 @@ def test_a_turn_reaching_the_cap_is_committed_there() -> None:
     assert len(committed) == 2
     job = session.next_job()
     assert job is not None and job.final and len(job.request.audio) == 32_000
+
+
+def test_commit_on_a_chunk_boundary_reuses_the_last_step() -> None:
+    session = make_session(vad=False, unfixed_chunks=0, unfixed_tokens=1)
+    session.take_events()
+    send(session, "input_audio_buffer.append", audio=b64(tone(2.0)))
+    run_step(session, " all decoded")
+    send(session, "input_audio_buffer.commit")
+    # No new audio since the step: the item completes without decoding it again.
+    assert session.next_job() is None
+    events = session.take_events()
+    completed = events[-1]
+    assert completed["type"] == "conversation.item.input_audio_transcription.completed"
+    assert completed["transcript"] == "all decoded"
+    deltas = "".join(e["delta"] for e in events if e["type"].endswith("transcription.delta"))
+    assert deltas == " decoded"
+
+
+def test_partial_reports_the_audio_its_step_covered() -> None:
+    session = make_session(vad=False)
+    session.take_events()
+    send(session, "input_audio_buffer.append", audio=b64(tone(2.0)))
+    job = session.next_job()
+    assert job is not None
+    send(session, "input_audio_buffer.append", audio=b64(tone(1.0)))  # arrives during the step
+    session.job_done(job, StepResult(" hello", "en"))
+    (partial,) = [e for e in session.take_events() if e["type"] == "mstar.transcription.partial"]
+    assert partial["audio_seconds"] == 2.0

@@ -59,12 +59,11 @@ DEFAULT_SENTENCES = 50
 HELD_OUT_SHARE = 0.2
 
 #: English function words that are also words of the target languages (In, Die, So, Was ...).
-_STOP = frozenset(
-    """a about after all also am an and any are as at be been but by can could did do does for from
+_STOP_WORDS = """a about after all also am an and any are as at be been but by can could did do does for from
     had has have he her here him his how i if in into is it its just man may me more most my no not
     now of on one or our out over she so some than that the their them then there these they this those
-    to too up us was we were what when where which who why will with would you your die war""".split()
-)
+    to too up us was we were what when where which who why will with would you your die war"""
+_STOP = frozenset(_STOP_WORDS.split())
 
 _RUN = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d_]+")
 
@@ -114,13 +113,17 @@ def read_pairs(path: Path, direction: str) -> list[tuple[str, str]]:
     else:
         s, t = 0, 1
         body = rows
-    return [(r[s].strip(), r[t].strip()) for r in body if len(r) > max(s, t) and r[s].strip() and r[t].strip()]
+    return [
+        (r[s].strip(), r[t].strip()) for r in body if len(r) > max(s, t) and r[s].strip() and r[t].strip()
+    ]
 
 
 def default_data(direction: str, eval_dir: Path | None = None) -> list[Path]:
     names = DEFAULT_DATA.get(direction)
     if names is None:
-        raise ConfigError(f"no default calibration data for {direction}; pass a TSV of source<TAB>target lines")
+        raise ConfigError(
+            f"no default calibration data for {direction}; pass a TSV of source<TAB>target lines"
+        )
     root = eval_dir or default_eval_dir()
     return [root / name for name in names]
 
@@ -292,7 +295,9 @@ def score_heads(samples: Sequence[Sample]) -> HeadScores:
         source_mass /= rows
     # The fewer anchors, the noisier their rates: lean on the prior instead.
     confidence = n_anchors / (n_anchors + ANCHOR_PRIOR)
-    score = confidence * (HIT_WEIGHT * hit + MASS_WEIGHT * mass) + (1.0 - confidence) * np.clip(mono, 0.0, None)
+    score = confidence * (HIT_WEIGHT * hit + MASS_WEIGHT * mass) + (1.0 - confidence) * np.clip(
+        mono, 0.0, None
+    )
     return HeadScores(hit, mass, mono, source_mass, score, n_anchors, len(samples))
 
 
@@ -312,15 +317,19 @@ def select_heads(scores: HeadScores, top_k: int) -> list[mt_heads.Head]:
             "monotonicity": float(scores.monotonicity[layer, head]),
             "source_mass": float(scores.source_mass[layer, head]),
         }
-        heads.append(mt_heads.Head(layer, head, float(flat[index]), {k: round(v, 4) for k, v in details.items()}))
+        heads.append(
+            mt_heads.Head(layer, head, float(flat[index]), {k: round(v, 4) for k, v in details.items()})
+        )
     return heads
 
 
-def combined_attention(attention: npt.NDArray[np.float32], heads: Sequence[tuple[int, int]]) -> npt.NDArray[np.float32]:
+def combined_attention(
+    attention: npt.NDArray[np.float32], heads: Sequence[tuple[int, int]]
+) -> npt.NDArray[np.float32]:
     """What the engine reports: the heads' rows, each normalised over the source words, averaged."""
     rows = np.stack([attention[layer, head] for layer, head in heads]).astype(np.float64)
     rows = rows / np.maximum(rows.sum(axis=-1, keepdims=True), 1e-12)
-    return rows.mean(axis=0).astype(np.float32)
+    return np.asarray(rows.mean(axis=0), dtype=np.float32)
 
 
 def anchor_accuracy(samples: Sequence[Sample], heads: Sequence[tuple[int, int]]) -> tuple[float, int]:
@@ -389,13 +398,11 @@ def calibrate(
 
     with_anchors: list[Sample] = []
     without: list[Sample] = []
-    examined = 0
-    for source, target in pairs[: READ_FACTOR * sentences]:
+    for examined, (source, target) in enumerate(pairs[: READ_FACTOR * sentences], start=1):
         if len(with_anchors) >= sentences:
             break
         words = source.split()
         attention, _ids, spans = engine.teacher_forced_attention(source_lang, target_lang, words, target)
-        examined += 1
         sample = Sample(attention, find_anchors(words, target, spans))
         (with_anchors if sample.anchors else without).append(sample)
         report(len(with_anchors), sentences, f"{examined} sentences read, {len(with_anchors)} with anchors")

@@ -67,7 +67,7 @@ class HeadsFile:
 
 
 def split_direction(direction: str) -> tuple[str, str]:
-    """"en-de" -> ("en", "de"); raises ConfigError for anything else."""
+    """Split "en-de" into ("en", "de"); raises ConfigError for anything else."""
     match = _DIRECTION.match(direction)
     if match is None:
         raise ConfigError(f"a direction is two language codes joined by '-', e.g. en-de; got {direction!r}")

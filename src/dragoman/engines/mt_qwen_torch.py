@@ -147,7 +147,10 @@ def convert_gguf(gguf: Path, out_dir: Path, dtype: str = "bfloat16") -> Path:
     """
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint as _load
+
+    load_gguf_checkpoint: Any = _load
+    auto_model: Any = AutoModelForCausalLM
 
     started = time.perf_counter()
     log.info("converting GGUF model for transformers (once)", gguf=gguf.name, out=str(out_dir))
@@ -155,10 +158,10 @@ def convert_gguf(gguf: Path, out_dir: Path, dtype: str = "bfloat16") -> Path:
     try:
         config = AutoConfig.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
-        tensors = load_gguf_checkpoint(str(gguf), return_tensors=True, model_to_load=model, torch_dtype=torch_dtype)[
-            "tensors"
-        ]
+        model = auto_model.from_config(config, dtype=torch_dtype)
+        tensors = load_gguf_checkpoint(
+            str(gguf), return_tensors=True, model_to_load=model, torch_dtype=torch_dtype
+        )["tensors"]
         result = model.load_state_dict(tensors, strict=False)
         # Buffers (rotary frequencies) are not in the file; any missing parameter is.
         missing = [k for k in result.missing_keys if k in dict(model.named_parameters())]
@@ -173,9 +176,16 @@ def convert_gguf(gguf: Path, out_dir: Path, dtype: str = "bfloat16") -> Path:
         tokenizer.save_pretrained(str(tmp))
         stamp = f'{{"source": "{gguf.name}", "size": {gguf.stat().st_size}, "dtype": "{dtype}"}}\n'
         (tmp / CONVERSION_STAMP).write_text(stamp, encoding="utf-8")
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(tmp, out_dir)
+        tmp.chmod(0o755)  # mkdtemp makes it private; the cache may be shared
+        if out_dir.exists() and not (out_dir / CONVERSION_STAMP).is_file():
+            shutil.rmtree(out_dir)  # a conversion that died half-way
+        try:
+            os.replace(tmp, out_dir)
+        except OSError:
+            # Another process finished the same conversion first: use its copy.
+            if not (out_dir / CONVERSION_STAMP).is_file():
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -240,15 +250,17 @@ class QwenTorchMTEngine(MTEngine):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        auto_model: Any = AutoModelForCausalLM
         if threads > 0:
             torch.set_num_threads(threads)
         started = time.perf_counter()
         try:
             self._tokenizer: Any = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
             # Eager attention: the alignment heads' weights are read from it (sdpa returns none).
-            self._model: Any = AutoModelForCausalLM.from_pretrained(
+            self._model: Any = auto_model.from_pretrained(
                 str(model_dir), dtype=torch.bfloat16, attn_implementation="eager", local_files_only=True
-            ).eval()
+            )
+            self._model.eval()
         except (OSError, ValueError, RuntimeError) as exc:
             raise ModelUnavailable(f"cannot load the MT model in {model_dir}: {exc}") from exc
         self.load_seconds = time.perf_counter() - started
@@ -264,12 +276,17 @@ class QwenTorchMTEngine(MTEngine):
         self._layers: Any = self._model.model.layers
         self.num_layers = len(self._layers)
         self.num_heads = int(self._model.config.num_attention_heads)
-        self._cache_kwarg = "cache" if "cache" in inspect.signature(self._model.forward).parameters else "past_key_values"
+        self._cache_kwarg = (
+            "cache" if "cache" in inspect.signature(self._model.forward).parameters else "past_key_values"
+        )
+        # Qwen's chat turns end with <|im_end|>; other models' with their eos token(s).
         stops = {self._tokenizer.eos_token_id, self._tokenizer.convert_tokens_to_ids("<|im_end|>")}
         eos = self._model.generation_config.eos_token_id
         stops.update(eos if isinstance(eos, list) else [eos])
+        stops.discard(self._tokenizer.unk_token_id)
         self._stop_ids = frozenset(int(i) for i in stops if isinstance(i, int) and i >= 0)
-        self._head_cache: dict[str, tuple[str, list[int]]] = {}
+        #: Token ids of recent prompt heads (system, history, instruction), by text.
+        self._head_ids: dict[str, list[int]] = {}
         log.info("MT model loaded", model=model_id, seconds=round(self.load_seconds, 2))
 
     # -- directions and heads --------------------------------------------------------------
@@ -282,9 +299,13 @@ class QwenTorchMTEngine(MTEngine):
             found = mt_heads.find(self.name, direction, self._heads_dirs)
             if found is None:
                 return None
-            bad = [(layer, h) for layer, h in found.pairs() if layer >= self.num_layers or h >= self.num_heads]
+            bad = [
+                (layer, h) for layer, h in found.pairs() if layer >= self.num_layers or h >= self.num_heads
+            ]
             if bad:
-                raise ConfigError(f"alignment heads {bad} of {self.name} {direction} do not exist in the model")
+                raise ConfigError(
+                    f"alignment heads {bad} of {self.name} {direction} do not exist in the model"
+                )
             self._heads[direction] = found
         return self._heads[direction]
 
@@ -318,12 +339,12 @@ class QwenTorchMTEngine(MTEngine):
         head, mark, tail = text.partition(_SOURCE_MARK)
         if not mark or _SOURCE_MARK in tail:
             raise EngineFailure("the chat template mangled the source marker")
-        memo = self._head_cache.get(head)
-        if memo is None:
-            if len(self._head_cache) > 64:
-                self._head_cache.clear()
-            memo = self._head_cache[head] = (head, self._encode(head))
-        return tail, memo[1]
+        ids = self._head_ids.get(head)
+        if ids is None:
+            if len(self._head_ids) >= 4 * self._max_cached:
+                self._head_ids.clear()
+            ids = self._head_ids[head] = self._encode(head)
+        return tail, ids
 
     def build_prompt(
         self,
@@ -391,7 +412,9 @@ class QwenTorchMTEngine(MTEngine):
     # -- attention capture -----------------------------------------------------------------
 
     @contextmanager
-    def _tap(self, heads: Sequence[tuple[int, int]], cols: slice, last_row_only: bool) -> Iterator[dict[int, Any]]:
+    def _tap(
+        self, heads: Sequence[tuple[int, int]], cols: slice, last_row_only: bool
+    ) -> Iterator[dict[int, Any]]:
         """Record the selected heads' attention weights over key positions `cols` per layer.
 
         Yields {layer: tensor [heads of that layer, rows, cols]} refreshed on every forward.
@@ -445,7 +468,9 @@ class QwenTorchMTEngine(MTEngine):
             heads = found.pairs()
         words = list(request.source_words)
         if not words:
-            return MTDraft(token_ids=[], attention=None if final else np.zeros((0, 0), np.float32), finished=True)
+            return MTDraft(
+                token_ids=[], attention=None if final else np.zeros((0, 0), np.float32), finished=True
+            )
         prompt = self.build_prompt(
             request.source_lang,
             request.target_lang,

@@ -123,5 +123,5 @@ class TranscriptionPartial(ServerEvent):
     #: The hypothesis; its first `stable_chars` characters are forced from now on.
     text: str
     stable_chars: int
-    #: Audio in the item so far, on the client's timeline.
+    #: Audio the hypothesis covers, from the item's start, on the client's timeline.
     audio_seconds: float

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -266,7 +267,17 @@ class MTService:
             engine = self.engine
             assert engine is not None
             try:
+                began = time.perf_counter()
                 draft = await self._call(functools.partial(engine.draft, job.request))
+                conn.log.debug(
+                    "mt draft",
+                    seq=job.seq,
+                    kind=job.kind.value,
+                    words=len(job.request.source_words),
+                    tokens=len(draft.token_ids),
+                    computed=draft.computed_tokens,
+                    ms=round((time.perf_counter() - began) * 1000),
+                )
                 conn.session.job_done(job, draft)
             except asyncio.CancelledError:
                 raise

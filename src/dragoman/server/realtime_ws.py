@@ -93,6 +93,8 @@ class RealtimeConnection:
         while True:
             job = self.session.next_job()
             if job is None:
+                # next_job may have completed an item without an engine call.
+                await self._flush()
                 await self._wake.wait()
                 self._wake.clear()
                 continue

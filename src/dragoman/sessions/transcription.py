@@ -269,8 +269,8 @@ class TranscriptionSession:
         """The next engine request to run, or None; at most one is in flight per session."""
         if self._in_flight is not None:
             return None
-        while self._closed and self._closed[0].dropped:
-            self._closed.popleft()
+        while self._closed and (self._closed[0].dropped or self._complete_from_last_step(self._closed[0])):
+            pass
         if self._closed:
             job = self._job(self._closed[0], final=True)
         elif self._item is not None and self._item.clock - self._item.decoded_clock >= self.chunk_samples:
@@ -280,6 +280,18 @@ class TranscriptionSession:
             return None
         self._in_flight = job
         return job
+
+    def _complete_from_last_step(self, item: Item) -> bool:
+        """Complete a committed item whose last step already decoded all of its audio.
+
+        A commit right after a chunk boundary would otherwise decode the same audio twice.
+        """
+        if item.steps == 0 or item.decoded_samples != item.samples:
+            return False
+        text = item.raw.strip()
+        self._send_delta(item, text)
+        self._completed(item, text)
+        return True
 
     @property
     def chunk_samples(self) -> int:
@@ -305,6 +317,7 @@ class TranscriptionSession:
         item.language = result.language or item.language
         item.steps += 1
         item.decoded_clock = job.clock
+        item.decoded_samples = len(job.request.audio)
         item.raw_prefix = stable_prefix(item.raw, self.engine.tokenizer, self.config.unfixed_tokens)
         text = item.raw.strip()
         if job.final:
@@ -319,7 +332,7 @@ class TranscriptionSession:
                 item_id=item.item_id,
                 text=text,
                 stable_chars=len(firm),
-                audio_seconds=round(item.clock / SAMPLE_RATE, 3),
+                audio_seconds=round(job.clock / SAMPLE_RATE, 3),
             )
         )
 

@@ -26,6 +26,8 @@ class Item:
     clock: int = 0
     #: `clock` at the last step: audio past it is pending.
     decoded_clock: int = 0
+    #: Samples of audio the last step decoded.
+    decoded_samples: int = 0
     #: Steps run so far (the seed's chunk_id).
     steps: int = 0
     #: The raw hypothesis of the last step, exactly as the engine returned it.

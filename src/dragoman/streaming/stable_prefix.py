@@ -24,11 +24,13 @@ def stable_prefix(raw_text: str, tokenizer: TextTokenizer, unfixed_tokens: int) 
     ids = tokenizer.encode(raw_text)
     end = len(ids) - unfixed_tokens
     while end > 0:
-        head = tokenizer.decode(ids[:end])
+        # Trailing whitespace would force a token (a lone "Ġ") the model never
+        # produces before a word; the next step says the space with the word.
+        head = tokenizer.decode(ids[:end]).rstrip()
         # A cut inside a character decodes to U+FFFD, which is not a prefix of the
         # text; the same test also rejects a tokenizer that normalises on decode,
         # which would otherwise force text the model never said.
-        if raw_text.startswith(head):
+        if head and raw_text.startswith(head):
             return head
         end -= 1
     return ""
