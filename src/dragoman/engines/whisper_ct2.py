@@ -59,6 +59,11 @@ MAX_LENGTH = 448
 _MAX_PROMPT_TOKENS = MAX_LENGTH // 2 - 1
 #: Room always left for new tokens after the forced prefix.
 _MIN_NEW_TOKENS = 32
+#: More tokens than any speech yields per second (fast speech is ~5 tokens/s in English,
+#: more in languages that BPE splits finely): the length a hypothesis may reach, so a
+#: decoder caught in a loop stops after a few dozen tokens instead of hundreds.
+_MAX_TOKENS_PER_SECOND = 15
+_SLACK_TOKENS = 16
 #: openai-whisper's compression_ratio_threshold: above it the text is a repetition loop.
 _COMPRESSION_LIMIT = 2.4
 
@@ -331,11 +336,12 @@ class WhisperCT2Engine(ASREngine):
                 assert it.language is not None
                 task += [self._lang_ids[it.language], self._transcribe]
             prompts.append([*it.prev, *task, self._no_timestamps, *it.prefix_ids])
+        limit = min(MAX_LENGTH, max(_length_budget(it, len(p)) for it, p in zip(items, prompts, strict=True)))
         outputs = self._model.generate(
             encoded,
             prompts,
             beam_size=self._beam_size,
-            max_length=MAX_LENGTH,
+            max_length=limit,
             suppress_blank=not any(it.prefix_ids for it in items),
         )
         for it, prompt, out in zip(items, prompts, outputs, strict=True):
@@ -346,9 +352,14 @@ class WhisperCT2Engine(ASREngine):
             new = ids[n:] if ids[:n] == it.prefix_ids else ids
             it.text = it.request.prefix + self.tokenizer.decode(new)
             it.window = window
-            it.suspect = (
-                len(prompt) + len(new) >= MAX_LENGTH or _compression_ratio(it.text) > _COMPRESSION_LIMIT
-            )
+            it.suspect = len(prompt) + len(new) >= limit or _compression_ratio(it.text) > _COMPRESSION_LIMIT
+
+
+def _length_budget(item: _Item, prompt_length: int) -> int:
+    """The decoder length `item` may need: its prompt plus what its audio can hold."""
+    seconds = item.request.audio.shape[0] / SAMPLE_RATE
+    hypothesis = int(_MAX_TOKENS_PER_SECOND * seconds) + _SLACK_TOKENS
+    return prompt_length + max(_SLACK_TOKENS, hypothesis - len(item.prefix_ids))
 
 
 def create(settings: ASRSettings, cache_dir: Path) -> ASREngine:

@@ -1,0 +1,118 @@
+"""The packaged Qwen2.5 0.5B on PyTorch: translations, alignment attention, KV reuse, prefixes."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sacrebleu
+
+from dragoman.config import MTSettings, default_cache_dir
+from dragoman.engines.mt import DraftMode, MTRequest
+from dragoman.engines.mt_qwen_torch import QwenTorchMTEngine, create
+from dragoman.errors import ClientError
+
+pytestmark = pytest.mark.engine
+
+FLORES = Path(__file__).resolve().parents[2] / "../shared/eval/mt/flores200_devtest_first100_en-de-it-zh.tsv"
+#: Ten words, no names or numbers: the alignment has to come from the model.
+TEN_WORDS = "The committee said on Monday that the new rules will take effect next year".split()[:10]
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[QwenTorchMTEngine]:
+    built = create(MTSettings(), default_cache_dir())
+    assert isinstance(built, QwenTorchMTEngine)
+    yield built
+    built.close()
+
+
+def flores(n: int, max_words: int = 22) -> list[tuple[str, str]]:
+    """The first `n` short FLORES devtest sentences with their German references."""
+    with FLORES.open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+    short = [(r["eng_Latn"], r["deu_Latn"]) for r in rows if len(r["eng_Latn"].split()) <= max_words]
+    return short[:n]
+
+
+def test_directions_are_the_calibrated_ones(engine: QwenTorchMTEngine) -> None:
+    assert engine.directions() == ["en-de", "en-it", "en-zh"]
+    heads = engine.heads("en-de")
+    assert heads is not None and heads.model == engine.name
+
+
+def test_final_translation_is_plausible_german(engine: QwenTorchMTEngine) -> None:
+    pairs = flores(3)
+    hypotheses = []
+    for source, _reference in pairs:
+        draft = engine.draft(MTRequest("en", "de", source.split(), mode=DraftMode.FINAL))
+        assert draft.attention is None
+        assert draft.finished, "a FINAL pass must reach the end of the translation"
+        hypotheses.append(engine.decode(draft.token_ids).strip())
+    references = [reference for _, reference in pairs]
+    sources = [source for source, _ in pairs]
+    chrf = sacrebleu.corpus_chrf(hypotheses, [references]).score
+    # A 0.5B model: about 38 chrF on FLORES; an English copy of the source scores lower
+    # against the German reference than against the source itself.
+    assert chrf > 30, (chrf, hypotheses)
+    assert chrf > sacrebleu.corpus_chrf(hypotheses, [sources]).score, hypotheses
+
+
+def test_partial_attention_has_the_right_shape_and_moves_forward(engine: QwenTorchMTEngine) -> None:
+    draft = engine.draft(MTRequest("en", "de", TEN_WORDS, max_new_tokens=12))
+    assert draft.attention is not None
+    assert 0 < len(draft.token_ids) <= 12
+    assert draft.attention.shape == (len(draft.token_ids), 10)
+    assert np.isfinite(draft.attention).all() and (draft.attention >= 0).all()
+    positions = draft.attention.argmax(axis=1)
+    steps = np.diff(positions)
+    # Mostly monotonic: few steps go back more than one word, and the path advances overall.
+    assert (steps >= -1).mean() >= 0.8, positions
+    assert np.corrcoef(np.arange(len(positions)), positions)[0, 1] > 0.6, positions
+    assert positions[0] <= 1, positions  # "Der/Die" looks at "The"
+
+
+def test_kv_reuse_computes_only_the_new_tokens_and_changes_nothing(engine: QwenTorchMTEngine) -> None:
+    words = "The committee said on Monday that the new rules will take effect next year".split()
+    engine.forget("utt-kv")
+    first = engine.draft(MTRequest("en", "de", words[:10], max_new_tokens=8, cache_key="utt-kv"))
+    update = engine.draft(MTRequest("en", "de", words[:11], max_new_tokens=8, cache_key="utt-kv"))
+    cold = engine.draft(MTRequest("en", "de", words[:11], max_new_tokens=8))
+    assert update.extra["cached_tokens"] > 0
+    assert update.computed_tokens < first.computed_tokens / 2, (update.computed_tokens, first.computed_tokens)
+    assert cold.extra["cached_tokens"] == 0
+    assert update.token_ids == cold.token_ids
+    assert update.attention is not None and cold.attention is not None
+    np.testing.assert_allclose(update.attention, cold.attention, atol=2e-2)
+    engine.forget("utt-kv")
+    again = engine.draft(MTRequest("en", "de", words[:11], max_new_tokens=8, cache_key="utt-kv"))
+    assert again.extra["cached_tokens"] == 0
+
+
+def test_target_prefix_is_continued_verbatim(engine: QwenTorchMTEngine) -> None:
+    source = flores(1)[0][0].split()
+    full = engine.draft(MTRequest("en", "de", source, max_new_tokens=12))
+    cut = 4
+    prefix = engine.decode(full.token_ids[:cut])
+    continued = engine.draft(MTRequest("en", "de", source, target_prefix=prefix, max_new_tokens=8))
+    # Greedy decoding: prefilling the first tokens must give exactly the rest of the draft.
+    assert continued.token_ids == full.token_ids[cut : cut + 8]
+    assert continued.attention is not None and continued.attention.shape == (8, len(source))
+    # An accepted prefix the model would not have chosen is continued, not repeated or dropped.
+    forced = engine.draft(
+        MTRequest("en", "de", TEN_WORDS, target_prefix="Am Montag sagte", max_new_tokens=10)
+    )
+    text = engine.decode(forced.token_ids)
+    assert "Am Montag" not in text and text.strip(), text
+
+
+def test_partial_needs_calibrated_heads_final_does_not(engine: QwenTorchMTEngine) -> None:
+    with pytest.raises(ClientError) as caught:
+        engine.draft(MTRequest("en", "fr", TEN_WORDS, max_new_tokens=4))
+    assert caught.value.code == "unsupported_direction"
+    empty = engine.draft(MTRequest("en", "de", [], max_new_tokens=4))
+    assert empty.token_ids == [] and empty.finished
+    assert empty.attention is not None and empty.attention.shape == (0, 0)
