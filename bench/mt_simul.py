@@ -93,6 +93,8 @@ class SentenceRun:
     #: Time spent answering each update (session + engine), ms.
     update_ms: list[float] = field(default_factory=list)
     offline_ms: float = 0.0
+    #: One line per update: clock, words sent, time taken, engine calls, stop reason, delta.
+    trace: list[str] = field(default_factory=list)
 
 
 def session_presets() -> dict[str, AlignAttParams]:
@@ -123,6 +125,13 @@ def _answer(
     if len(answers) != 1:
         raise RuntimeError(f"update {update.seq} got {len(answers)} translations")
     return answers[0], calls, elapsed_ms
+
+
+def _trace_line(now: float, state: tuple[int, int], took: float, calls: int, answer: Translation) -> str:
+    return (
+        f"t={now:7.0f} committed={state[0]:3d} heard={state[1]:3d} took={took:6.0f} calls={calls} "
+        f"{answer.stop_reason:28s} +{answer.committed_delta!r}"
+    )
 
 
 def simulate(
@@ -185,6 +194,7 @@ def simulate(
             run.commits += 1
             run.fast_path_commits += calls == 0
         run.emissions.append(Emission(min(now, sentence.duration_ms), now + took, answer.committed_text))
+        run.trace.append(_trace_line(now, state, took, calls, answer))
         sent_state = state
         free_at = now + took
         earliest = now + max(MIN_PARTIAL_INTERVAL_MS, PACING * took)
@@ -203,6 +213,7 @@ def simulate(
     run.engine_calls += calls
     run.update_ms.append(took)
     run.simul_text = answer.committed_text
+    run.trace.append(_trace_line(now, (len(words), len(words)), took, calls, answer))
     run.emissions.append(Emission(sentence.duration_ms, now + took, answer.committed_text))
     engine.forget(session.session_id)
 
@@ -326,6 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--pause-commit-ms", type=float, default=DEFAULT_PAUSE_COMMIT_MS, help="silence that commits the tail"
     )
     parser.add_argument("--words-per-second", type=float, default=DEFAULT_WORDS_PER_SECOND)
+    parser.add_argument("--verbose", action="store_true", help="print every update of every sentence")
     parser.add_argument("--out", type=Path, default=None, help="also write the markdown table here")
     args = parser.parse_args(argv)
 
@@ -366,6 +378,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     file=sys.stderr,
                     flush=True,
                 )
+                if args.verbose:
+                    print("\n".join("      " + line for line in run.trace), file=sys.stderr, flush=True)
             summaries.append(summarize(direction, args.data, runs))
     finally:
         engine.close()

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from bench.textnorm import wer
 from openai import AsyncOpenAI
 
+from bench.textnorm import wer
 from tests.e2e.conftest import Server
 from tests.e2e.realtime_helpers import (
     Transcript,

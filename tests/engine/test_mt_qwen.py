@@ -19,7 +19,22 @@ pytestmark = pytest.mark.engine
 
 FLORES = Path(__file__).resolve().parents[2] / "../shared/eval/mt/flores200_devtest_first100_en-de-it-zh.tsv"
 #: Ten words, no names or numbers: the alignment has to come from the model.
-TEN_WORDS = "The committee said on Monday that the new rules will take effect next year".split()[:10]
+TEN_WORDS = [
+    "The",
+    "committee",
+    "said",
+    "on",
+    "Monday",
+    "that",
+    "the",
+    "new",
+    "rules",
+    "will",
+    "take",
+    "effect",
+    "next",
+    "year",
+][:10]
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +91,22 @@ def test_partial_attention_has_the_right_shape_and_moves_forward(engine: QwenTor
 
 
 def test_kv_reuse_computes_only_the_new_tokens_and_changes_nothing(engine: QwenTorchMTEngine) -> None:
-    words = "The committee said on Monday that the new rules will take effect next year".split()
+    words = [
+        "The",
+        "committee",
+        "said",
+        "on",
+        "Monday",
+        "that",
+        "the",
+        "new",
+        "rules",
+        "will",
+        "take",
+        "effect",
+        "next",
+        "year",
+    ]
     engine.forget("utt-kv")
     first = engine.draft(MTRequest("en", "de", words[:10], max_new_tokens=8, cache_key="utt-kv"))
     update = engine.draft(MTRequest("en", "de", words[:11], max_new_tokens=8, cache_key="utt-kv"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from bench.mt_metrics import Emission, laal, sentence_laal, unit_delays, units
 
 

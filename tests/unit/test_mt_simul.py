@@ -7,10 +7,10 @@ updates are sent, what they commit, when answers arrive) is worked out by hand.
 from __future__ import annotations
 
 import pytest
+
 from bench.mt_data import Sentence, SourceWord
 from bench.mt_metrics import Emission, sentence_laal
 from bench.mt_simul import asr_state, markdown, next_asr_event, simulate, summarize
-
 from tests.unit.mt_fakes import FakeEngine
 
 REFERENCE = "Hallo Welt, wie geht es dir?"

@@ -25,9 +25,11 @@ judgement. The top-k heads are written to a heads file (`mt_heads`).
 
 from __future__ import annotations
 
+import argparse
 import csv
 import datetime as dt
 import re
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +38,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from dragoman.config import Settings
 from dragoman.engines import mt_heads
 from dragoman.engines.mt_presets import DEFAULT_MODEL
 from dragoman.errors import ConfigError
@@ -420,7 +423,7 @@ def calibrate(
         heads=tuple(heads),
         model_sha256=engine.model_sha256,
         calibration={
-            "method": "identical-string anchors + monotonicity prior, teacher-forced",
+            "method": "shared-string and sentence-end anchors + monotonicity prior, teacher-forced",
             "score": f"c*({HIT_WEIGHT}*anchor_hit + {MASS_WEIGHT}*anchor_mass) + (1-c)*max(monotonicity, 0), "
             f"c = anchors/(anchors+{ANCHOR_PRIOR})",
             "prompt_version": _prompt_version(),
@@ -442,3 +445,43 @@ def _prompt_version() -> int:
     from dragoman.engines.mt_qwen_torch import PROMPT_VERSION
 
     return PROMPT_VERSION
+
+
+def run_cli(args: argparse.Namespace, settings: Settings) -> int:
+    """`dragoman mt calibrate`: reads --direction, --model, --data, --sentences, --top-k, --out.
+
+    Without --out the file goes to `mt.heads_dir` when set, else to
+    `<cache_dir>/heads`; the engine searches both before the packaged files.
+    """
+    model = getattr(args, "model", None) or DEFAULT_MODEL
+    data = getattr(args, "data", None)
+    out = getattr(args, "out", None)
+    if out is None and settings.mt.heads_dir is not None:
+        from dragoman.engines.mt_qwen_torch import model_id_for
+
+        out = Path(settings.mt.heads_dir).expanduser() / model_id_for(model) / f"{args.direction}.json"
+
+    def progress(done: int, total: int, message: str) -> None:
+        print(f"  {done}/{total}: {message}", end="\r", file=sys.stderr, flush=True)
+
+    result = calibrate(
+        args.direction,
+        cache_dir=settings.cache_dir,
+        model=model,
+        data=[Path(data)] if data else None,
+        sentences=int(getattr(args, "sentences", DEFAULT_SENTENCES)),
+        top_k=int(getattr(args, "top_k", DEFAULT_TOP_K)),
+        out=out,
+        progress=progress,
+    )
+    print(file=sys.stderr)
+    info = result.heads_file.calibration
+    print(
+        f"{result.heads_file.model} {result.heads_file.direction}: {info['sentences']} sentences, "
+        f"{info['anchors']} anchors; held-out anchor accuracy {result.held_out_accuracy:.2f} "
+        f"({result.held_out_anchors} anchors)"
+    )
+    for head in result.heads_file.heads:
+        print(f"  layer {head.layer:2d} head {head.head:2d}  score {head.score:.3f}  {dict(head.details)}")
+    print(f"wrote {result.path}")
+    return 0

@@ -92,6 +92,19 @@ FINAL_TOKENS_PER_SOURCE_TOKEN = 2
 _SOURCE_MARK = "\ue000SOURCE\ue000"
 
 
+def default_threads() -> int:
+    """Half the cores, at least one: the MT engine shares the CPU with the ASR engine.
+
+    Measured on 2 shared cores: with other processes busy, 2 torch threads decoded
+    at 0.3 tok/s (OpenMP threads spinning against each other) and 1 thread at 7.6.
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 2
+    return max(1, cores // 2)
+
+
 def language_name(code: str) -> str:
     return LANGUAGE_NAMES.get(code.split("-")[0].lower(), code)
 
@@ -101,6 +114,16 @@ def language_name(code: str) -> str:
 
 def _is_hf_folder(path: Path) -> bool:
     return path.is_dir() and (path / "config.json").is_file()
+
+
+def model_id_for(model: str) -> str:
+    """The name heads files are filed under: the packaged name, else the folder or file stem."""
+    from dragoman import weights
+
+    if model in weights.MODELS or model == QUALITY_MODEL:
+        return model
+    path = Path(model).expanduser()
+    return path.stem if path.suffix == ".gguf" else path.resolve().name
 
 
 def prepare_model(model: str, cache_dir: Path) -> tuple[Path, str, str | None]:
@@ -122,16 +145,14 @@ def prepare_model(model: str, cache_dir: Path) -> tuple[Path, str, str | None]:
         # Converted earlier: no need to re-verify the hundreds of MB of GGUF.
         return converted, model, sha
     path = weights.resolve(model, Path(cache_dir))
+    model_id = model_id_for(model)
     if _is_hf_folder(path):
-        return path, path.name if spec is None else model, sha
+        return path, model_id, sha
     if path.is_file() and path.suffix == ".gguf":
         if spec is None:
             stat = path.stat()
             tag = hashlib.sha256(f"{path}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:10]
-            model_id = path.stem
             converted = Path(cache_dir).expanduser() / "models" / f"{model_id}-{tag}-hf"
-        else:
-            model_id = model
         if not (converted / CONVERSION_STAMP).is_file():
             convert_gguf(path, converted)
         return converted, model_id, sha
@@ -251,8 +272,7 @@ class QwenTorchMTEngine(MTEngine):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         auto_model: Any = AutoModelForCausalLM
-        if threads > 0:
-            torch.set_num_threads(threads)
+        torch.set_num_threads(threads if threads > 0 else default_threads())
         started = time.perf_counter()
         try:
             self._tokenizer: Any = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
