@@ -101,7 +101,13 @@ def _mt_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", dest="mt.preset", help="MT preset (default low_latency)")
     parser.add_argument("--max-sessions", dest="mt.max_sessions", type=int)
     parser.add_argument("--max-utterance-words", dest="mt.max_utterance_words", type=int)
-    parser.add_argument("--mt-backend", dest="mt.backend")
+    parser.add_argument("--mt-backend", dest="mt.backend", help="qwen-torch (default) or ct2-seq2seq")
+    parser.add_argument(
+        "--mt-model", dest="mt.model", help="packaged model name or a path to your own weights"
+    )
+    parser.add_argument(
+        "--mt-directions", dest="mt.directions", nargs="+", help="directions a seq2seq model serves (en-de …)"
+    )
 
 
 _NOT_SETTINGS = {

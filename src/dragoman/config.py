@@ -14,6 +14,10 @@ from pydantic_settings import (
 )
 
 
+Service = Literal["transcription", "mt"]
+SERVICES: tuple[Service, ...] = ("transcription", "mt")
+
+
 def default_cache_dir() -> Path:
     return Path.home() / ".cache" / "dragoman"
 
@@ -46,6 +50,15 @@ class MTSettings(BaseModel):
     preset: str = "low_latency"
     max_sessions: int = Field(default=4, ge=1)
     max_utterance_words: int = Field(default=60, ge=1)
+    #: A packaged model name or a path to the user's own weights; None takes the preset's.
+    #: For `ct2-seq2seq`: a CTranslate2 Marian/OPUS-MT or NLLB folder.
+    model: str | None = None
+    #: Directions a seq2seq model serves ("en-de"); the qwen-torch backend reads them from heads files.
+    directions: list[str] = Field(default_factory=list)
+    device: str = "cpu"
+    compute_type: str = "int8"
+    #: Threads per engine call (0: the library's default).
+    threads: int = Field(default=0, ge=0)
     #: Extra folder of alignment-heads files, searched before the packaged ones.
     heads_dir: Path | None = None
 
@@ -60,13 +73,10 @@ class Settings(BaseSettings):
     #: Where assembled models live; reused across clones and CI runs.
     cache_dir: Path = Field(default_factory=default_cache_dir)
     #: Which services to load at start-up.
-    services: list[Literal["transcription", "mt"]] = Field(default_factory=lambda: ["transcription", "mt"])
+    services: list[Service] = Field(default_factory=lambda: list(SERVICES))
     asr: ASRSettings = Field(default_factory=ASRSettings)
     transcription: TranscriptionSettings = Field(default_factory=TranscriptionSettings)
     mt: MTSettings = Field(default_factory=MTSettings)
-
-    #: Set by `load_settings` to read a TOML file; not a setting itself.
-    _toml_file: Path | None = None
 
     @classmethod
     def settings_customise_sources(

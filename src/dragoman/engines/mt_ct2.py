@@ -320,7 +320,7 @@ def create(settings: MTSettings, cache_dir: Path) -> MTEngine:
     Reads `mt.model` (the model folder) and `mt.directions`; `mt.device`,
     `mt.compute_type` and `mt.threads` when the settings have them.
     """
-    model = getattr(settings, "model", None)
+    model = settings.model
     if not model:
         raise ConfigError("the ct2 MT backend needs mt.model: a CTranslate2 model folder")
     model_dir = Path(str(model)).expanduser()
@@ -328,8 +328,8 @@ def create(settings: MTSettings, cache_dir: Path) -> MTEngine:
         raise ConfigError(f"mt.model {model_dir} is not a folder")
     return CT2MTEngine(
         model_dir,
-        directions=list(getattr(settings, "directions", None) or []),
-        device=str(getattr(settings, "device", "cpu")),
-        compute_type=str(getattr(settings, "compute_type", "int8")),
-        threads=int(getattr(settings, "threads", 0)),
+        directions=list(settings.directions),
+        device=settings.device,
+        compute_type=settings.compute_type,
+        threads=settings.threads,
     )
