@@ -1,6 +1,7 @@
 """The transcription session driven in-process by the real engine, one item at a time.
 
-Streaming: the sans-I/O `TranscriptionSession` is fed the clip in 100 ms appends;
+Streaming: the sans-I/O `TranscriptionSession` is fed the clip in 100 ms appends
+(its own input events: no wire protocol in between);
 whenever a step becomes due it is run at once on the engine (so every step covers
 exactly the chunks the seed's algorithm schedules, with no coalescing from a busy
 server), then the item is committed and its final step run. Offline: one engine call
@@ -9,7 +10,6 @@ on the whole clip. Both use the same engine, language and text normalisation.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,8 +18,17 @@ from bench.audio import RATE, Audio, b64
 from dragoman.config import Settings, load_settings
 from dragoman.engines.asr import ASREngine, StepRequest, StepResult
 from dragoman.errors import ClientError
-from dragoman.protocol.realtime import Generation
 from dragoman.sessions.transcription import EngineProfile, SessionConfig, TranscriptionSession
+from dragoman.sessions.transcription_events import (
+    AppendAudio,
+    ClientEvent,
+    CommitBuffer,
+    Completed,
+    Delta,
+    Error,
+    Failed,
+    Partial,
+)
 
 PIECE_SECONDS = 0.1
 
@@ -89,8 +98,8 @@ class _Driver:
         self.awaiting_first = False
         self.available = 0.0
 
-    def send(self, event: dict[str, Any]) -> None:
-        self.session.receive(json.dumps(event))
+    def send(self, event: ClientEvent) -> None:
+        self.session.handle(event)
         self.drain()
 
     def drain(self) -> None:
@@ -112,22 +121,21 @@ class _Driver:
 
     def collect(self) -> None:
         for event in self.session.take_events():
-            kind = event["type"]
-            if kind == "mstar.transcription.partial":
+            if isinstance(event, Partial):
                 self.run.partials += 1
-                self.run.rewrites += not event["text"].startswith(self.last_partial)
-                self.last_partial = event["text"]
+                self.run.rewrites += not event.text.startswith(self.last_partial)
+                self.last_partial = event.text
                 if self.awaiting_first:
                     self.run.first_partial.append(time.perf_counter() - self.available)
                     self.awaiting_first = False
-            elif kind == "conversation.item.input_audio_transcription.delta":
-                self.item_delta += event["delta"]
-            elif kind == "conversation.item.input_audio_transcription.completed":
-                self.run.transcripts.append(event["transcript"])
+            elif isinstance(event, Delta):
+                self.item_delta += event.delta
+            elif isinstance(event, Completed):
+                self.run.transcripts.append(event.transcript)
                 self.run.deltas.append(self.item_delta)
                 self.item_delta = self.last_partial = ""
-            elif kind in ("error", "conversation.item.input_audio_transcription.failed"):
-                raise RuntimeError(f"the session reported {kind}: {event.get('error')}")
+            elif isinstance(event, Error | Failed):
+                raise RuntimeError(f"the session reported {type(event).__name__}: {event.error.message}")
 
 
 def stream(
@@ -135,7 +143,7 @@ def stream(
 ) -> StreamRun:
     """Stream each part as one item of one session: 100 ms appends, then a commit."""
     run = StreamRun()
-    session = TranscriptionSession("sess_bench", profile, config, Generation.BETA)
+    session = TranscriptionSession("sess_bench", profile, config)
     driver = _Driver(engine, session, run)
     driver.collect()
     piece = int(PIECE_SECONDS * RATE)
@@ -144,9 +152,9 @@ def stream(
         for start in range(0, len(audio), piece):
             payload = b64(audio[start : start + piece])
             driver.available = time.perf_counter()
-            driver.send({"type": "input_audio_buffer.append", "audio": payload})
+            driver.send(AppendAudio(payload))
         driver.awaiting_first = False
-        driver.send({"type": "input_audio_buffer.commit"})
+        driver.send(CommitBuffer())
     run.revisions = session.revisions
     return run
 

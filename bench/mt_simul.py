@@ -28,6 +28,7 @@ end-of-utterance pass makes it, without the streamed prefix.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -341,6 +342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="also write the markdown table here")
     args = parser.parse_args(argv)
 
+    load_before = os.getloadavg()[0]
     load_started = time.perf_counter()
     engine, preset = _engine(args)
     print(f"engine {engine.name} loaded in {time.perf_counter() - load_started:.1f} s", file=sys.stderr)
@@ -387,7 +389,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"Simultaneous MT, engine {engine.name}, preset {preset}, ASR tail {args.tail_words} words "
         f"(committed after {args.pause_commit_ms:.0f} ms of silence); "
         f"constant rate {args.words_per_second} words/s where the data has no timings.\n"
-        f"Policy: {presets[preset]}"
+        f"Policy: {presets[preset]}\n"
+        f"Timing is wall clock on this machine ({os.cpu_count()} CPUs); 1-minute load average "
+        f"{load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end (above the CPU count, "
+        "other processes inflated the engine times and the computation-aware LAAL)."
     )
     table = markdown(summaries, header)
     print(table)

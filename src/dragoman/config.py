@@ -13,7 +13,6 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-
 Service = Literal["transcription", "mt"]
 SERVICES: tuple[Service, ...] = ("transcription", "mt")
 

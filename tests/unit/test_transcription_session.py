@@ -1,4 +1,8 @@
-"""The transcription session state machine, with no sockets and no models."""
+"""The transcription session state machine, with no sockets and no models.
+
+Events go in and out through the protocol, as the server sends them: raw JSON is
+parsed into session events, and the session's events are written as wire dicts.
+"""
 
 from __future__ import annotations
 
@@ -13,12 +17,31 @@ from dragoman.audio.pcm import float_to_pcm16
 from dragoman.config import TranscriptionSettings
 from dragoman.engines.asr import ASRCapabilities, PrefixMode, StepResult
 from dragoman.errors import EngineFailure, RequestRejected
-from dragoman.protocol.realtime import Generation
+from dragoman.protocol.realtime import ClientParser, Generation, default_input_rate
+from dragoman.protocol.realtime_events import wire_event
 from dragoman.sessions.transcription import SessionConfig, StepJob, TranscriptionSession
 from dragoman.sessions.transcription_config import EngineProfile
 from tests.unit.fakes import ByteTokenizer, EnergyVAD, WordTokenizer
 
 RATE = 16_000
+
+
+class WireSession:
+    """A session behind the protocol: raw JSON in, wire dicts out, the rest passed through."""
+
+    def __init__(self, session: TranscriptionSession, generation: Generation) -> None:
+        self.session = session
+        self.parser = ClientParser(generation)
+
+    def receive(self, raw: str | bytes) -> None:
+        self.session.handle(self.parser.parse(raw))
+
+    def take_events(self) -> list[dict[str, Any]]:
+        return [wire_event(e, self.parser.generation) for e in self.session.take_events()]
+
+    def __getattr__(self, name: str) -> Any:
+        # next_job, job_done, job_failed, config, revisions and the internals some tests look at.
+        return getattr(self.session, name)
 
 
 def make_session(
@@ -27,18 +50,19 @@ def make_session(
     max_item_seconds: float = 300.0,
     vad: bool = True,
     **settings: Any,
-) -> TranscriptionSession:
+) -> WireSession:
     profile = EngineProfile(
         name="fake-asr",
         capabilities=ASRCapabilities(30.0, frozenset({"en"}), PrefixMode.DECODER_PROMPT),
         tokenizer=tokenizer or WordTokenizer(),
         max_item_seconds=max_item_seconds,
     )
-    config = SessionConfig.defaults(TranscriptionSettings(**settings), generation)
-    return TranscriptionSession("sess_test", profile, config, generation, EnergyVAD if vad else None)
+    config = SessionConfig.defaults(TranscriptionSettings(**settings), default_input_rate(generation))
+    session = TranscriptionSession("sess_test", profile, config, EnergyVAD if vad else None)
+    return WireSession(session, generation)
 
 
-def send(session: TranscriptionSession, type_: str, /, **body: Any) -> list[dict[str, Any]]:
+def send(session: WireSession, type_: str, /, **body: Any) -> list[dict[str, Any]]:
     session.receive(json.dumps({"type": type_, **body}))
     return session.take_events()
 
@@ -60,7 +84,7 @@ def types(events: list[dict[str, Any]]) -> list[str]:
     return [e["type"] for e in events]
 
 
-def run_step(session: TranscriptionSession, text: str) -> tuple[StepJob, list[dict[str, Any]]]:
+def run_step(session: WireSession, text: str) -> tuple[StepJob, list[dict[str, Any]]]:
     job = session.next_job()
     assert job is not None
     assert text.startswith(job.request.prefix), "the fake engine honours the forced prefix"
@@ -193,6 +217,19 @@ def test_unknown_event_and_bad_json_are_errors() -> None:
     session.receive("{not json")
     (event,) = session.take_events()
     assert event["type"] == "error" and "JSON" in event["error"]["message"]
+
+
+def test_binary_frames_are_refused_and_a_broken_envelope_quotes_no_event_id() -> None:
+    session = make_session()
+    session.take_events()
+    session.receive(b"\x00\x01")
+    (event,) = session.take_events()
+    assert event["error"]["code"] == "invalid_event" and "binary" in event["error"]["message"]
+    session.receive(json.dumps({"event_id": "evt_9"}))
+    (event,) = session.take_events()
+    assert event["error"]["param"] == "type" and event["error"]["event_id"] is None
+    events = send(session, "input_audio_buffer.append", event_id="evt_10")
+    assert events[0]["error"]["param"] == "audio" and events[0]["error"]["event_id"] == "evt_10"
 
 
 # -- audio input ------------------------------------------------------------------

@@ -4,14 +4,12 @@ Each (source, reference) pair is run teacher-forced through the engine's own
 prompt (`QwenTorchMTEngine.teacher_forced_attention`), giving every head's
 attention from each target token to the source words. Heads are scored by:
 
-* **anchors**: alignments that can be trusted without an aligner: strings that
-  appear once in the source and once in the reference, identically: numbers
-  (compared by their digits, so 77.8 = 77,8), capitalised names, and longer
-  identical words (ignoring case, so computer = Computer). A head scores when
-  its argmax over the source words for the anchor's first target token is the
-  anchor's source word (`anchor_hit`), and by the share of its source attention
-  on that word (`anchor_mass`). The target's sentence-final mark counts as an
-  anchor on the last source word when both sentences end with one;
+* **anchors** (`mt_anchors`): alignments that can be trusted without an aligner,
+  i.e. strings shared verbatim by source and reference (numbers, names, longer
+  identical words) and the sentence-final mark. A head scores when its argmax
+  over the source words for the anchor's target token is the anchor's source
+  word (`anchor_hit`), and by the share of its source attention on that word
+  (`anchor_mass`);
 * **monotonicity**: the correlation between a target token's position and the
   source word it attends to (argmax), per sentence. A head that stares at one
   word scores 0, not 1.
@@ -28,7 +26,6 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as dt
-import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -40,6 +37,7 @@ import numpy.typing as npt
 
 from dragoman.config import Settings
 from dragoman.engines import mt_heads
+from dragoman.engines.mt_anchors import find_anchors
 from dragoman.engines.mt_presets import DEFAULT_MODEL
 from dragoman.errors import ConfigError
 
@@ -61,14 +59,6 @@ DEFAULT_SENTENCES = 50
 #: Share of the chosen sentences kept out of the selection to measure the chosen heads.
 HELD_OUT_SHARE = 0.2
 
-#: English function words that are also words of the target languages (In, Die, So, Was ...).
-_STOP_WORDS = """a about after all also am an and any are as at be been but by can could did do does for from
-    had has have he her here him his how i if in into is it its just man may me more most my no not
-    now of on one or our out over she so some than that the their them then there these they this those
-    to too up us was we were what when where which who why will with would you your die war"""
-_STOP = frozenset(_STOP_WORDS.split())
-
-_RUN = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d_]+")
 
 #: FLORES-200 column names of the 4-way file in ../shared/eval/mt.
 FLORES_COLUMNS = {"en": "eng_Latn", "de": "deu_Latn", "it": "ita_Latn", "zh": "zho_Hans"}
@@ -148,78 +138,6 @@ def _plausible(source: str, target: str, target_lang: str) -> bool:
     if target_lang in ("zh", "ja"):
         return 0.1 <= len(target) / len(source) <= 1.0
     return 0.5 <= len(target) / len(source) <= 2.0
-
-
-# -- anchors -------------------------------------------------------------------------------
-
-
-def _keys(run: str, sentence_initial: bool) -> list[str]:
-    """Match keys of an alphanumeric run: "#digits", "=Exact" (names), "~lower" (long words)."""
-    if run[0].isdigit():
-        return ["#" + "".join(c for c in run if c.isdigit())]
-    if run.lower() in _STOP or len(run) < 2:
-        return []
-    keys = []
-    if run[0].isupper() and (len(run) >= 3 or not sentence_initial):
-        keys.append("=" + run)
-    if len(run) >= 5:
-        keys.append("~" + run.lower())
-    return keys
-
-
-_SENTENCE_END = ".?!。？！"
-_CLOSERS = " \"'”“»«’)]」』"
-
-
-def _final_punctuation(source_words: Sequence[str], target_text: str) -> int | None:
-    """Index in `target_text` of its sentence-final mark when the source ends with one too."""
-    if not source_words or source_words[-1].rstrip(_CLOSERS)[-1:] not in tuple(".?!"):
-        return None
-    stripped = target_text.rstrip(_CLOSERS)
-    if not stripped or stripped[-1] not in _SENTENCE_END:
-        return None
-    return len(stripped) - 1
-
-
-def find_anchors(
-    source_words: Sequence[str], target_text: str, token_spans: Sequence[tuple[int, int]]
-) -> list[tuple[int, int]]:
-    """(target token index, source word index) pairs that can be trusted to align.
-
-    Strings shared verbatim, each key occurring exactly once on each side; the
-    target token is the first one overlapping the target run (the one that
-    commits to the word). Also the target's sentence-final mark to the last
-    source word when both sentences end with one: the end of a translation
-    should wait for the end of the source.
-    """
-
-    def token_at(start: int, end: int) -> int | None:
-        return next((i for i, (a, b) in enumerate(token_spans) if a < end and b > start), None)
-
-    source_keys: dict[str, list[int]] = {}
-    for index, word in enumerate(source_words):
-        for match in _RUN.finditer(word):
-            for key in _keys(match.group(), sentence_initial=index == 0 and match.start() == 0):
-                source_keys.setdefault(key, []).append(index)
-    target_keys: dict[str, list[tuple[int, int]]] = {}
-    for match in _RUN.finditer(target_text):
-        initial = not target_text[: match.start()].strip(" \"'“„«‚")
-        for key in _keys(match.group(), sentence_initial=initial):
-            target_keys.setdefault(key, []).append(match.span())
-    anchors: set[tuple[int, int]] = set()
-    for key, words in source_keys.items():
-        spans = target_keys.get(key, [])
-        if len(words) != 1 or len(spans) != 1:
-            continue
-        token = token_at(*spans[0])
-        if token is not None:
-            anchors.add((token, words[0]))
-    mark = _final_punctuation(source_words, target_text)
-    if mark is not None:
-        token = token_at(mark, mark + 1)
-        if token is not None:
-            anchors.add((token, len(source_words) - 1))
-    return sorted(anchors)
 
 
 # -- scoring -------------------------------------------------------------------------------
@@ -380,7 +298,8 @@ def calibrate(
     chosen heads. `out` defaults to `<cache_dir>/heads/<model>/<direction>.json`,
     which the engine searches before the packaged files.
     """
-    from dragoman.engines.mt_qwen_torch import QwenTorchMTEngine, prepare_model
+    from dragoman.engines.mt_qwen_files import prepare_model
+    from dragoman.engines.mt_qwen_torch import QwenTorchMTEngine
 
     source_lang, target_lang = mt_heads.split_direction(direction)
     if sentences < 2:
@@ -442,7 +361,7 @@ def calibrate(
 
 
 def _prompt_version() -> int:
-    from dragoman.engines.mt_qwen_torch import PROMPT_VERSION
+    from dragoman.engines.mt_qwen_prompt import PROMPT_VERSION
 
     return PROMPT_VERSION
 
@@ -457,7 +376,7 @@ def run_cli(args: argparse.Namespace, settings: Settings) -> int:
     data = getattr(args, "data", None)
     out = getattr(args, "out", None)
     if out is None and settings.mt.heads_dir is not None:
-        from dragoman.engines.mt_qwen_torch import model_id_for
+        from dragoman.engines.mt_qwen_files import model_id_for
 
         out = Path(settings.mt.heads_dir).expanduser() / model_id_for(model) / f"{args.direction}.json"
 

@@ -3,7 +3,9 @@
 Beta (`client.beta.realtime`, header `OpenAI-Beta: realtime=v1`) configures with
 `transcription_session.update`; GA (`client.realtime`) with `session.update`
 carrying `session.type: "transcription"` and the audio settings under
-`session.audio.input` (PROTOCOLS.md). Both normalise to one `SessionPatch`.
+`session.audio.input` (PROTOCOLS.md). Both parse into the session's input events
+(`dragoman.sessions.transcription_events`); everything about the wire is checked
+here, and what needs the session's state (the item cap, an empty buffer) there.
 
 Validation follows the seed: "the unfixed counts are non-negative integers;
 numeric strings count as numbers. language and prompt are strings (or null),
@@ -15,11 +17,18 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from dragoman.errors import InvalidEvent, InvalidValue
+from dragoman.errors import ClientError, InvalidEvent, InvalidValue
+from dragoman.sessions.transcription_events import (
+    AppendAudio,
+    ClearBuffer,
+    ClientEvent,
+    CommitBuffer,
+    Rejected,
+    UpdateSession,
+)
 from dragoman.streaming.turns import ServerVADConfig
 
 MAX_LANGUAGE_CHARS = 32
@@ -33,29 +42,65 @@ class Generation(StrEnum):
     GA = "ga"
 
 
-@dataclass(frozen=True)
-class ClientEvent:
-    type: str
-    event_id: str | None
-    body: dict[str, Any]
+def generation_of(openai_beta_header: str) -> Generation:
+    """`client.beta.realtime.connect` sends `OpenAI-Beta: realtime=v1` (PROTOCOLS.md)."""
+    return Generation.BETA if "realtime=v1" in openai_beta_header else Generation.GA
 
 
-@dataclass(frozen=True)
-class SessionPatch:
-    """The fields an update sets; absent fields are not in `values`.
+def default_input_rate(generation: Generation) -> int:
+    """OpenAI's GA audio/pcm is 24 kHz only; the beta default is pcm16 at 16 kHz (the seed)."""
+    return 24_000 if generation is Generation.GA else 16_000
 
-    Keys: model, language, prompt, input_rate, turn_detection (ServerVADConfig
-    or None), chunk_seconds, unfixed_chunks, unfixed_tokens.
+
+class ClientParser:
+    """Parses one connection's client events, and follows the generation the client speaks.
+
+    The generation only shapes `*.created` / `*.updated` (`realtime_events`), and
+    every `updated` answers an update, which sets the generation by its own type;
+    so it is taken from each update that parses, even one the session then refuses.
     """
 
-    generation: Generation
-    values: dict[str, Any]
+    def __init__(self, generation: Generation) -> None:
+        self.generation = generation
+
+    def parse(self, raw: str | bytes) -> ClientEvent:
+        """The session event in a frame; a bad one becomes `Rejected` (this never raises ClientError)."""
+        if not isinstance(raw, str):
+            return Rejected(InvalidEvent("Events must be JSON text frames, not binary."))
+        try:
+            kind, event_id, body = _envelope(raw)
+        except ClientError as exc:
+            return Rejected(exc)
+        try:
+            return self._event(kind, event_id, body)
+        except ClientError as exc:
+            return Rejected(exc, event_id)
+
+    def _event(self, kind: str, event_id: str | None, body: dict[str, Any]) -> ClientEvent:
+        if kind in ("transcription_session.update", "session.update"):
+            generation = Generation.GA if kind == "session.update" else Generation.BETA
+            event = UpdateSession(_session_values(generation, body.get("session")), event_id)
+            self.generation = generation
+            return event
+        if kind == "input_audio_buffer.append":
+            audio = body.get("audio")
+            if not isinstance(audio, str):
+                raise InvalidValue("input_audio_buffer.append needs 'audio', a base64 string.", param="audio")
+            return AppendAudio(audio, event_id)
+        if kind == "input_audio_buffer.commit":
+            return CommitBuffer(event_id)
+        if kind == "input_audio_buffer.clear":
+            return ClearBuffer(event_id)
+        raise InvalidEvent(
+            f"Unknown or unsupported event type {kind!r} for a transcription session.", param="type"
+        )
 
 
-def parse_client_event(raw: str | bytes) -> ClientEvent:
+def _envelope(raw: str) -> tuple[str, str | None, dict[str, Any]]:
+    """The event's type, its event_id and the whole object; errors here quote no event_id."""
     try:
         data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except ValueError:
         raise InvalidEvent("The event is not valid JSON.") from None
     if not isinstance(data, dict):
         raise InvalidEvent("An event must be a JSON object.")
@@ -65,17 +110,15 @@ def parse_client_event(raw: str | bytes) -> ClientEvent:
     kind = data.get("type")
     if not isinstance(kind, str):
         raise InvalidEvent("The event has no string 'type'.", param="type")
-    return ClientEvent(type=kind, event_id=event_id, body=data)
+    return kind, event_id, data
 
 
-def parse_session_patch(event: ClientEvent) -> SessionPatch:
-    """Validate a `transcription_session.update` or `session.update` into a patch, or raise."""
-    session = event.body.get("session")
+def _session_values(generation: Generation, session: Any) -> dict[str, Any]:
+    """The fields an update sets, keyed by `SessionConfig` field; absent fields are left out."""
     if not isinstance(session, dict):
         raise InvalidValue("'session' must be an object.", param="session")
     values: dict[str, Any] = {}
-    if event.type == "session.update":
-        generation = Generation.GA
+    if generation is Generation.GA:
         kind = session.get("type", "transcription")
         if kind != "transcription":
             raise InvalidValue(
@@ -94,7 +137,6 @@ def parse_session_patch(event: ClientEvent) -> SessionPatch:
                     audio_in["turn_detection"], "session.audio.input.turn_detection"
                 )
     else:
-        generation = Generation.BETA
         if "input_audio_format" in session:
             values["input_rate"] = _input_rate(session["input_audio_format"], "session.input_audio_format")
         if "input_audio_transcription" in session:
@@ -110,7 +152,7 @@ def parse_session_patch(event: ClientEvent) -> SessionPatch:
         for key in ("unfixed_chunks", "unfixed_tokens"):
             if key in mstar:
                 values[key] = _count(mstar[key], f"session.mstar.{key}")
-    return SessionPatch(generation=generation, values=values)
+    return values
 
 
 def _object(parent: dict[str, Any], key: str, where: str) -> dict[str, Any] | None:

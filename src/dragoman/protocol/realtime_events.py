@@ -3,6 +3,10 @@
 Field names and shapes follow OpenAI's wire format (PROTOCOLS.md, and the
 `openai.types.realtime` models the end-to-end tests validate against).
 `mstar.transcription.partial` is the seed's extension event.
+
+`server_event` writes the session's output events
+(`dragoman.sessions.transcription_events`) as these models, in the client's
+generation; event ids are assigned here, item ids come from the session.
 """
 
 from __future__ import annotations
@@ -12,13 +16,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dragoman.errors import DragomanError, ServerError
+from dragoman.protocol.realtime import Generation, format_for
+from dragoman.sessions import transcription_events as out
+
 
 def new_event_id() -> str:
     return "event_" + uuid.uuid4().hex[:20]
-
-
-def new_item_id() -> str:
-    return "item_" + uuid.uuid4().hex[:20]
 
 
 class ServerEvent(BaseModel):
@@ -125,3 +129,106 @@ class TranscriptionPartial(ServerEvent):
     stable_chars: int
     #: Audio the hypothesis covers, from the item's start, on the client's timeline.
     audio_seconds: float
+
+
+# -- session events to the wire ----------------------------------------------------------
+
+
+def server_event(event: out.ServerEvent, generation: Generation) -> ServerEvent:
+    """The wire model of a session output event, for a client of `generation`."""
+    if isinstance(event, out.SessionConfigured):
+        return session_event(event, generation)
+    if isinstance(event, out.Committed):
+        return InputAudioBufferCommitted(item_id=event.item_id, previous_item_id=event.previous_item_id)
+    if isinstance(event, out.Cleared):
+        return InputAudioBufferCleared()
+    if isinstance(event, out.SpeechStarted):
+        return SpeechStarted(audio_start_ms=event.audio_start_ms, item_id=event.item_id)
+    if isinstance(event, out.SpeechStopped):
+        return SpeechStopped(audio_end_ms=event.audio_end_ms, item_id=event.item_id)
+    if isinstance(event, out.Delta):
+        return TranscriptionDelta(item_id=event.item_id, delta=event.delta)
+    if isinstance(event, out.Completed):
+        return TranscriptionCompleted(
+            item_id=event.item_id, transcript=event.transcript, usage=DurationUsage(seconds=event.seconds)
+        )
+    if isinstance(event, out.Failed):
+        return TranscriptionFailed(item_id=event.item_id, error=error_detail(event.error, None))
+    if isinstance(event, out.Partial):
+        return TranscriptionPartial(
+            item_id=event.item_id,
+            text=event.text,
+            stable_chars=event.stable_chars,
+            audio_seconds=event.audio_seconds,
+        )
+    return ErrorEvent(error=error_detail(event.error, event.event_id))
+
+
+def wire_event(event: out.ServerEvent, generation: Generation) -> dict[str, Any]:
+    """`server_event` as the JSON object sent."""
+    return server_event(event, generation).wire()
+
+
+def error_detail(error: DragomanError, event_id: str | None) -> ErrorDetail:
+    """A client fault is quoted; a server fault shows only its error id (errors.py)."""
+    if isinstance(error, ServerError):
+        return ErrorDetail(
+            type="server_error", code=error.code, message=error.public_message, event_id=event_id
+        )
+    return ErrorDetail(
+        type="invalid_request_error",
+        code=error.code,
+        message=error.message,
+        param=error.param,
+        event_id=event_id,
+    )
+
+
+def session_event(event: out.SessionConfigured, generation: Generation) -> SessionEvent:
+    """`session.created/updated` (GA) or `transcription_session.created/updated` (beta)."""
+    config = event.config
+    transcription = {
+        "model": config.model or event.engine_name,
+        "language": config.language,
+        "prompt": config.prompt,
+    }
+    vad = config.turn_detection
+    turn_detection: dict[str, Any] | None = None
+    if vad is not None:
+        turn_detection = {
+            "type": "server_vad",
+            "threshold": vad.threshold,
+            "prefix_padding_ms": vad.prefix_padding_ms,
+            "silence_duration_ms": vad.silence_duration_ms,
+        }
+    mstar = {
+        "chunk_seconds": config.chunk_seconds,
+        "unfixed_chunks": config.unfixed_chunks,
+        "unfixed_tokens": config.unfixed_tokens,
+        "max_item_seconds": event.max_item_seconds,
+    }
+    body: dict[str, Any] = {"id": event.session_id, "object": "realtime.transcription_session"}
+    if generation is Generation.GA:
+        kind: SessionEventType = "session.created" if event.created else "session.updated"
+        body |= {
+            "type": "transcription",
+            "audio": {
+                "input": {
+                    "format": format_for(Generation.GA, config.input_rate),
+                    "transcription": transcription,
+                    "turn_detection": turn_detection,
+                    "noise_reduction": None,
+                }
+            },
+            "include": None,
+        }
+    else:
+        kind = "transcription_session.created" if event.created else "transcription_session.updated"
+        body |= {
+            "modalities": ["text"],
+            "input_audio_format": format_for(Generation.BETA, config.input_rate),
+            "input_audio_transcription": transcription,
+            "turn_detection": turn_detection,
+        }
+    body["mstar"] = mstar
+    return SessionEvent(type=kind, session=body)

@@ -1,8 +1,10 @@
 """`/v1/realtime`: drives a transcription session over a WebSocket.
 
-Two tasks per connection: the receive loop feeds client events to the sans-I/O
-session, and the decode task runs the session's steps on the shared scheduler.
-Audio that arrives while a step runs is coalesced into the next step.
+Two tasks per connection: the receive loop parses client frames (protocol) into
+events for the sans-I/O session, and the decode task runs the session's steps on
+the shared scheduler. Audio that arrives while a step runs is coalesced into the
+next step. What the session says goes out written by the protocol, in the
+client's generation.
 """
 
 from __future__ import annotations
@@ -14,20 +16,15 @@ from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from dragoman.errors import ClientError, EngineFailure, InvalidEvent, ServerError
+from dragoman.errors import ClientError, EngineFailure, ServerError
 from dragoman.logs import get_logger, log_failure
-from dragoman.protocol.realtime import Generation
-from dragoman.protocol.realtime_events import ErrorDetail, ErrorEvent
+from dragoman.protocol.realtime import ClientParser, default_input_rate, generation_of
+from dragoman.protocol.realtime_events import ErrorDetail, ErrorEvent, wire_event
 from dragoman.server.runtime import TranscriptionService
 from dragoman.sessions.transcription import SessionConfig, TranscriptionSession
+from dragoman.sessions.transcription_events import Error, Rejected, ServerEvent
 
 log = get_logger(__name__)
-
-
-def generation_of(websocket: WebSocket) -> Generation:
-    """`client.beta.realtime.connect` adds `OpenAI-Beta: realtime=v1` (PROTOCOLS.md)."""
-    beta = websocket.headers.get("openai-beta", "")
-    return Generation.BETA if "realtime=v1" in beta else Generation.GA
 
 
 async def refuse(websocket: WebSocket, code: str, message: str) -> None:
@@ -42,12 +39,11 @@ class RealtimeConnection:
     def __init__(self, websocket: WebSocket, service: TranscriptionService, settings: Any) -> None:
         self.websocket = websocket
         self.service = service
-        generation = generation_of(websocket)
+        self.parser = ClientParser(generation_of(websocket.headers.get("openai-beta", "")))
         self.session = TranscriptionSession(
             session_id="sess_" + uuid.uuid4().hex[:20],
             engine=service.profile,
-            config=SessionConfig.defaults(settings, generation),
-            generation=generation,
+            config=SessionConfig.defaults(settings, default_input_rate(self.parser.generation)),
             vad_factory=service.vad_factory(),
         )
         self._wake = asyncio.Event()
@@ -55,7 +51,7 @@ class RealtimeConnection:
         self.log = log.bind(session=self.session.session_id)
 
     async def run(self) -> None:
-        self.log.info("session opened", generation=self.session.generation.value)
+        self.log.info("session opened", generation=self.parser.generation.value)
         decoder = asyncio.create_task(self._decode_loop(), name=f"decode-{self.session.session_id}")
         try:
             await self._flush()
@@ -78,14 +74,12 @@ class RealtimeConnection:
             if message["type"] == "websocket.disconnect":
                 raise WebSocketDisconnect(message.get("code", 1000))
             text = message.get("text")
-            if text is None:
-                self.session.receive_error(InvalidEvent("Events must be JSON text frames, not binary."))
-            else:
-                try:
-                    self.session.receive(text)
-                except Exception as exc:  # a bug in the session must not end the connection
-                    error_id = log_failure(self.log, "event handling failed", exc)
-                    self.session.receive_error(EngineFailure("event handling failed", error_id=error_id))
+            try:
+                # A binary frame is refused by the parser, as an `error` event.
+                self.session.handle(self.parser.parse(text if text is not None else b""))
+            except Exception as exc:  # a bug in the session must not end the connection
+                error_id = log_failure(self.log, "event handling failed", exc)
+                self.session.handle(Rejected(EngineFailure("event handling failed", error_id=error_id)))
             await self._flush()
             self._wake.set()
 
@@ -113,5 +107,16 @@ class RealtimeConnection:
 
     async def _flush(self) -> None:
         async with self._send_lock:
-            for event in self.session.take_events():
-                await self.websocket.send_text(json.dumps(event, ensure_ascii=False))
+            # Written at once, not while sending: a `*.updated` must be written in the
+            # generation of its update, before the receive loop parses the next one.
+            frames = [self._write(event) for event in self.session.take_events()]
+            for frame in frames:
+                await self.websocket.send_text(json.dumps(frame, ensure_ascii=False))
+
+    def _write(self, event: ServerEvent) -> dict[str, Any]:
+        try:
+            return wire_event(event, self.parser.generation)
+        except Exception as exc:  # a bug in the protocol must not end the connection either
+            error_id = log_failure(self.log, "event writing failed", exc, kind=type(event).__name__)
+            failure = EngineFailure("event writing failed", error_id=error_id)
+            return wire_event(Error(failure), self.parser.generation)

@@ -1,6 +1,8 @@
 """The Realtime transcription session: a sans-I/O state machine.
 
-Client events go in through `receive`; server events come out of `take_events`;
+Client events (`transcription_events`, parsed from the wire by the protocol
+layer, `protocol/realtime.py`) go in through `handle`; server events come out of
+`take_events`, for the protocol to write in the client's generation;
 decode work comes out of `next_job` and its outcome goes back in through
 `job_done` / `job_failed`. The transport runs the jobs on the shared engine in a
 task of its own, so audio that arrives during a step is coalesced into the next
@@ -17,35 +19,33 @@ fixed."
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from dragoman.audio.vad import SpeechProbability
 from dragoman.engines.asr import SAMPLE_RATE, StepRequest, StepResult
-from dragoman.errors import BufferTooLong, ClientError, DragomanError, InvalidEvent, InvalidValue, ServerError
-from dragoman.protocol.realtime import (
+from dragoman.errors import BufferTooLong, ClientError, DragomanError, InvalidValue
+from dragoman.sessions.audio_input import AudioInput
+from dragoman.sessions.transcription_config import EngineProfile, SessionConfig
+from dragoman.sessions.transcription_events import (
+    AppendAudio,
+    ClearBuffer,
+    Cleared,
     ClientEvent,
-    Generation,
-    parse_client_event,
-    parse_session_patch,
-)
-from dragoman.protocol.realtime_events import (
-    DurationUsage,
-    ErrorDetail,
-    ErrorEvent,
-    InputAudioBufferCleared,
-    InputAudioBufferCommitted,
+    CommitBuffer,
+    Committed,
+    Completed,
+    Delta,
+    Error,
+    Failed,
+    Partial,
     ServerEvent,
+    SessionConfigured,
     SpeechStarted,
     SpeechStopped,
-    TranscriptionCompleted,
-    TranscriptionDelta,
-    TranscriptionFailed,
-    TranscriptionPartial,
+    UpdateSession,
 )
-from dragoman.sessions.audio_input import AudioInput
-from dragoman.sessions.transcription_config import EngineProfile, SessionConfig, session_event
 from dragoman.sessions.transcription_item import Item
 from dragoman.streaming import turns
 from dragoman.streaming.stable_prefix import stable_prefix
@@ -68,13 +68,11 @@ class TranscriptionSession:
         session_id: str,
         engine: EngineProfile,
         config: SessionConfig,
-        generation: Generation,
         vad_factory: Callable[[], SpeechProbability] | None = None,
     ) -> None:
         self.session_id = session_id
         self.engine = engine
         self.config = config
-        self.generation = generation
         self._vad_factory = vad_factory
         self._events: list[ServerEvent] = []
         self._input = AudioInput(config.input_rate)
@@ -87,42 +85,29 @@ class TranscriptionSession:
         #: Steps, over all items, whose firm text contradicted deltas already sent.
         self.revisions = 0
         self._make_segmenter()
-        self._emit(session_event(self, created=True))
+        self._emit(self._configured(created=True))
 
     # -- events in ---------------------------------------------------------
 
-    def receive(self, raw: str | bytes) -> None:
-        """Handle one client event; any fault becomes an `error` event and changes nothing."""
-        event: ClientEvent | None = None
+    def handle(self, event: ClientEvent) -> None:
+        """Handle one client event; a client fault becomes an `error` event and changes nothing."""
         try:
-            event = parse_client_event(raw)
-            self._dispatch(event)
+            if isinstance(event, UpdateSession):
+                self._update(event.values)
+            elif isinstance(event, AppendAudio):
+                self._append(event.audio)
+            elif isinstance(event, CommitBuffer):
+                self._commit()
+            elif isinstance(event, ClearBuffer):
+                self._clear()
+            else:  # Rejected: only its error goes out, in order with the rest
+                self._emit(Error(event.error, event.event_id))
         except ClientError as exc:
-            self._error(exc, event.event_id if event else None)
+            self._emit(Error(exc, event.event_id))
 
-    def receive_error(self, error: DragomanError, event_id: str | None = None) -> None:
-        """Report a fault the transport found in an event (e.g. a binary frame)."""
-        self._error(error, event_id)
-
-    def _dispatch(self, event: ClientEvent) -> None:
-        if event.type in ("transcription_session.update", "session.update"):
-            self._update(event)
-        elif event.type == "input_audio_buffer.append":
-            self._append(event.body.get("audio"))
-        elif event.type == "input_audio_buffer.commit":
-            self._commit()
-        elif event.type == "input_audio_buffer.clear":
-            self._clear()
-        else:
-            raise InvalidEvent(
-                f"Unknown or unsupported event type {event.type!r} for a transcription session.",
-                param="type",
-            )
-
-    def _update(self, event: ClientEvent) -> None:
+    def _update(self, values: Mapping[str, Any]) -> None:
         """Apply a session update, all or nothing (the seed)."""
-        patch = parse_session_patch(event)
-        new = self.config.patched(patch.values, cap=self.item_cap_seconds)
+        new = self.config.patched(values, cap=self.item_cap_seconds)
         if new.input_rate != self.config.input_rate and not self._buffer_empty():
             raise InvalidValue(
                 "The input audio rate can change only while the input audio buffer is empty; "
@@ -139,17 +124,23 @@ class TranscriptionSession:
             raise InvalidValue("This server has no VAD model; turn_detection must be null.")
         old = self.config
         self.config = new
-        self.generation = patch.generation
         if new.input_rate != old.input_rate:
             self._input.reset()
             self._input.set_rate(new.input_rate)
         if new.turn_detection != old.turn_detection:
             self._make_segmenter()
-        self._emit(session_event(self, created=False))
+        self._emit(self._configured(created=False))
 
-    def _append(self, payload: Any) -> None:
-        if not isinstance(payload, str):
-            raise InvalidValue("input_audio_buffer.append needs 'audio', a base64 string.", param="audio")
+    def _configured(self, created: bool) -> SessionConfigured:
+        return SessionConfigured(
+            created=created,
+            session_id=self.session_id,
+            config=self.config,
+            engine_name=self.engine.name,
+            max_item_seconds=self.item_cap_seconds,
+        )
+
+    def _append(self, payload: str) -> None:
         samples, odd = self._input.decode(payload)
         if self._segmenter is None:
             item = self._open_item()
@@ -189,7 +180,7 @@ class TranscriptionSession:
         if self._item is not None:
             self._item.dropped = True
             self._item = None
-        self._emit(InputAudioBufferCleared())
+        self._emit(Cleared())
 
     # -- server VAD ----------------------------------------------------------
 
@@ -253,7 +244,7 @@ class TranscriptionSession:
         self._item = None
         item.closed = True
         self._closed.append(item)
-        self._emit(InputAudioBufferCommitted(item_id=item.item_id, previous_item_id=item.previous_item_id))
+        self._emit(Committed(item_id=item.item_id, previous_item_id=item.previous_item_id))
 
     def _buffer_empty(self) -> bool:
         in_turn = self._segmenter is not None and self._segmenter.in_speech
@@ -328,7 +319,7 @@ class TranscriptionSession:
         firm = item.raw_prefix.lstrip() if item.steps >= self.config.unfixed_chunks else ""
         self._send_delta(item, firm)
         self._emit(
-            TranscriptionPartial(
+            Partial(
                 item_id=item.item_id,
                 text=text,
                 stable_chars=len(firm),
@@ -346,9 +337,9 @@ class TranscriptionSession:
         item.decoded_clock = job.clock
         if job.final:
             self._closed.popleft()
-            self._emit(TranscriptionFailed(item_id=item.item_id, error=_detail(error, None)))
+            self._emit(Failed(item_id=item.item_id, error=error))
         else:
-            self._emit(ErrorEvent(error=_detail(error, None)))
+            self._emit(Error(error))
 
     def _finish_job(self, job: StepJob) -> None:
         if self._in_flight is not job:
@@ -358,44 +349,27 @@ class TranscriptionSession:
     def _send_delta(self, item: Item, firm: str) -> None:
         delta = item.ledger.advance(firm)
         if delta:
-            self._emit(TranscriptionDelta(item_id=item.item_id, delta=delta))
+            self._emit(Delta(item_id=item.item_id, delta=delta))
 
     def _completed(self, item: Item, transcript: str) -> None:
         self._closed.popleft()
         self.revisions += item.ledger.revisions
         self._emit(
-            TranscriptionCompleted(
+            Completed(
                 item_id=item.item_id,
                 transcript=transcript,
-                usage=DurationUsage(seconds=round(item.samples / SAMPLE_RATE, 3)),
+                seconds=round(item.samples / SAMPLE_RATE, 3),
             )
         )
 
     # -- events out ----------------------------------------------------------------
 
-    def take_events(self) -> list[dict[str, Any]]:
+    def take_events(self) -> list[ServerEvent]:
         events, self._events = self._events, []
-        return [event.wire() for event in events]
+        return events
 
     def _emit(self, event: ServerEvent) -> None:
         self._events.append(event)
-
-    def _error(self, error: DragomanError, event_id: str | None) -> None:
-        self._emit(ErrorEvent(error=_detail(error, event_id)))
-
-
-def _detail(error: DragomanError, event_id: str | None) -> ErrorDetail:
-    if isinstance(error, ServerError):
-        return ErrorDetail(
-            type="server_error", code=error.code, message=error.public_message, event_id=event_id
-        )
-    return ErrorDetail(
-        type="invalid_request_error",
-        code=error.code,
-        message=error.message,
-        param=error.param,
-        event_id=event_id,
-    )
 
 
 __all__ = ["EngineProfile", "SessionConfig", "StepJob", "TranscriptionSession"]

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from dragoman.engines.asr import FloatAudio
-from dragoman.protocol.realtime_events import new_item_id
 from dragoman.streaming.deltas import DeltaLedger
+
+
+def new_item_id() -> str:
+    """OpenAI-style conversation item ids: the session names its items, the protocol only quotes them."""
+    return "item_" + uuid.uuid4().hex[:20]
 
 
 @dataclass(eq=False)
