@@ -56,8 +56,10 @@ class MTSettings(BaseModel):
     directions: list[str] = Field(default_factory=list)
     device: str = "cpu"
     compute_type: str = "int8"
-    #: Threads per engine call (0: the library's default).
+    #: Threads per engine call (0: half the cores for qwen-torch, the library's default otherwise).
     threads: int = Field(default=0, ge=0)
+    #: qwen-torch: verify the previous draft's tokens in the prompt pass instead of decoding them again.
+    speculate: bool = True
     #: Extra folder of alignment-heads files, searched before the packaged ones.
     heads_dir: Path | None = None
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
-from typing import cast
 
 import numpy as np
 import pytest
@@ -237,11 +235,11 @@ def test_nllb_language_codes_lead_source_and_target(nllb_like: CT2MTEngine) -> N
 @pytest.mark.engine
 def test_create_reads_the_model_folder_from_settings(marian: CT2MTEngine, tmp_path: Path) -> None:
     with pytest.raises(ConfigError):
-        create(cast(MTSettings, SimpleNamespace(model=None)), tmp_path)
+        create(MTSettings(backend="ct2-seq2seq"), tmp_path)
     with pytest.raises(ConfigError):
-        create(cast(MTSettings, SimpleNamespace(model=str(tmp_path / "missing"))), tmp_path)
+        create(MTSettings(backend="ct2-seq2seq", model=str(tmp_path / "missing")), tmp_path)
     folder = marian.model_dir
-    engine = create(cast(MTSettings, SimpleNamespace(model=str(folder), directions=["en-de"])), tmp_path)
+    engine = create(MTSettings(backend="ct2-seq2seq", model=str(folder), directions=["en-de"]), tmp_path)
     try:
         assert engine.directions() == ["en-de"]
         assert engine.name == "ct2"

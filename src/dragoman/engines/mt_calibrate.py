@@ -387,7 +387,7 @@ def run_cli(args: argparse.Namespace, settings: Settings) -> int:
         args.direction,
         cache_dir=settings.cache_dir,
         model=model,
-        data=[Path(data)] if data else None,
+        data=[Path(path) for path in data] if data else None,
         sentences=int(getattr(args, "sentences", DEFAULT_SENTENCES)),
         top_k=int(getattr(args, "top_k", DEFAULT_TOP_K)),
         out=out,

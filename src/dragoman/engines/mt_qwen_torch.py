@@ -431,12 +431,13 @@ class QwenTorchMTEngine(MTEngine):
 def create(settings: MTSettings, cache_dir: Path) -> MTEngine:
     """The registry's factory: the model of `settings.preset`, or `mt.model` when set.
 
-    Reads `mt.model` and `mt.threads` when the settings have them (optional fields).
+    Optional settings read when present: `mt.model` (a packaged name, a transformers
+    folder or a GGUF file), `mt.threads` (0: half the cores) and `mt.speculate`.
     """
     preset = PRESETS.get(settings.preset)
     if preset is None:
         raise ConfigError(f"unknown MT preset {settings.preset!r}; presets: {', '.join(sorted(PRESETS))}")
-    model = str(getattr(settings, "model", None) or preset.model or DEFAULT_MODEL)
+    model = str(settings.model or preset.model or DEFAULT_MODEL)
     model_dir, model_id, sha = prepare_model(model, cache_dir)
     return QwenTorchMTEngine(
         model_dir,
@@ -444,6 +445,7 @@ def create(settings: MTSettings, cache_dir: Path) -> MTEngine:
         model_sha256=sha,
         heads_dir=settings.heads_dir,
         cache_dir=cache_dir,
-        threads=int(getattr(settings, "threads", 0) or 0),
+        threads=settings.threads,
         final_max_new_tokens=preset.final_max_new_tokens,
+        speculate=settings.speculate,
     )
