@@ -178,3 +178,18 @@ def test_tokenizer_round_trips_what_the_model_says(model: str, request: pytest.F
     assert tok.decode(ids) == text
     assert tok.encode(tok.decode(ids)) == ids
     assert all(tok.id_to_token(i) != "Ġ" for i in ids)
+
+
+def test_users_own_weights_folder(tmp_path: Path) -> None:
+    """Any CTranslate2 Whisper folder on disk serves, named after the folder."""
+    from dragoman.weights import resolve
+
+    packaged = resolve("whisper-tiny.en", default_cache_dir())
+    own = tmp_path / "my-whisper"
+    own.mkdir()
+    for name in ("model.bin", "config.json", "tokenizer.json", "vocabulary.txt"):
+        (own / name).symlink_to(packaged / name)
+    engine = create_asr_engine(ASRSettings(model=str(own)), default_cache_dir())
+    assert engine.name == "my-whisper"
+    text = ok(engine.transcribe_batch([StepRequest(audio(EN[0]), language="en")])[0]).text
+    assert wer([REFS[EN[0]]], [text]) <= 0.15, text
