@@ -118,6 +118,8 @@ class _Driver:
                 Step(len(job.request.audio) / RATE, seconds, job.final, len(job.request.prefix))
             )
             self.collect()
+        # next_job may complete a committed item without an engine call (its last step covered it).
+        self.collect()
 
     def collect(self) -> None:
         for event in self.session.take_events():
