@@ -317,8 +317,8 @@ def convert_transformers_model(
 def create(settings: MTSettings, cache_dir: Path) -> MTEngine:
     """The registry's factory. `cache_dir` is unused: the weights are the user's own.
 
-    Reads `mt.model` (the model folder) and `mt.directions`; `mt.device`,
-    `mt.compute_type` and `mt.threads` when the settings have them.
+    Reads `mt.model` (the model folder), `mt.directions` (empty: inferred from the
+    model), `mt.device`, `mt.compute_type` and `mt.threads`.
     """
     model = settings.model
     if not model:
