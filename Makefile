@@ -44,6 +44,7 @@ test: install lint typecheck
 
 bench: install
 	$(BIN)/python -m bench.asr_streaming
+	$(BIN)/python -m bench.mt_simul --direction en-de,en-it,en-zh --sentences 20 --data mcif
 
 models: install
 	$(BIN)/dragoman models
