@@ -50,6 +50,12 @@ PRESETS: dict[str, MTPreset] = {
             {"frontier_margin": 1, "max_draft_tokens": 12, "history_pairs": 2},
         ),
         MTPreset(
+            "fastest",
+            "0.5B, shortest drafts, no frontier margin: the tail alone guards commits",
+            DEFAULT_MODEL,
+            {"frontier_margin": 0, "max_draft_tokens": 8, "history_pairs": 2},
+        ),
+        MTPreset(
             "balanced",
             "0.5B, frontier margin 2",
             DEFAULT_MODEL,
