@@ -94,6 +94,11 @@ def _parser() -> argparse.ArgumentParser:
         "--out", type=Path, help="heads file to write (default: next to the packaged ones)"
     )
     calibrate.set_defaults(run=_calibrate)
+    for sub in (serve, mt_server, models, calibrate):
+        for action in sub._actions:
+            # Nested settings use dotted dests ("mt.preset"); show "PRESET", not "MT.PRESET".
+            if "." in action.dest and action.metavar is None and action.option_strings:
+                action.metavar = action.dest.rsplit(".", 1)[-1].upper()
     return parser
 
 
