@@ -33,16 +33,17 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.mt_data import DATASETS, DEFAULT_WORDS_PER_SECOND, Sentence, load
 from bench.mt_metrics import Emission, sentence_laal
 from dragoman.engines.mt import DraftMode, MTEngine, MTRequest
+from dragoman.server.mt_ws import policy_presets
 from dragoman.sessions.mt import MTSession, final_token_budget
 from dragoman.sessions.mt_events import Init, InitOk, Translation, Update, Word
-from dragoman.streaming.alignatt import DEFAULT_PRESETS, AlignAttParams, clean_final_text
+from dragoman.streaming.alignatt import AlignAttParams, clean_final_text
 
 #: The reference client's pacing (WhisperLiveKit translation_alignatt.py).
 MIN_PARTIAL_INTERVAL_MS = 500.0
@@ -98,19 +99,6 @@ class SentenceRun:
     trace: list[str] = field(default_factory=list)
 
 
-def session_presets() -> dict[str, AlignAttParams]:
-    """The policy of each preset: the engine presets' `policy` where they exist, else the defaults."""
-    presets = dict(DEFAULT_PRESETS)
-    try:
-        from dragoman.engines.mt_presets import PRESETS
-    except ImportError:
-        return presets
-    for name, preset in PRESETS.items():
-        policy: dict[str, Any] = dict(preset.policy)
-        presets[name] = replace(AlignAttParams(), **policy)
-    return presets
-
-
 def _answer(
     session: MTSession, engine: MTEngine, update: Update, timer: Timer
 ) -> tuple[Translation, int, float]:
@@ -144,7 +132,7 @@ def simulate(
     tail_words: int,
     pause_commit_ms: float = DEFAULT_PAUSE_COMMIT_MS,
     overrides: dict[str, object] | None = None,
-    presets: Mapping[str, AlignAttParams] = DEFAULT_PRESETS,
+    presets: Mapping[str, AlignAttParams],
     timer: Timer = time.perf_counter,
 ) -> SentenceRun:
     """Stream one sentence through a fresh session; see the module docstring for the model."""
@@ -346,7 +334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_started = time.perf_counter()
     engine, preset = _engine(args)
     print(f"engine {engine.name} loaded in {time.perf_counter() - load_started:.1f} s", file=sys.stderr)
-    presets = session_presets()
+    presets = policy_presets(engine.name, preset)
     if preset not in presets:
         parser.error(f"unknown preset {preset!r}; known: {', '.join(sorted(presets))}")
     summaries = []

@@ -11,9 +11,12 @@ import pytest
 from bench.mt_data import Sentence, SourceWord
 from bench.mt_metrics import Emission, sentence_laal
 from bench.mt_simul import asr_state, markdown, next_asr_event, simulate, summarize
+from dragoman.streaming.alignatt import AlignAttParams
 from tests.unit.mt_fakes import FakeEngine
 
 REFERENCE = "Hallo Welt, wie geht es dir?"
+#: The timeline below is worked out for this policy.
+PRESETS = {"low_latency": AlignAttParams(frontier_margin=1, max_draft_tokens=16, history_pairs=2)}
 
 
 class StepTimer:
@@ -52,6 +55,7 @@ def test_simulation_timeline_fast_path_and_latency() -> None:
         preset="low_latency",
         tail_words=2,
         pause_commit_ms=600,
+        presets=PRESETS,
         timer=StepTimer(),
     )
     # Sends at 400, 900 (nothing accessible yet), 1400 (commits "Hallo"), 1900 (the
@@ -79,7 +83,13 @@ def test_simulation_timeline_fast_path_and_latency() -> None:
 
 def test_summary_and_table() -> None:
     run = simulate(
-        _sentence(), FakeEngine(), direction="en-de", preset="low_latency", tail_words=2, timer=StepTimer()
+        _sentence(),
+        FakeEngine(),
+        direction="en-de",
+        preset="low_latency",
+        tail_words=2,
+        presets=PRESETS,
+        timer=StepTimer(),
     )
     summary = summarize("en-de", "test", [run])
     assert summary.bleu_simul == pytest.approx(summary.bleu_offline)

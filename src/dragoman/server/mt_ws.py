@@ -31,7 +31,7 @@ from dragoman.logs import get_logger, log_failure
 from dragoman.protocol.mt import encode, error_frame, parse_client_message, peek_seq
 from dragoman.sessions.mt import MTSession
 from dragoman.sessions.mt_events import ClientEvent, Error, ErrorCode, Init
-from dragoman.streaming.alignatt import DEFAULT_PRESETS, AlignAttParams
+from dragoman.streaming.alignatt import AlignAttParams
 
 log = get_logger(__name__)
 
@@ -307,17 +307,15 @@ class MTService:
 def policy_presets(model: str, default_preset: str) -> dict[str, AlignAttParams]:
     """The AlignAtt policy of each preset a session of `model` may choose.
 
-    The runtime presets (`dragoman.engines.mt_presets`) of the loaded model, plus the
-    one the server was started with (its model may have been replaced by the user's
-    own); streaming's defaults when the registry knows none of them.
+    The runtime presets (`dragoman.engines.mt_presets`, the only place presets are
+    defined) of the loaded model, plus the one the server was started with (its model
+    may have been replaced by the user's own).
     """
     from dragoman.engines.mt_presets import PRESETS, presets_for_model
 
     chosen = dict(presets_for_model(model))
     if default_preset in PRESETS:
         chosen.setdefault(default_preset, PRESETS[default_preset])
-    if not chosen:
-        return dict(DEFAULT_PRESETS)
     try:
         return {name: _policy(p.policy) for name, p in chosen.items()}
     except TypeError as exc:  # a policy key that is no AlignAttParams field

@@ -52,7 +52,6 @@ from dragoman.sessions.mt_validation import (
     resolve_init,
 )
 from dragoman.streaming.alignatt import (
-    DEFAULT_PRESETS,
     AlignAttParams,
     CachedDraft,
     DraftText,
@@ -99,7 +98,7 @@ class MTSession:
         decode: Decode,
         default_preset: str,
         max_utterance_words: int,
-        presets: Mapping[str, AlignAttParams] = DEFAULT_PRESETS,
+        presets: Mapping[str, AlignAttParams],
     ) -> None:
         self.session_id = session_id
         self._engine_name = engine_name

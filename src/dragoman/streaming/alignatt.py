@@ -21,7 +21,7 @@ never placed inside a multi-byte character (its decode ends in U+FFFD).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -51,16 +51,6 @@ class AlignAttParams:
     commit_fast_path: bool = True
     #: (source, target) pairs of earlier utterances put in the prompt.
     history_pairs: int = 2
-
-
-#: Server-side runtime presets (`init.preset`, `--preset`).
-DEFAULT_PRESETS: Mapping[str, AlignAttParams] = {
-    "low_latency": AlignAttParams(frontier_margin=1, max_draft_tokens=16, history_pairs=2),
-    "balanced": AlignAttParams(frontier_margin=2, max_draft_tokens=24, history_pairs=2),
-    "quality": AlignAttParams(
-        frontier_margin=2, hold_back_target_units=1, max_draft_tokens=32, history_pairs=4
-    ),
-}
 
 
 @dataclass(frozen=True)
