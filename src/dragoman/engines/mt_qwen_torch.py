@@ -46,8 +46,9 @@ from dragoman.engines import mt_heads
 from dragoman.engines.mt import DraftMode, MTDraft, MTEngine, MTRequest
 from dragoman.engines.mt_presets import DEFAULT_MODEL, PRESETS
 from dragoman.engines.mt_qwen_files import prepare_model
+from dragoman.engines.mt_qwen_load import load_model, normalize_compute_type
 from dragoman.engines.mt_qwen_prompt import Prompt, PromptBuilder
-from dragoman.errors import ClientError, ConfigError, EngineFailure, ModelUnavailable
+from dragoman.errors import ClientError, ConfigError, EngineFailure
 from dragoman.logs import get_logger
 
 log = get_logger(__name__)
@@ -103,22 +104,14 @@ class QwenTorchMTEngine(MTEngine):
         final_max_new_tokens: int = 256,
         max_cached_prompts: int = MAX_CACHED_PROMPTS,
         speculate: bool = True,
+        compute_type: str = "int8",
     ) -> None:
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        auto_model: Any = AutoModelForCausalLM
         torch.set_num_threads(threads if threads > 0 else default_threads())
         started = time.perf_counter()
-        try:
-            self._tokenizer: Any = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
-            # Eager attention: the alignment heads' weights are read from it (sdpa returns none).
-            self._model: Any = auto_model.from_pretrained(
-                str(model_dir), dtype=torch.bfloat16, attn_implementation="eager", local_files_only=True
-            )
-            self._model.eval()
-        except (OSError, ValueError, RuntimeError) as exc:
-            raise ModelUnavailable(f"cannot load the MT model in {model_dir}: {exc}") from exc
+        self.compute_type = normalize_compute_type(compute_type)
+        self._tokenizer, self._model = load_model(model_dir, self.compute_type)
         self.load_seconds = time.perf_counter() - started
         self.name = model_id
         self.model_dir = model_dir
@@ -143,7 +136,12 @@ class QwenTorchMTEngine(MTEngine):
         stops.discard(self._tokenizer.unk_token_id)
         self._stop_ids = frozenset(int(i) for i in stops if isinstance(i, int) and i >= 0)
         self._prompts = PromptBuilder(self._tokenizer, memo_size=4 * self._max_cached)
-        log.info("MT model loaded", model=model_id, seconds=round(self.load_seconds, 2))
+        log.info(
+            "MT model loaded",
+            model=model_id,
+            compute_type=self.compute_type,
+            seconds=round(self.load_seconds, 2),
+        )
 
     # -- directions and heads --------------------------------------------------------------
 
@@ -311,14 +309,23 @@ class QwenTorchMTEngine(MTEngine):
             limit = max(limit, min(self.final_max_new_tokens, guess))
         with self._lock:
             try:
-                return self._decode_loop(request.cache_key, prompt, heads, limit)
+                stop = None if final else request.frontier_word
+                return self._decode_loop(
+                    request.cache_key, prompt, heads, limit, stop, request.past_frontier_tokens
+                )
             except (RuntimeError, ValueError, IndexError) as exc:
                 if request.cache_key is not None:
                     self._caches.pop(request.cache_key, None)
                 raise EngineFailure(f"MT draft failed: {exc}") from exc
 
     def _decode_loop(
-        self, cache_key: str | None, prompt: Prompt, heads: Sequence[tuple[int, int]] | None, limit: int
+        self,
+        cache_key: str | None,
+        prompt: Prompt,
+        heads: Sequence[tuple[int, int]] | None,
+        limit: int,
+        frontier_word: int | None = None,
+        past_frontier: int = 0,
     ) -> MTDraft:
         import torch
 
@@ -355,6 +362,8 @@ class QwenTorchMTEngine(MTEngine):
                     break
                 if heads and new:
                     rows.extend(self._word_rows(tap, membership, len(pending) - 1, len(new)))
+                    if frontier_word is not None and len(tokens) + len(new) < limit:
+                        limit = _frontier_limit(rows, frontier_word, past_frontier, limit)
                 # Proposed tokens after the first mismatch were fed but are wrong.
                 if len(proposal) > matched:
                     kv.crop(matched - len(proposal))
@@ -428,11 +437,25 @@ class QwenTorchMTEngine(MTEngine):
             self._caches.clear()
 
 
+def _frontier_limit(
+    rows: Sequence[npt.NDArray[np.float32]], frontier_word: int, past: int, limit: int
+) -> int:
+    """The draft length once the first row peaking at or after `frontier_word` is found.
+
+    A row with no attention mass counts as beyond the frontier, as in the policy.
+    """
+    for index, row in enumerate(rows):
+        if row.size == 0 or not row.max() > 0 or int(row.argmax()) >= frontier_word:
+            return min(limit, index + 1 + past)
+    return limit
+
+
 def create(settings: MTSettings, cache_dir: Path) -> MTEngine:
     """The registry's factory: the model of `settings.preset`, or `mt.model` when set.
 
     Optional settings read when present: `mt.model` (a packaged name, a transformers
-    folder or a GGUF file), `mt.threads` (0: half the cores) and `mt.speculate`.
+    folder or a GGUF file), `mt.threads` (0: half the cores), `mt.speculate` and
+    `mt.compute_type` (int8, bfloat16 or float32; see `mt_qwen_load`).
     """
     preset = PRESETS.get(settings.preset)
     if preset is None:
@@ -448,4 +471,5 @@ def create(settings: MTSettings, cache_dir: Path) -> MTEngine:
         threads=settings.threads,
         final_max_new_tokens=preset.final_max_new_tokens,
         speculate=settings.speculate,
+        compute_type=settings.compute_type,
     )

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dragoman.engines.mt import DraftMode, MTDraft, MTRequest
 from dragoman.errors import ClientError
@@ -279,9 +279,19 @@ class MTSession:
             self._emit(update.seq, utt, utt.committed, "", None, "alignatt:no_source")
             return None
         request = self._request(words, update.tail, utt, DraftMode.PARTIAL, setup.params.max_draft_tokens)
+        if setup.params.stop_at_frontier:
+            request = replace(
+                request,
+                frontier_word=frontier.accessible,
+                past_frontier_tokens=setup.params.past_frontier_tokens,
+            )
         cache = utt.cache
         if setup.params.commit_fast_path and cache and cache.serves(_key(request), utt.committed):
             cut = cache.recut(frontier, setup.target_lang, setup.params)
+            if cut.end == cache.consumed and cut.reason == "alignatt:max_tokens":
+                # The draft ran out before the frontier (a draft ended early, or a short
+                # one): a re-cut releases nothing that a new draft would not.
+                return MTJob(update.seq, utt.id, JobKind.PARTIAL, request, frontier)
             committed = _extend(utt.committed, cut.text)
             utt.cache = cache.advanced(cut, committed)
             buffer = cache.texts.tail_text(cut.end).strip()

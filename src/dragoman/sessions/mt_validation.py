@@ -47,6 +47,8 @@ class _Knob:
 #:   translation_alignatt_min_emit_target_units   int 0..16: smallest commit worth sending
 #:   translation_alignatt_max_draft_tokens        int 1..128: tokens per streaming draft
 #:   translation_alignatt_commit_fast_path        bool: re-cut cached drafts on ASR commits
+#:   translation_alignatt_stop_at_frontier        bool: end drafts soon after the frontier
+#:   translation_alignatt_past_frontier_tokens    int 0..128: tokens drafted past it
 #:   translation_history_pairs                    int 0..16: earlier utterances in the prompt
 CLIENT_OVERRIDE_WHITELIST: Mapping[str, _Knob] = {
     "translation_alignatt_frontier_margin": _Knob("frontier_margin", int, 0, 8),
@@ -55,6 +57,8 @@ CLIENT_OVERRIDE_WHITELIST: Mapping[str, _Knob] = {
     "translation_alignatt_min_emit_target_units": _Knob("min_emit_target_units", int, 0, 16),
     "translation_alignatt_max_draft_tokens": _Knob("max_draft_tokens", int, 1, 128),
     "translation_alignatt_commit_fast_path": _Knob("commit_fast_path", bool, 0, 1),
+    "translation_alignatt_stop_at_frontier": _Knob("stop_at_frontier", bool, 0, 1),
+    "translation_alignatt_past_frontier_tokens": _Knob("past_frontier_tokens", int, 0, 128),
     "translation_history_pairs": _Knob("history_pairs", int, 0, MAX_HISTORY_PAIRS),
 }
 

@@ -49,6 +49,12 @@ class AlignAttParams:
     max_draft_tokens: int = 24
     #: Re-cut the cached draft when only accessibility changed.
     commit_fast_path: bool = True
+    #: End a streaming draft soon after its first token that attends past the frontier:
+    #: nothing from there on can be committed yet, so a shorter draft answers sooner.
+    #: The cost is a shorter buffer_text and less draft for the fast path to release.
+    stop_at_frontier: bool = False
+    #: Tokens still drafted after that token (speculation for the next update).
+    past_frontier_tokens: int = 0
     #: (source, target) pairs of earlier utterances put in the prompt.
     history_pairs: int = 2
 

@@ -104,7 +104,7 @@ def _missing_packages(spec: ModelSpec) -> ModelUnavailable:
     needed = " ".join(spec.distributions)
     return ModelUnavailable(
         f"model {spec.name!r} needs the packages {needed}, which are not all installed; "
-        f"run `make install` (or `pip install {needed}`)"
+        f"run `{spec.install_hint}` (or `pip install {needed}`)"
     )
 
 
@@ -249,8 +249,9 @@ def _install_one(spec: ModelSpec, cache_dir: Path, progress: Progress | None) ->
 
 
 def _select(names: Iterable[str] | None, registry: Mapping[str, ModelSpec]) -> list[ModelSpec]:
+    """The named models; by default every model that is not optional."""
     if names is None:
-        return list(registry.values())
+        return [spec for spec in registry.values() if not spec.optional]
     chosen = []
     for name in names:
         spec = registry.get(name)
@@ -284,7 +285,7 @@ def install(
     *,
     registry: Mapping[str, ModelSpec] = MODELS,
 ) -> list[Path]:
-    """Make the models usable (all of them when `names` is None); returns their paths in order.
+    """Make the models usable (all but the optional ones when `names` is None); their paths in order.
 
     Raises `ModelUnavailable` when a package is missing or a file fails its checksum,
     and `ConfigError` for a name that is not a packaged model.
@@ -299,9 +300,19 @@ def verify(
     *,
     registry: Mapping[str, ModelSpec] = MODELS,
 ) -> list[ModelStatus]:
-    """Recompute every installed file's sha256; stamps are rewritten to match what was found."""
+    """Recompute every installed file's sha256; stamps are rewritten to match what was found.
+
+    By default: every model that is not optional, and the optional ones that are installed.
+    """
+    chosen = _select(names, registry)
+    if names is None:
+        chosen += [
+            spec
+            for spec in registry.values()
+            if spec.optional and any(p.is_file() for p in _layout(spec, Path(cache_dir)).files.values())
+        ]
     out = []
-    for spec in _select(names, registry):
+    for spec in chosen:
         layout = _layout(spec, Path(cache_dir))
         stamps: dict[str, Any] = {}
         problems = []

