@@ -4,14 +4,19 @@ No seq2seq translation model ships in a package, so the tests build their own: a
 SentencePiece-style BPE tokenizer (trained with `tokenizers`, `▁` word starts) and a
 2-layer Marian model. One is trained for a few seconds on a toy word-for-word
 "translation" (so it ends its output and its alignment head is monotonic); one keeps
-random weights and an NLLB-style vocabulary (language-code tokens).
+random weights and an NLLB-style vocabulary (language-code tokens). A third carries
+what real OPUS-MT folders carry: `source.spm`/`target.spm` trained with `sentencepiece`
+and a shared `vocab.json`, loaded as the slow `MarianTokenizer`.
 """
 
 from __future__ import annotations
 
+import io
+import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pytest
@@ -27,6 +32,9 @@ from dragoman.engines.mt_ct2 import (
 )
 from dragoman.errors import ClientError, ConfigError
 
+if TYPE_CHECKING:
+    from transformers import MarianTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
+
 EN = ["red", "green", "blue", "cat", "dog", "house", "tree", "river", "small", "big", "runs", "sleeps"]
 DE = ["rot", "grün", "blau", "katze", "hund", "haus", "baum", "fluss", "klein", "groß", "läuft", "schläft"]
 LEXICON = dict(zip(EN, DE, strict=True))
@@ -35,11 +43,10 @@ SOURCE = ["small", "red", "house", "river", "dog"]
 REFERENCE = "klein rot haus fluss hund"
 
 
-def _build(folder: Path, *, lang_codes: list[str], train_steps: int) -> Path:
-    """A CTranslate2 Marian model with its tokenizer files, converted from transformers."""
-    import torch
+def _bpe_tokenizer(lang_codes: list[str]) -> PreTrainedTokenizerFast:
+    """A fast tokenizer with one shared BPE vocabulary, built with `tokenizers`."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import MarianConfig, MarianMTModel, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
 
     backend = Tokenizer(models.BPE(unk_token="<unk>"))
     backend.pre_tokenizer = pre_tokenizers.Metaspace()
@@ -49,9 +56,69 @@ def _build(folder: Path, *, lang_codes: list[str], train_steps: int) -> Path:
     # Marian keeps <pad> last: it only starts the decoder, and the converter drops it.
     backend.add_special_tokens([AddedToken("<pad>", special=True)])
     backend.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 0)])
-    tokenizer = PreTrainedTokenizerFast(
+    return PreTrainedTokenizerFast(
         tokenizer_object=backend, eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
     )
+
+
+def _marian_tokenizer(folder: Path) -> MarianTokenizer:
+    """The slow `MarianTokenizer` of an OPUS-MT folder, its SentencePiece models trained here.
+
+    Each side gets its own unigram model; `vocab.json` maps the pieces of both to one
+    id space with OPUS-MT's layout: `</s>` 0, `<unk>` 1, `<pad>` last.
+    """
+    import sentencepiece
+    from transformers import MarianTokenizer
+
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = {"</s>": 0, "<unk>": 1}
+    for name, words in (("source", EN), ("target", DE)):
+        rng = random.Random(0)
+        lines = [" ".join(rng.sample(words, len(words))) for _ in range(20)]
+        proto = io.BytesIO()
+        # A soft limit this small leaves some words whole and splits others into pieces.
+        sentencepiece.SentencePieceTrainer.train(
+            sentence_iterator=iter(lines),
+            model_writer=proto,
+            model_type="unigram",
+            vocab_size=30,
+            hard_vocab_limit=False,
+            character_coverage=1.0,
+            num_threads=1,
+            minloglevel=2,
+        )
+        (folder / f"{name}.spm").write_bytes(proto.getvalue())
+        model = sentencepiece.SentencePieceProcessor(model_proto=proto.getvalue())
+        for piece_id in range(model.get_piece_size()):
+            # <s>/</s>/<unk> of the spm models are not Marian's: its own specials are above.
+            if not (model.is_control(piece_id) or model.is_unknown(piece_id)):
+                vocab.setdefault(model.id_to_piece(piece_id), len(vocab))
+    vocab["<pad>"] = len(vocab)
+    (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+    return MarianTokenizer(
+        source_spm=str(folder / "source.spm"),
+        target_spm=str(folder / "target.spm"),
+        vocab=str(folder / "vocab.json"),
+    )
+
+
+def _build(
+    folder: Path,
+    *,
+    lang_codes: list[str],
+    train_steps: int,
+    tokenizer_kind: Literal["bpe", "sentencepiece"] = "bpe",
+) -> Path:
+    """A CTranslate2 Marian model with its tokenizer files, converted from transformers."""
+    import torch
+    from transformers import MarianConfig, MarianMTModel
+
+    tokenizer: PreTrainedTokenizerBase
+    if tokenizer_kind == "sentencepiece":
+        assert not lang_codes, "the SentencePiece tokenizer is Marian's: no language codes"
+        tokenizer = _marian_tokenizer(folder / "spm")
+    else:
+        tokenizer = _bpe_tokenizer(lang_codes)
     vocab = len(tokenizer)
     config = MarianConfig(
         vocab_size=vocab,
@@ -82,8 +149,11 @@ def _build(folder: Path, *, lang_codes: list[str], train_steps: int) -> Path:
         for _ in range(train_steps):
             words = [[rng.choice(EN) for _ in range(rng.randint(2, 6))] for _ in range(32)]
             batch = tokenizer([" ".join(w) for w in words], padding=True, return_tensors="pt")
+            # text_target: Marian encodes the target with target.spm; the BPE one is shared.
             labels = tokenizer(
-                [" ".join(LEXICON[x] for x in w) for w in words], padding=True, return_tensors="pt"
+                text_target=[" ".join(LEXICON[x] for x in w) for w in words],
+                padding=True,
+                return_tensors="pt",
             ).input_ids
             labels[labels == vocab - 1] = -100
             loss = model(**batch, labels=labels).loss
@@ -109,6 +179,21 @@ def marian(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CT2MTEngine]:
 @pytest.fixture(scope="module")
 def nllb_like(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CT2MTEngine]:
     folder = _build(tmp_path_factory.mktemp("nllb"), lang_codes=["eng_Latn", "deu_Latn"], train_steps=0)
+    engine = CT2MTEngine(folder, compute_type="float32", threads=1)
+    yield engine
+    engine.close()
+
+
+#: MarianTokenizer recommends sacremoses for a punctuation normalizer the engine never calls.
+_NO_SACREMOSES = pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
+
+
+@pytest.fixture(scope="module")
+def marian_spm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CT2MTEngine]:
+    # A few steps suffice: these tests are about the tokenizer path, not the translation.
+    folder = _build(
+        tmp_path_factory.mktemp("marian_spm"), lang_codes=[], train_steps=30, tokenizer_kind="sentencepiece"
+    )
     engine = CT2MTEngine(folder, compute_type="float32", threads=1)
     yield engine
     engine.close()
@@ -252,3 +337,50 @@ def test_final_is_bounded_by_max_new_tokens(marian: CT2MTEngine) -> None:
     draft = marian.draft(_request(mode=DraftMode.FINAL, max_new_tokens=2))
     assert len(draft.token_ids) == 2
     assert not draft.finished
+
+
+@_NO_SACREMOSES
+@pytest.mark.engine
+def test_opus_mt_folder_loads_the_sentencepiece_marian_tokenizer(marian_spm: CT2MTEngine) -> None:
+    from transformers import MarianTokenizer
+
+    folder = marian_spm.model_dir
+    assert {"source.spm", "target.spm", "vocab.json"} <= {p.name for p in folder.iterdir()}
+    assert not (folder / "tokenizer.json").exists()
+    assert isinstance(marian_spm._tokenizer, MarianTokenizer)
+    assert marian_spm.scheme is LanguageScheme.MARIAN
+    assert marian_spm.directions() == ["en-de"]
+    tokens, word_of = marian_spm.source_tokens(SOURCE, "en")
+    assert tokens[-1] == "</s>" and word_of[-1] == -1
+    assert tokens[:-1] == marian_spm._tokenizer.tokenize(" ".join(SOURCE))
+    for index, word in enumerate(SOURCE):
+        pieces = [t for t, w in zip(tokens, word_of, strict=True) if w == index]
+        assert pieces == marian_spm._tokenizer.tokenize(word)
+    # The toy source.spm splits some words: the mapping is checked on multi-piece words too.
+    assert max(word_of.count(index) for index in range(len(SOURCE))) >= 2
+
+
+@_NO_SACREMOSES
+@pytest.mark.engine
+def test_opus_mt_partial_maps_every_source_piece_to_its_word(marian_spm: CT2MTEngine) -> None:
+    draft = marian_spm.draft(_request(max_new_tokens=4))
+    assert 0 < len(draft.token_ids) <= 4
+    assert draft.attention is not None
+    assert draft.attention.shape == (len(draft.token_ids), len(SOURCE))
+    # Columns were summed per word (only </s> is dropped): rows stay distributions at most.
+    tokens, _ = marian_spm.source_tokens(SOURCE, "en")
+    assert (draft.attention >= 0).all()
+    assert (draft.attention.sum(axis=1) <= 1.0 + 1e-4).all()
+    assert draft.computed_tokens >= len(tokens) + len(draft.token_ids)
+
+
+@_NO_SACREMOSES
+@pytest.mark.engine
+def test_opus_mt_final_decodes_to_text(marian_spm: CT2MTEngine) -> None:
+    draft = marian_spm.draft(_request(mode=DraftMode.FINAL))
+    assert draft.token_ids and draft.attention is None
+    text = marian_spm.decode(draft.token_ids)
+    assert text.strip()
+    # target.spm decoded the pieces: no word-start markers or special tokens are left.
+    assert "\u2581" not in text
+    assert not any(special in text for special in ("</s>", "<unk>", "<pad>"))

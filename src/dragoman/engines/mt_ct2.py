@@ -3,8 +3,9 @@
 No such model ships in a package (see MODELS.md), so this backend is for deployments
 that bring their own weights: convert with `ct2-transformers-converter --model ...
 --copy_files <tokenizer files>` so that the folder holds both `model.bin` and what
-`transformers.AutoTokenizer` needs (Marian's `source.spm`/`target.spm` need the
-`sentencepiece` package; NLLB and M2M ship a `tokenizer.json`).
+`transformers.AutoTokenizer` needs (Marian's `source.spm`/`target.spm`/`vocab.json`
+load as the slow `MarianTokenizer` through the `sentencepiece` dependency; NLLB and
+M2M ship a `tokenizer.json`).
 
 Attention comes from `Translator.translate_batch(return_attention=True)`: one
 target x source-token matrix per hypothesis, from the alignment layer and heads
