@@ -108,10 +108,16 @@ def test_commit_stops_at_the_first_token_attending_to_an_inaccessible_word() -> 
     assert (cut.end, cut.text, cut.covered, cut.reason) == (1, "Hallo", 1, "alignatt:attention_frontier")
 
 
-def test_everything_accessible_and_finished_commits_the_whole_draft() -> None:
-    pieces = Pieces(b"Hallo", b" Welt,")
+def test_a_finished_draft_holds_the_unit_that_closes_it_for_the_final() -> None:
+    # Everything accessible and the model ended the translation, but the source is
+    # still open: committing "Welt." would close the sentence before the final.
+    pieces = Pieces(b"Hallo", b" Welt.")
     cut = cut_of(pieces, [0, 1], Frontier(2, 2), finished=True)
-    assert (cut.end, cut.text, cut.covered, cut.reason) == (2, "Hallo Welt,", 2, "alignatt:eos")
+    assert (cut.end, cut.text, cut.covered, cut.reason) == (1, "Hallo", 1, "alignatt:eos")
+    # The same for characters: the closing "。" waits.
+    zh = Pieces("你好".encode(), "世界".encode(), "。".encode())
+    cut = cut_of(zh, [0, 1, 1], Frontier(2, 2), finished=True, target="zh")
+    assert (cut.end, cut.text) == (2, "你好世界")
 
 
 def test_an_unfinished_draft_holds_its_last_word_which_may_continue() -> None:
@@ -153,8 +159,8 @@ def test_units_are_words_for_spaced_targets_and_characters_for_chinese() -> None
 def test_hold_back_and_min_emit_units() -> None:
     pieces = Pieces(b"Hallo", b" Welt,", b" wie", b" geht")
     frontier = Frontier(4, 4)
-    held = cut_of(pieces, [0, 1, 2, 3], frontier, finished=True, params=AlignAttParams(0, 0, 1))
-    assert held.text == "Hallo Welt, wie"
+    held = cut_of(pieces, [0, 1, 2, 3], frontier, params=AlignAttParams(0, 0, 1))
+    assert held.text == "Hallo Welt,"
     waiting = cut_of(pieces, [0, 1, 2, 3], Frontier(4, 2), params=AlignAttParams(0, 0, 0, 3))
     assert (waiting.end, waiting.text, waiting.covered) == (0, "", None)
     enough = cut_of(pieces, [0, 1, 2, 3], Frontier(4, 3), params=AlignAttParams(0, 0, 0, 3))
@@ -173,8 +179,8 @@ def test_rows_without_attention_stop_the_commit() -> None:
 
 
 def test_commit_from_an_offset_keeps_the_leading_space() -> None:
-    pieces = Pieces(b"Hallo", b" Welt,", b" wie")
-    cut = cut_of(pieces, [0, 1, 2], Frontier(3, 3), finished=True, start=1)
+    pieces = Pieces(b"Hallo", b" Welt,", b" wie", b" geht")
+    cut = cut_of(pieces, [0, 1, 2, 2], Frontier(3, 3), start=1)
     assert (cut.end, cut.text, cut.covered) == (3, " Welt, wie", 3)
 
 

@@ -187,7 +187,7 @@ def test_a_second_init_is_refused_but_the_session_goes_on() -> None:
 
 def test_update_errors_are_bad_protocol_and_leave_the_session_usable() -> None:
     d = Driver()
-    d.update(["Hello"], seq=5)
+    d.update(["Hello"], ["world,"], seq=5)
     d.run()
     # seq must increase
     assert only(d.update(["Hello", "world,"], seq=5), Error).code is ErrorCode.BAD_PROTOCOL
@@ -195,7 +195,7 @@ def test_update_errors_are_bad_protocol_and_leave_the_session_usable() -> None:
     error = only(d.update(["Hello", "world,"], seq=6, clock=850.0), Error)
     assert "largest committed end_ms" in error.message and error.seq == 6
     # clock going backwards
-    d.update(["Hello"], seq=7, clock=5000.0)
+    d.update(["Hello"], ["world,"], seq=7, clock=5000.0)
     d.run()
     assert "monotone" in only(d.update(["Hello"], seq=8, clock=4000.0), Error).message
     # a word that starts after it ends
@@ -240,25 +240,27 @@ def test_the_frontier_margin_holds_the_last_source_words() -> None:
 
 def test_asr_commits_of_tail_words_are_released_without_an_engine_call() -> None:
     d = Driver()
-    d.update(["Hello"], ["world,", "how"])
+    d.update(["Hello"], ["world,", "how", "are"])
     d.run()
     calls = len(d.engine.requests)
     # The ASR commits "world," which the draft already covered as tail: same prompt.
-    out = only(d.update(["Hello", "world,"], ["how"]), Translation)
+    out = only(d.update(["Hello", "world,"], ["how", "are"]), Translation)
     assert len(d.engine.requests) == calls and d.session.next_job() is None
-    assert out == Translation(2, 0, False, "Hallo Welt,", " Welt,", "wie", 2, "alignatt:commit_fast_path")
-    out = only(d.update(["Hello", "world,", "how"]), Translation)
+    assert out == Translation(
+        2, 0, False, "Hallo Welt,", " Welt,", "wie geht", 2, "alignatt:commit_fast_path"
+    )
+    out = only(d.update(["Hello", "world,", "how"], ["are"]), Translation)
     assert (out.committed_delta, out.stop_reason) == (" wie", "alignatt:commit_fast_path")
     assert len(d.engine.requests) == calls
     assert d.session.stats["fast_path"] == 2
     # A new word changes the prompt: the engine drafts again, continuing the accepted target.
-    d.update(["Hello", "world,", "how", "are"])
+    d.update(["Hello", "world,", "how", "are"], ["you?"])
     out = only(d.run(), Translation)
     assert d.engine.requests[-1].target_prefix == "Hallo Welt, wie"
     assert (out.committed_text, out.committed_delta, out.stop_reason) == (
         "Hallo Welt, wie geht",
         " geht",
-        "alignatt:eos",
+        "alignatt:attention_frontier",
     )
 
 
@@ -342,7 +344,7 @@ def test_the_latest_partial_wins_and_the_newest_seq_is_answered() -> None:
     job = d.session.next_job()
     assert job is not None
     d.update(["Hello", "world,"])  # queued while the engine works
-    d.update(["Hello", "world,", "how"])  # replaces it
+    d.update(["Hello", "world,", "how"], ["are"])  # replaces it
     assert d.take() == []
     d.session.job_done(job, d.engine.draft(job.request))
     d.take()
@@ -382,7 +384,7 @@ def test_a_final_continues_the_streamed_partial_and_enters_the_history() -> None
     out = only(d.take(), Translation)
     assert out == Translation(2, 0, True, "Hallo Welt, wie geht es?", " wie geht es?", "", 5, "final")
     # The next update must use utterance_id + 1; the history now holds the pair.
-    d.update(["the"], utterance=1)
+    d.update(["the"], ["house"], utterance=1)
     d.run()
     assert d.engine.requests[-1].history == (("Hello world, how are you?", "Hallo Welt, wie geht es?"),)
     assert d.translations()[-1].committed_text == "die"
@@ -474,7 +476,7 @@ def test_accepted_target_prefix_is_continued_never_re_emitted() -> None:
     out = d.run()[-1]
     assert (out.committed_text, out.committed_delta) == ("Hallo Welt, wie geht", " geht")
     # The prefix belonged to that utterance only.
-    d.update(["the"], utterance=5)
+    d.update(["the"], ["house"], utterance=5)
     assert d.run()[-1].committed_text == "die"
 
 
@@ -507,7 +509,7 @@ def test_processing_failed_drops_the_update_and_the_session_goes_on() -> None:
     error = only(d.take(), Error)
     assert (error.code, error.seq, error.error_id) == (ErrorCode.PROCESSING_FAILED, 1, "err_0123")
     assert "secret" not in error.message and "memory" not in error.message
-    d.update(["Hello", "world,"])
+    d.update(["Hello", "world,"], ["how"])
     assert d.run()[-1].committed_text == "Hallo Welt,"
 
 
@@ -537,5 +539,5 @@ def test_a_malformed_draft_changes_nothing_and_can_be_failed() -> None:
         d.session.job_done(job, MTDraft([1], None, finished=True))
     d.session.job_failed(job, "err_x")
     assert only(d.take(), Error).seq == 1
-    d.update(["Hello", "world,"])
+    d.update(["Hello", "world,"], ["how"])
     assert d.run()[-1].committed_text == "Hallo Welt,"

@@ -109,10 +109,10 @@ def test_health_and_a_session_round_trip(client: TestClient) -> None:
             "preset": "plain",
             "model": "fake-lexicon",
         }
-        ws.send_text(update(1, ["Hello"], tail=["world,"]))
+        ws.send_text(update(1, ["Hello"], tail=["world,", "how"]))
         first = ws.receive_json()
-        assert (first["seq"], first["committed_text"], first["buffer_text"]) == (1, "Hallo", "Welt,")
-        ws.send_text(update(2, ["Hello", "world,"]))
+        assert (first["seq"], first["committed_text"], first["buffer_text"]) == (1, "Hallo", "Welt, wie")
+        ws.send_text(update(2, ["Hello", "world,"], tail=["how"]))
         second = ws.receive_json()
         assert (second["committed_delta"], second["stop_reason"]) == (" Welt,", "alignatt:commit_fast_path")
         ws.send_text(update(3, ["Hello", "world,", "how"], final=True))
@@ -238,6 +238,7 @@ def test_sessions_get_the_policy_of_the_loaded_models_presets() -> None:
     presets = policy_presets("qwen2.5-0.5b-instruct-gguf", "low_latency")
     assert {"low_latency", "balanced", "quality"} <= set(presets)
     assert presets["quality"].hold_back_target_units == 1
+    assert presets["low_latency"].stop_at_frontier and not presets["quality"].stop_at_frontier
     # A user's own model keeps the preset the server was started with.
     assert set(policy_presets("/models/my-qwen", "balanced")) == {"balanced"}
 

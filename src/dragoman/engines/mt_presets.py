@@ -45,19 +45,19 @@ PRESETS: dict[str, MTPreset] = {
     for p in (
         MTPreset(
             "low_latency",
-            "0.5B, short drafts, frontier margin 1: commits soonest",
+            "0.5B, frontier margin 1, drafts end at the frontier: low latency with one word of safety",
             DEFAULT_MODEL,
-            {"frontier_margin": 1, "max_draft_tokens": 12, "history_pairs": 2},
+            {"frontier_margin": 1, "max_draft_tokens": 12, "stop_at_frontier": True, "history_pairs": 2},
         ),
         MTPreset(
             "fastest",
-            "0.5B, shortest drafts, no frontier margin: the tail alone guards commits",
+            "0.5B, no frontier margin, drafts end at the frontier: the ASR tail alone guards commits",
             DEFAULT_MODEL,
-            {"frontier_margin": 0, "max_draft_tokens": 8, "history_pairs": 2},
+            {"frontier_margin": 0, "max_draft_tokens": 8, "stop_at_frontier": True, "history_pairs": 2},
         ),
         MTPreset(
             "balanced",
-            "0.5B, frontier margin 2",
+            "0.5B, frontier margin 2, full drafts (longer buffer_text, more for the fast path)",
             DEFAULT_MODEL,
             {"frontier_margin": 2, "max_draft_tokens": 20, "history_pairs": 2},
         ),

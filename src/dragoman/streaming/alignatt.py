@@ -191,7 +191,8 @@ def select_commit(
 
     `positions` is `attended_words(attention)` for the whole draft. Committing stops
     at the first token attending to an inaccessible word (or to none), backs off to
-    the last unit boundary, then holds back `hold_back_target_units` more units.
+    the last unit boundary, then holds back `hold_back_target_units` more units. The
+    unit that ends a finished draft is never committed: drafts are streaming ones.
     """
     n = len(texts)
     if len(positions) != n:
@@ -207,6 +208,12 @@ def select_commit(
     else:
         reason = "alignatt:max_tokens"
     cuts = [k for k in unit_boundaries(texts, start, finished, target_lang) if k <= stop]
+    if finished:
+        # The model closed the translation over a source that is still open (more words
+        # may come until the final): its last unit, typically the sentence's closing
+        # punctuation, is held for the final pass. Committed, it would end the sentence
+        # early and the final would have nothing left to add.
+        cuts = [k for k in cuts if k < n]
     if params.hold_back_target_units > 0:
         cuts = cuts[: max(0, len(cuts) - params.hold_back_target_units)]
     if not cuts or len(cuts) < params.min_emit_target_units:
