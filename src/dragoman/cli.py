@@ -113,6 +113,11 @@ def _mt_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mt-directions", dest="mt.directions", nargs="+", help="directions a seq2seq model serves (en-de …)"
     )
+    parser.add_argument(
+        "--mt-compute-type",
+        dest="mt.compute_type",
+        help="int8 (default), bfloat16 or float32; for ct2-seq2seq any CTranslate2 compute type",
+    )
 
 
 _NOT_SETTINGS = {

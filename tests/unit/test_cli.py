@@ -18,10 +18,23 @@ def settings_from(argv: list[str]) -> Settings:
 def test_flags_set_nested_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DRAGOMAN_ASR__MODEL", "whisper-tiny.en")
     monkeypatch.setenv("DRAGOMAN_PORT", "9001")
-    settings = settings_from(["serve", "--port", "9100", "--preset", "fastest", "--chunk-seconds", "1.5"])
+    settings = settings_from(
+        [
+            "serve",
+            "--port",
+            "9100",
+            "--preset",
+            "fastest",
+            "--chunk-seconds",
+            "1.5",
+            "--mt-compute-type",
+            "bfloat16",
+        ]
+    )
     assert settings.port == 9100  # the flag wins over the environment
     assert settings.asr.model == "whisper-tiny.en"  # the environment wins over the default
     assert settings.mt.preset == "fastest"
+    assert settings.mt.compute_type == "bfloat16"
     assert settings.transcription.chunk_seconds == 1.5
 
 
