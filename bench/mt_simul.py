@@ -41,6 +41,7 @@ from typing import Any
 from bench.mt_data import DATASETS, DEFAULT_WORDS_PER_SECOND, Sentence, load
 from bench.mt_metrics import Emission, sentence_laal
 from dragoman.engines.mt import DraftMode, MTEngine, MTRequest
+from dragoman.logs import configure as configure_logs
 from dragoman.server.mt_ws import policy_presets
 from dragoman.sessions.mt import MTSession, final_token_budget
 from dragoman.sessions.mt_events import Init, InitOk, Translation, Update, Word
@@ -351,6 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true", help="print every update of every sentence")
     parser.add_argument("--out", type=Path, default=None, help="also write the markdown table here")
     args = parser.parse_args(argv)
+    configure_logs("info", "console")  # the engine's log lines go to stderr, not the table
 
     load_before = os.getloadavg()[0]
     load_started = time.perf_counter()
