@@ -159,12 +159,35 @@ def test_units_are_words_for_spaced_targets_and_characters_for_chinese() -> None
 def test_hold_back_and_min_emit_units() -> None:
     pieces = Pieces(b"Hallo", b" Welt,", b" wie", b" geht")
     frontier = Frontier(4, 4)
-    held = cut_of(pieces, [0, 1, 2, 3], frontier, params=AlignAttParams(0, 0, 1))
+    held = cut_of(
+        pieces, [0, 1, 2, 3], frontier, params=AlignAttParams(frontier_margin=0, hold_back_target_units=1)
+    )
     assert held.text == "Hallo Welt,"
-    waiting = cut_of(pieces, [0, 1, 2, 3], Frontier(4, 2), params=AlignAttParams(0, 0, 0, 3))
+    waiting = cut_of(
+        pieces,
+        [0, 1, 2, 3],
+        Frontier(4, 2),
+        params=AlignAttParams(frontier_margin=0, min_emit_target_units=3),
+    )
     assert (waiting.end, waiting.text, waiting.covered) == (0, "", None)
-    enough = cut_of(pieces, [0, 1, 2, 3], Frontier(4, 3), params=AlignAttParams(0, 0, 0, 3))
+    enough = cut_of(
+        pieces,
+        [0, 1, 2, 3],
+        Frontier(4, 3),
+        params=AlignAttParams(frontier_margin=0, min_emit_target_units=3),
+    )
     assert enough.text == "Hallo Welt, wie"
+
+
+def test_unsegmented_targets_hold_back_more_characters() -> None:
+    zh = Pieces("美".encode(), "国".encode(), "总统".encode(), "说".encode())
+    params = AlignAttParams(frontier_margin=0, unsegmented_hold_back=1)
+    # "美国总统" may be committed (word 2 is the frontier); one more character waits.
+    assert cut_of(zh, [0, 0, 1, 2], Frontier(3, 2), target="zh", params=params).text == "美国"
+    assert cut_of(zh, [0, 0, 1, 2], Frontier(3, 2), target="zh").text == "美国总统"
+    # A spaced target is unaffected.
+    de = Pieces(b"Der", " Präsident".encode(), b" sagte")
+    assert cut_of(de, [0, 1, 2], Frontier(3, 2), params=params).text == "Der Präsident"
 
 
 def test_rows_without_attention_stop_the_commit() -> None:

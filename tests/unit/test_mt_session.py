@@ -147,6 +147,7 @@ def test_whitelisted_overrides_apply_and_unknown_keys_are_ignored() -> None:
             "translation_alignatt_commit_fast_path": False,
             "translation_alignatt_stop_at_frontier": True,
             "translation_alignatt_past_frontier_tokens": 2,
+            "translation_alignatt_unsegmented_hold_back": 1,
             "translation_history_pairs": 5,
             "vllm_gpu_memory_utilization": 0.99,
         }
@@ -163,6 +164,7 @@ def test_whitelisted_overrides_apply_and_unknown_keys_are_ignored() -> None:
         history_pairs=5,
         stop_at_frontier=True,
         past_frontier_tokens=2,
+        unsegmented_hold_back=1,
     )
 
 

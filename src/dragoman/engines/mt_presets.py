@@ -47,13 +47,25 @@ PRESETS: dict[str, MTPreset] = {
             "low_latency",
             "0.5B, frontier margin 1, drafts end at the frontier: low latency with one word of safety",
             DEFAULT_MODEL,
-            {"frontier_margin": 1, "max_draft_tokens": 12, "stop_at_frontier": True, "history_pairs": 2},
+            {
+                "frontier_margin": 1,
+                "max_draft_tokens": 12,
+                "stop_at_frontier": True,
+                "unsegmented_hold_back": 1,
+                "history_pairs": 2,
+            },
         ),
         MTPreset(
             "fastest",
             "0.5B, no frontier margin, drafts end at the frontier: the ASR tail alone guards commits",
             DEFAULT_MODEL,
-            {"frontier_margin": 0, "max_draft_tokens": 8, "stop_at_frontier": True, "history_pairs": 2},
+            {
+                "frontier_margin": 0,
+                "max_draft_tokens": 8,
+                "stop_at_frontier": True,
+                "unsegmented_hold_back": 1,
+                "history_pairs": 2,
+            },
         ),
         MTPreset(
             "balanced",

@@ -43,6 +43,10 @@ class AlignAttParams:
     inaccessible_ms: float = 0.0
     #: Units held back after the AlignAtt cut (more stability, more lag).
     hold_back_target_units: int = 0
+    #: More units held when the target is written without spaces (zh, ja, ...): there a
+    #: unit is one character, and the last one before the cut is often the first of a
+    #: word the tail decides ("美" of 美国 or 美元).
+    unsegmented_hold_back: int = 0
     #: A commit adding fewer units than this waits for the next update.
     min_emit_target_units: int = 0
     #: Tokens drafted per streaming engine call.
@@ -191,7 +195,8 @@ def select_commit(
 
     `positions` is `attended_words(attention)` for the whole draft. Committing stops
     at the first token attending to an inaccessible word (or to none), backs off to
-    the last unit boundary, then holds back `hold_back_target_units` more units. The
+    the last unit boundary, then holds back `hold_back_target_units` more units (plus
+    `unsegmented_hold_back` characters for a target without spaces). The
     unit that ends a finished draft is never committed: drafts are streaming ones.
     """
     n = len(texts)
@@ -214,8 +219,11 @@ def select_commit(
         # punctuation, is held for the final pass. Committed, it would end the sentence
         # early and the final would have nothing left to add.
         cuts = [k for k in cuts if k < n]
-    if params.hold_back_target_units > 0:
-        cuts = cuts[: max(0, len(cuts) - params.hold_back_target_units)]
+    hold = params.hold_back_target_units
+    if target_lang.split("-")[0].lower() in UNSEGMENTED_LANGS:
+        hold += params.unsegmented_hold_back
+    if hold > 0:
+        cuts = cuts[: max(0, len(cuts) - hold)]
     if not cuts or len(cuts) < params.min_emit_target_units:
         return CommitCut(start, "", None, reason)
     end = cuts[-1]
