@@ -28,7 +28,6 @@ differently from a token-by-token one. `speculate=False` turns this off.
 from __future__ import annotations
 
 import inspect
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -46,7 +45,7 @@ from dragoman.engines import mt_heads
 from dragoman.engines.mt import DraftMode, MTDraft, MTEngine, MTRequest
 from dragoman.engines.mt_presets import DEFAULT_MODEL, PRESETS
 from dragoman.engines.mt_qwen_files import prepare_model
-from dragoman.engines.mt_qwen_load import load_model, normalize_compute_type
+from dragoman.engines.mt_qwen_load import default_threads, load_model, normalize_compute_type
 from dragoman.engines.mt_qwen_prompt import Prompt, PromptBuilder
 from dragoman.errors import ClientError, ConfigError, EngineFailure
 from dragoman.logs import get_logger
@@ -57,19 +56,6 @@ log = get_logger(__name__)
 MAX_CACHED_PROMPTS = 8
 #: Longest FINAL pass when the request asks for less: about two target tokens per source token.
 FINAL_TOKENS_PER_SOURCE_TOKEN = 2
-
-
-def default_threads() -> int:
-    """Half the cores, at least one: the MT engine shares the CPU with the ASR engine.
-
-    Measured on 2 shared cores: with other processes busy, 2 torch threads decoded
-    at 0.3 tok/s (OpenMP threads spinning against each other) and 1 thread at 7.6.
-    """
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 2
-    return max(1, cores // 2)
 
 
 @dataclass
