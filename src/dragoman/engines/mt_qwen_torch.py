@@ -348,8 +348,8 @@ class QwenTorchMTEngine(MTEngine):
                     break
                 if heads and new:
                     rows.extend(self._word_rows(tap, membership, len(pending) - 1, len(new)))
-                    if frontier_word is not None and len(tokens) + len(new) < limit:
-                        limit = _frontier_limit(rows, frontier_word, past_frontier, limit)
+                    if frontier_word is not None:
+                        limit = _frontier_limit(rows, len(tokens), frontier_word, past_frontier, limit)
                 # Proposed tokens after the first mismatch were fed but are wrong.
                 if len(proposal) > matched:
                     kv.crop(matched - len(proposal))
@@ -424,13 +424,15 @@ class QwenTorchMTEngine(MTEngine):
 
 
 def _frontier_limit(
-    rows: Sequence[npt.NDArray[np.float32]], frontier_word: int, past: int, limit: int
+    rows: Sequence[npt.NDArray[np.float32]], first: int, frontier_word: int, past: int, limit: int
 ) -> int:
-    """The draft length once the first row peaking at or after `frontier_word` is found.
+    """The draft length once a row from `first` on peaks at or after `frontier_word`.
 
-    A row with no attention mass counts as beyond the frontier, as in the policy.
+    Rows before `first` were checked on earlier passes. A row with no attention mass
+    counts as beyond the frontier, as in the policy.
     """
-    for index, row in enumerate(rows):
+    for index in range(first, min(len(rows), limit)):
+        row = rows[index]
         if row.size == 0 or not row.max() > 0 or int(row.argmax()) >= frontier_word:
             return min(limit, index + 1 + past)
     return limit

