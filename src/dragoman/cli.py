@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -14,6 +14,9 @@ from dragoman import __version__
 from dragoman.config import Settings, load_settings
 from dragoman.errors import DragomanError
 from dragoman.logs import configure, get_logger
+
+if TYPE_CHECKING:
+    from dragoman.weights import ModelStatus
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -116,7 +119,8 @@ def _mt_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mt-compute-type",
         dest="mt.compute_type",
-        help="int8 (default), bfloat16 or float32; for ct2-seq2seq any CTranslate2 compute type",
+        help="auto (default: int8 where the CPU has VNNI or AMX and measures it faster, else float32), "
+        "int8, bfloat16 or float32; for ct2-seq2seq any CTranslate2 compute type",
     )
 
 
@@ -139,25 +143,17 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
-    import uvicorn
-
     from dragoman.server.app import create_app
+    from dragoman.server.serve import run
 
-    uvicorn.run(
-        create_app(settings), host=settings.host, port=settings.port, log_config=None, ws="websockets"
-    )
-    return 0
+    return run(create_app(settings), settings)
 
 
 def _mt_server(args: argparse.Namespace, settings: Settings) -> int:
-    import uvicorn
-
     from dragoman.server.mt_app import create_mt_app
+    from dragoman.server.serve import run
 
-    uvicorn.run(
-        create_mt_app(settings), host=settings.host, port=settings.port, log_config=None, ws="websockets"
-    )
-    return 0
+    return run(create_mt_app(settings), settings)
 
 
 def _models(args: argparse.Namespace, settings: Settings) -> int:
@@ -167,15 +163,45 @@ def _models(args: argparse.Namespace, settings: Settings) -> int:
     if args.action == "install":
         weights.install(settings.cache_dir, names, progress=_progress)
     statuses = weights.verify(settings.cache_dir, names) if args.action == "verify" else None
-    statuses = statuses or weights.list_models(settings.cache_dir)
-    print(f"{'model':<28} {'role':<5} {'state':<12} {'size':>9}  path")
+    report, failed = models_report(statuses or weights.list_models(settings.cache_dir), args.action)
+    print(report)
+    if args.action == "list":
+        print()
+        print("\n".join(_compute_paths(settings)))
+    return 1 if failed else 0
+
+
+def _compute_paths(settings: Settings) -> list[str]:
+    """The CPU, and the compute type each engine with a choice takes on it."""
+    from dragoman.cpu import cpu_info
+
+    lines = [f"CPU: {cpu_info().describe()}"]
+    lines.append(f"ASR compute type: {settings.asr.compute_type} (CTranslate2, {settings.asr.backend})")
+    if settings.mt.backend == "qwen-torch":
+        from dragoman.engines.mt_qwen_load import choose_compute_type
+
+        choice = choose_compute_type(settings.mt.compute_type)
+        lines.append(
+            f"MT compute type: {settings.mt.compute_type} -> {choice.compute_type} ({choice.reason})"
+        )
+    else:
+        lines.append(f"MT compute type: {settings.mt.compute_type} (CTranslate2, {settings.mt.backend})")
+    return lines
+
+
+def models_report(statuses: Sequence[ModelStatus], action: str) -> tuple[str, bool]:
+    """The `dragoman models` table, and whether `install`/`verify` failed.
+
+    An optional model that is absent is shown with how to install it and is no
+    failure: a fresh machine has none of them.
+    """
+    lines = [f"{'model':<28} {'role':<5} {'state':<40} {'size':>9}  path"]
     failed = False
     for status in statuses:
-        state = "verified" if status.verified else ("installed" if status.installed else "missing")
-        failed |= args.action != "list" and not status.verified
+        failed |= action != "list" and not status.ok
         size = f"{status.size / 1e6:.0f} MB" if status.size else "-"
-        print(f"{status.name:<28} {status.role:<5} {state:<12} {size:>9}  {status.path or '-'}")
-    return 1 if failed else 0
+        lines.append(f"{status.name:<28} {status.role:<5} {status.state:<40} {size:>9}  {status.path or '-'}")
+    return "\n".join(lines), failed
 
 
 def _progress(name: str, done: int, total: int) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,7 +19,9 @@ SERVICES: tuple[Service, ...] = ("transcription", "mt")
 
 
 def default_cache_dir() -> Path:
-    return Path.home() / ".cache" / "dragoman"
+    """`DRAGOMAN_CACHE_DIR`, else ~/.cache/dragoman: the same folder whoever asks."""
+    configured = os.environ.get("DRAGOMAN_CACHE_DIR")
+    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "dragoman"
 
 
 class ASRSettings(BaseModel):
@@ -55,7 +58,9 @@ class MTSettings(BaseModel):
     #: Directions a seq2seq model serves ("en-de"); the qwen-torch backend reads them from heads files.
     directions: list[str] = Field(default_factory=list)
     device: str = "cpu"
-    compute_type: str = "int8"
+    #: auto: int8 where the CPU has VNNI or AMX and measures it faster, float32 elsewhere
+    #: (qwen-torch; see engines/mt_qwen_load); CTranslate2's own choice for ct2-seq2seq.
+    compute_type: str = "auto"
     #: Threads per engine call (0: half the cores for qwen-torch, the library's default otherwise).
     threads: int = Field(default=0, ge=0)
     #: qwen-torch: verify the previous draft's tokens in the prompt pass instead of decoding them again.

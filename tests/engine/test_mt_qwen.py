@@ -26,7 +26,10 @@ TEN_WORDS = SENTENCE.split()[:10]
 
 @pytest.fixture(scope="module")
 def engine() -> Iterator[QwenTorchMTEngine]:
-    built = create(MTSettings(), default_cache_dir())
+    # float32: these tests compare drafts computed in differently chunked passes, and
+    # int8's per-token activation scales turn float rounding into near-tie flips whose
+    # place depends on the CPU's kernels. Int8Linear's exactness has its unit tests.
+    built = create(MTSettings(compute_type="float32"), default_cache_dir())
     assert isinstance(built, QwenTorchMTEngine)
     yield built
     built.close()

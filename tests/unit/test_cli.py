@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from dragoman.cli import _overrides, _parser
+from dragoman.cli import _overrides, _parser, models_report
 from dragoman.config import Settings, load_settings
+from dragoman.weights import ModelStatus
 
 
 def settings_from(argv: list[str]) -> Settings:
@@ -49,3 +50,43 @@ def test_config_file_is_below_the_environment(tmp_path: Path, monkeypatch: pytes
 def test_help_shows_plain_metavars() -> None:
     help_text = _parser()._subparsers._group_actions[0].choices["serve"].format_help()  # type: ignore[union-attr]
     assert "--asr-model MODEL" in help_text and "MT.PRESET" not in help_text
+
+
+def _status(name: str, *, installed: bool, verified: bool, optional: bool = False) -> ModelStatus:
+    return ModelStatus(
+        name,
+        "llm",
+        "a model",
+        installed,
+        verified,
+        Path("/cache") / name,
+        1_000_000,
+        optional=optional,
+        install_hint="make install-1.5b",
+    )
+
+
+@pytest.mark.parametrize("action", ["install", "verify"])
+def test_an_absent_optional_model_is_no_failure(action: str) -> None:
+    report, failed = models_report(
+        [
+            _status("default", installed=True, verified=True),
+            _status("big", installed=False, verified=False, optional=True),
+        ],
+        action,
+    )
+    assert not failed
+    assert "missing (optional: make install-1.5b)" in report
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        _status("default", installed=False, verified=False),  # a default model missing
+        _status("big", installed=True, verified=False, optional=True),  # an optional one corrupt
+    ],
+)
+def test_a_missing_default_or_corrupt_model_fails(broken: ModelStatus) -> None:
+    ok = _status("other", installed=True, verified=True)
+    assert models_report([ok, broken], "verify")[1]
+    assert not models_report([ok, broken], "list")[1]  # listing reports, it never fails

@@ -45,7 +45,10 @@ def test_quantize_replaces_every_linear_layer() -> None:
     assert torch.allclose(model(x), before, atol=0.05)
 
 
-@pytest.mark.parametrize(("given", "expected"), [("int8", "int8"), ("BF16", "bfloat16"), ("fp32", "float32")])
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [("int8", "int8"), ("BF16", "bfloat16"), ("fp32", "float32"), ("AUTO", "auto"), ("default", "auto")],
+)
 def test_compute_type_names(given: str, expected: str) -> None:
     assert normalize_compute_type(given) == expected
 

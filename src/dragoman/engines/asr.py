@@ -19,6 +19,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from dragoman.engines.info import EngineInfo
 from dragoman.errors import ClientError
 
 SAMPLE_RATE = 16_000
@@ -89,6 +90,21 @@ class ASREngine(abc.ABC):
     def batch_key(self, request: StepRequest) -> Hashable:
         """Requests with equal keys may share one `transcribe_batch` call."""
         return None
+
+    def warm_up(self) -> None:
+        """One real call before the first session's, so that it does not pay for lazy set-up.
+
+        Two seconds of faint noise: a step's shape, with nothing in it to transcribe.
+        """
+        rng = np.random.default_rng(0)
+        audio = (rng.standard_normal(2 * self.capabilities.sample_rate) * 1e-3).astype(np.float32)
+        languages = self.capabilities.languages
+        language = "en" if not languages or "en" in languages else min(languages)
+        self.transcribe_batch([StepRequest(audio, language=language, tags={"warm_up": "1"})])
+
+    def describe(self) -> EngineInfo:
+        """Name, backend, device and compute type, for /health and the start-up log."""
+        return EngineInfo(name=self.name, backend=type(self).__name__)
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release the model."""

@@ -16,6 +16,11 @@ from enum import StrEnum
 import numpy as np
 import numpy.typing as npt
 
+from dragoman.engines.info import EngineInfo
+
+#: The cache key of the engine's own warm-up drafts (see `MTEngine.warm_up`).
+WARM_UP_KEY = "warm-up"
+
 
 class DraftMode(StrEnum):
     #: A streaming draft: bounded length, attention required.
@@ -78,6 +83,25 @@ class MTEngine(abc.ABC):
     @abc.abstractmethod
     def decode(self, token_ids: Sequence[int]) -> str:
         """Text of drafted tokens. May end in U+FFFD when the ids cut a multi-byte character."""
+
+    def warm_up(self) -> None:
+        """A streaming draft and a final pass before the first session's, so that it pays for no
+        lazy set-up (kernel selection, first allocations): the server is ready only after this."""
+        directions = self.directions()
+        if not directions:
+            return
+        source, _, target = directions[0].partition("-")
+        key = WARM_UP_KEY
+        words = ["Good", "morning,", "everyone."]
+        try:
+            for mode in (DraftMode.PARTIAL, DraftMode.FINAL):
+                self.draft(MTRequest(source, target, words, mode=mode, max_new_tokens=8, cache_key=key))
+        finally:
+            self.forget(key)
+
+    def describe(self) -> EngineInfo:
+        """Name, backend, device and compute type, for /health and the start-up log."""
+        return EngineInfo(name=self.name, backend=type(self).__name__)
 
     def forget(self, cache_key: str) -> None:  # noqa: B027 - optional hook
         """Drop any cache held for `cache_key` (the session closed)."""

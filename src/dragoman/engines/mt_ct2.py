@@ -34,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dragoman.config import MTSettings
+from dragoman.engines.info import EngineInfo
 from dragoman.engines.mt import DraftMode, MTDraft, MTEngine, MTRequest
 from dragoman.errors import ClientError, ConfigError, EngineFailure, ModelUnavailable
 
@@ -122,10 +123,20 @@ class CT2MTEngine(MTEngine):
             self._tokenizer: Any = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
         except (OSError, RuntimeError, ValueError, ImportError) as exc:
             raise ModelUnavailable(f"cannot load the CTranslate2 MT model in {model_dir}: {exc}") from exc
+        self._info = EngineInfo(
+            name=self.name,
+            backend="ct2-seq2seq",
+            device=device,
+            compute_type=str(self._translator.compute_type),
+            compute_reason="requested" if compute_type != "auto" else "CTranslate2's choice for this CPU",
+        )
         self._eos: str = self._tokenizer.eos_token or "</s>"
         self._specials = frozenset(self._tokenizer.all_special_tokens)
         self.scheme = self._detect_scheme()
         self._directions = sorted(set(directions)) or self._default_directions(model_dir)
+
+    def describe(self) -> EngineInfo:
+        return self._info
 
     # -- languages ---------------------------------------------------------------------
 

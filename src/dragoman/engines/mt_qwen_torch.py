@@ -41,11 +41,13 @@ import numpy as np
 import numpy.typing as npt
 
 from dragoman.config import MTSettings
+from dragoman.cpu import cpu_info
 from dragoman.engines import mt_heads
+from dragoman.engines.info import EngineInfo
 from dragoman.engines.mt import DraftMode, MTDraft, MTEngine, MTRequest
 from dragoman.engines.mt_presets import DEFAULT_MODEL, PRESETS
 from dragoman.engines.mt_qwen_files import prepare_model
-from dragoman.engines.mt_qwen_load import default_threads, load_model, normalize_compute_type
+from dragoman.engines.mt_qwen_load import choose_compute_type, default_threads, load_model, widest_linear
 from dragoman.engines.mt_qwen_prompt import Prompt, PromptBuilder
 from dragoman.errors import ClientError, ConfigError, EngineFailure
 from dragoman.logs import get_logger
@@ -90,13 +92,15 @@ class QwenTorchMTEngine(MTEngine):
         final_max_new_tokens: int = 256,
         max_cached_prompts: int = MAX_CACHED_PROMPTS,
         speculate: bool = True,
-        compute_type: str = "int8",
+        compute_type: str = "auto",
     ) -> None:
         import torch
 
         torch.set_num_threads(threads if threads > 0 else default_threads())
         started = time.perf_counter()
-        self.compute_type = normalize_compute_type(compute_type)
+        #: `auto` resolved for this CPU, measured with the threads just set.
+        self.compute = choose_compute_type(compute_type, shape=widest_linear(model_dir))
+        self.compute_type = self.compute.compute_type
         self._tokenizer, self._model = load_model(model_dir, self.compute_type)
         self.load_seconds = time.perf_counter() - started
         self.name = model_id
@@ -126,7 +130,18 @@ class QwenTorchMTEngine(MTEngine):
             "MT model loaded",
             model=model_id,
             compute_type=self.compute_type,
+            compute_reason=self.compute.reason,
+            cpu=cpu_info().describe(),
             seconds=round(self.load_seconds, 2),
+        )
+
+    def describe(self) -> EngineInfo:
+        return EngineInfo(
+            name=self.name,
+            backend="qwen-torch",
+            device="cpu",
+            compute_type=self.compute_type,
+            compute_reason=self.compute.reason,
         )
 
     # -- directions and heads --------------------------------------------------------------
@@ -443,7 +458,7 @@ def create(settings: MTSettings, cache_dir: Path) -> MTEngine:
 
     Optional settings read when present: `mt.model` (a packaged name, a transformers
     folder or a GGUF file), `mt.threads` (0: half the cores), `mt.speculate` and
-    `mt.compute_type` (int8, bfloat16 or float32; see `mt_qwen_load`).
+    `mt.compute_type` (auto, int8, bfloat16 or float32; see `mt_qwen_load`).
     """
     preset = PRESETS.get(settings.preset)
     if preset is None:

@@ -39,6 +39,7 @@ from dragoman.engines.asr import (
     StepRequest,
     StepResult,
 )
+from dragoman.engines.info import EngineInfo
 from dragoman.errors import ClientError, ModelUnavailable, RequestRejected
 from dragoman.logs import get_logger
 
@@ -189,6 +190,13 @@ class WhisperCT2Engine(ASREngine):
         self.path = folder
         #: What clients see in /v1/models and session events: the packaged name or the folder's.
         self.name = name or folder.name
+        self._info = EngineInfo(
+            name=self.name,
+            backend="whisper-ct2",
+            device=device,
+            compute_type=str(self._model.compute_type),
+            compute_reason="requested" if compute_type != "auto" else "CTranslate2's choice for this CPU",
+        )
         self.tokenizer = WhisperTokenizer(folder / "tokenizer.json")
         self._features = WhisperFeatureExtractor(feature_size=_read_n_mels(self._model, folder))  # type: ignore[no-untyped-call]
         tok = self.tokenizer
@@ -218,6 +226,9 @@ class WhisperCT2Engine(ASREngine):
         )
 
     # -- the ASREngine interface ------------------------------------------------------
+
+    def describe(self) -> EngineInfo:
+        return self._info
 
     def batch_key(self, request: StepRequest) -> Hashable:
         # suppress_blank is one option per generate call, and a forced prefix needs it off

@@ -7,11 +7,14 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request, WebSocket
+from fastapi.responses import JSONResponse
 
 from dragoman import __version__
 from dragoman.config import Settings
+from dragoman.cpu import cpu_info
 from dragoman.logs import get_logger
 from dragoman.server.mt_ws import mt_router
+from dragoman.server.readiness import Readiness
 from dragoman.server.realtime_ws import RealtimeConnection, refuse
 from dragoman.server.runtime import Runtime
 
@@ -20,29 +23,41 @@ log = get_logger(__name__)
 
 def create_app(settings: Settings) -> FastAPI:
     runtime = Runtime(settings)
+    readiness = Readiness(runtime.start)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await runtime.start()
-        log.info("server ready", host=settings.host, port=settings.port, services=settings.services)
+        log.info(
+            "loading",
+            host=settings.host,
+            port=settings.port,
+            services=settings.services,
+            cpu=cpu_info().describe(),
+        )
+        readiness.start()
         try:
             yield
         finally:
+            await readiness.close()
             await runtime.close()
 
     app = FastAPI(title="dragoman", version=__version__, lifespan=lifespan)
     app.state.runtime = runtime
+    app.state.readiness = readiness
 
     @app.get("/health")
-    async def health() -> dict[str, Any]:
-        return {
-            "status": "ok",
-            "version": __version__,
-            "services": {
-                "transcription": runtime.transcription is not None,
-                "mt": runtime.mt is not None,
-            },
-        }
+    async def health() -> JSONResponse:
+        status, body = readiness.health(
+            lambda: {
+                "services": {
+                    "transcription": runtime.transcription is not None,
+                    "mt": runtime.mt is not None,
+                },
+                "engines": runtime.engines(),
+                "cpu": cpu_info().as_dict(),
+            }
+        )
+        return JSONResponse(body, status_code=status)
 
     @app.get("/v1/models")
     async def models(request: Request) -> dict[str, Any]:
@@ -75,6 +90,10 @@ def create_app(settings: Settings) -> FastAPI:
                 "This server serves transcription sessions on /v1/realtime?intent=transcription.",
             )
             return
+        not_ready = readiness.refusal()
+        if not_ready is not None:
+            await refuse(websocket, "server_not_ready", not_ready, error_type="server_error", close_code=1013)
+            return
         if service is None:
             await refuse(websocket, "service_unavailable", "Transcription is not enabled on this server.")
             return
@@ -82,5 +101,5 @@ def create_app(settings: Settings) -> FastAPI:
         await RealtimeConnection(websocket, service, settings.transcription).run()
 
     # MT protocol v1; the standalone `dragoman mt-server` serves the same router at "/".
-    app.include_router(mt_router(lambda: runtime.mt, path="/v1/mt"))
+    app.include_router(mt_router(lambda: runtime.mt, path="/v1/mt", readiness=readiness))
     return app

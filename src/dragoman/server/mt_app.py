@@ -9,14 +9,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI
+from fastapi.responses import JSONResponse
 
 from dragoman import __version__
 from dragoman.config import Settings
+from dragoman.cpu import cpu_info
 from dragoman.logs import get_logger
 from dragoman.server.mt_ws import MTService, mt_router
+from dragoman.server.readiness import Readiness
 
 log = get_logger(__name__)
 
@@ -24,30 +26,42 @@ log = get_logger(__name__)
 def create_mt_app(settings: Settings, service: MTService | None = None) -> FastAPI:
     """The standalone MT app; `service` replaces the one built from `settings` (tests)."""
     mt = service or MTService.from_settings(settings)
+    readiness = Readiness(mt.start, what="MT engine")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await mt.start()
-        log.info("mt-server ready", host=settings.host, port=settings.port, preset=mt.default_preset)
+        log.info(
+            "loading",
+            host=settings.host,
+            port=settings.port,
+            preset=mt.default_preset,
+            cpu=cpu_info().describe(),
+        )
+        readiness.start()
         try:
             yield
         finally:
+            await readiness.close()
             await mt.close()
 
     app = FastAPI(title="dragoman mt-server", version=__version__, lifespan=lifespan)
     app.state.mt = mt
+    app.state.readiness = readiness
 
     @app.get("/health")
-    async def health() -> dict[str, Any]:
-        return {
-            "status": "ok" if mt.engine is not None else "loading",
-            "version": __version__,
-            "model": mt.engine.name if mt.engine is not None else None,
-            "directions": mt.directions,
-            "presets": sorted(mt.presets),
-            "sessions": mt.sessions,
-            "max_sessions": mt.max_sessions,
-        }
+    async def health() -> JSONResponse:
+        status, body = readiness.health(
+            lambda: {
+                "model": mt.engine.name if mt.engine is not None else None,
+                "engine": mt.engine.describe().as_dict() if mt.engine is not None else None,
+                "directions": mt.directions,
+                "presets": sorted(mt.presets),
+                "cpu": cpu_info().as_dict(),
+            }
+        )
+        # Sessions are counted in every state: a client may poll them while loading.
+        body |= {"sessions": mt.sessions, "max_sessions": mt.max_sessions}
+        return JSONResponse(body, status_code=status)
 
-    app.include_router(mt_router(mt, "/"))
+    app.include_router(mt_router(mt, "/", readiness=readiness))
     return app

@@ -29,6 +29,7 @@ from dragoman.engines.mt import MTEngine
 from dragoman.errors import ClientError, ConfigError
 from dragoman.logs import get_logger, log_failure
 from dragoman.protocol.mt import encode, error_frame, parse_client_message, peek_seq
+from dragoman.server.readiness import Readiness
 from dragoman.sessions.mt import MTSession
 from dragoman.sessions.mt_events import ClientEvent, Error, ErrorCode, Init
 from dragoman.streaming.alignatt import AlignAttParams
@@ -119,7 +120,7 @@ class MTService:
         )
 
     async def start(self) -> None:
-        """Load the engine (in a thread: it takes seconds) and start the worker."""
+        """Load and warm the engine (in threads: it takes seconds), then start the worker."""
         engine = await asyncio.to_thread(self._engine_factory)
         presets = self._given_presets or policy_presets(engine.name, self.default_preset)
         if self.default_preset not in presets:
@@ -127,11 +128,18 @@ class MTService:
             raise ConfigError(
                 f"unknown MT preset {self.default_preset!r}; known: {', '.join(sorted(presets))}"
             )
+        try:
+            await asyncio.to_thread(engine.warm_up)
+        except BaseException:
+            engine.close()
+            raise
         self.presets = presets
         self.engine = engine
         self.directions = list(engine.directions())
         self._worker = asyncio.create_task(self._work(), name="mt-worker")
-        log.info("mt ready", model=engine.name, directions=self.directions, preset=self.default_preset)
+        log.info(
+            "mt ready", **engine.describe().as_dict(), directions=self.directions, preset=self.default_preset
+        )
 
     async def close(self) -> None:
         if self._worker is not None:
@@ -332,21 +340,28 @@ async def _refuse(websocket: WebSocket, frame: str, close_code: int) -> None:
         await websocket.close(code=close_code)
 
 
-def mt_router(service: MTService | Callable[[], MTService | None], path: str = "/") -> APIRouter:
+def mt_router(
+    service: MTService | Callable[[], MTService | None],
+    path: str = "/",
+    *,
+    readiness: Readiness | None = None,
+) -> APIRouter:
     """A router serving MT protocol v1 at `path`: "/" for `dragoman mt-server`, "/v1/mt" in the app.
 
     `service` may be a callable returning the service (None while it is not loaded),
-    for apps that create it in their lifespan.
+    for apps that create it in their lifespan. While `readiness` says the engines are
+    not ready, a connection is refused as `busy` (close 1013: try again later).
     """
     router = APIRouter()
 
     @router.websocket(path)
     async def mt_endpoint(websocket: WebSocket) -> None:
+        not_ready = readiness.refusal() if readiness is not None else None
         current = service if isinstance(service, MTService) else service()
-        if current is None:
+        if not_ready is not None or current is None:
             await websocket.accept()
-            frame = error_frame(ErrorCode.BUSY, "Translation is not enabled on this server.")
-            await _refuse(websocket, frame, CLOSE_BUSY)
+            message = not_ready or "Translation is not enabled on this server."
+            await _refuse(websocket, error_frame(ErrorCode.BUSY, message), CLOSE_BUSY)
             return
         await current.serve(websocket)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from typing import Any
+from typing import Any, Literal
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
@@ -27,12 +27,20 @@ from dragoman.sessions.transcription_events import Error, Rejected, ServerEvent
 log = get_logger(__name__)
 
 
-async def refuse(websocket: WebSocket, code: str, message: str) -> None:
-    """Tell the client why in an OpenAI error event, then close (policy violation)."""
+async def refuse(
+    websocket: WebSocket,
+    code: str,
+    message: str,
+    *,
+    error_type: Literal["invalid_request_error", "server_error"] = "invalid_request_error",
+    close_code: int = 1008,
+) -> None:
+    """Tell the client why in an OpenAI error event, then close (1008: policy violation,
+    1013: try again later)."""
     await websocket.accept()
-    event = ErrorEvent(error=ErrorDetail(type="invalid_request_error", code=code, message=message))
+    event = ErrorEvent(error=ErrorDetail(type=error_type, code=code, message=message))
     await websocket.send_text(json.dumps(event.wire()))
-    await websocket.close(code=1008)
+    await websocket.close(code=close_code)
 
 
 class RealtimeConnection:

