@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 # end-to-end tests drive (its own heavy dependencies are not needed for that).
 NODEPS := requirements-nodeps.txt
 
-.PHONY: install install-1.5b serve test lint typecheck unit bench models clean
+.PHONY: install install-1.5b serve test test-fast lint typecheck unit bench models clean
 
 install: $(STAMP)
 
@@ -41,9 +41,13 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-unit: install
+# The unit tests only (seconds, no model loaded); `make unit` is the same.
+test-fast: install
 	$(BIN)/pytest -q tests/unit
 
+unit: test-fast
+
+# Everything: lint, types, then unit, engine and end-to-end tests on the real models.
 test: install lint typecheck
 	$(BIN)/pytest -q -rs
 

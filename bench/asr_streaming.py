@@ -28,6 +28,7 @@ from bench.asr_batching import ClosedLoop, closed_loop, steady_steps
 from bench.asr_load import LoadResult, StreamSettings, percentile, run_load
 from bench.audio import RATE, Clip, session_inputs, wer_clips
 from bench.textnorm import wer
+from dragoman.cpu import cpu_info
 from dragoman.engines.asr import ASREngine
 from dragoman.logs import configure as configure_logs
 from dragoman.sessions.transcription import EngineProfile, SessionConfig
@@ -364,7 +365,7 @@ def header(plan: Plan) -> None:
     load = os.getloadavg()
     print(f"# Streaming transcription benchmark ({'quick' if plan.quick else 'full'})\n")
     print(
-        f"Model {plan.model}, int8 on CPU; {os.cpu_count()} CPUs, load average at start "
+        f"Model {plan.model}, int8 on CPU; {cpu_info().describe()}; load average at start "
         f"{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}; Python {platform.python_version()}; "
         f"{time.strftime('%Y-%m-%d %H:%M')}. Data: ../shared/eval.\n"
     )

@@ -40,6 +40,7 @@ from typing import Any
 
 from bench.mt_data import DATASETS, DEFAULT_WORDS_PER_SECOND, Sentence, load
 from bench.mt_metrics import Emission, sentence_laal
+from dragoman.cpu import cpu_info
 from dragoman.engines.mt import DraftMode, MTEngine, MTRequest
 from dragoman.logs import configure as configure_logs
 from dragoman.server.mt_ws import policy_presets
@@ -317,15 +318,25 @@ def parse_overrides(items: Sequence[str]) -> dict[str, object]:
     return out
 
 
+def _compute(engine: MTEngine) -> str:
+    info = engine.describe()
+    return f"{info.compute_type} ({info.compute_reason})" if info.compute_reason else info.compute_type
+
+
 def _engine(args: argparse.Namespace) -> tuple[MTEngine, str]:
     from dragoman.config import load_settings
     from dragoman.engines.registry import create_mt_engine
 
-    overrides: dict[str, Any] = {"mt.backend": args.backend, "mt.preset": args.preset}
+    overrides: dict[str, Any] = {
+        "mt.backend": args.backend,
+        "mt.preset": args.preset,
+        "mt.compute_type": args.compute_type,
+    }
     if args.model:
         overrides["mt.model"] = args.model
     settings = load_settings(**overrides)
     engine = create_mt_engine(settings.mt, settings.cache_dir)
+    engine.warm_up()  # as the server does before it is ready
     return engine, settings.mt.preset
 
 
@@ -337,6 +348,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--preset", default=None, help="session preset (default: the configured one)")
     parser.add_argument("--backend", default=None, help="MT backend (default: the configured one)")
     parser.add_argument("--model", default=None, help="model folder for backends that take one")
+    parser.add_argument(
+        "--compute-type", default=None, help="auto, int8, bfloat16 or float32 (default: the configured one)"
+    )
     parser.add_argument("--tail-words", type=int, default=2, help="words the ASR holds back as its tail")
     parser.add_argument(
         "--pause-commit-ms", type=float, default=DEFAULT_PAUSE_COMMIT_MS, help="silence that commits the tail"
@@ -404,7 +418,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"(committed after {args.pause_commit_ms:.0f} ms of silence); "
         f"constant rate {args.words_per_second} words/s where the data has no timings.\n"
         f"Policy: {presets[preset]}; client overrides: {client_overrides or 'none'}\n"
-        f"Timing is wall clock on this machine ({os.cpu_count()} CPUs); 1-minute load average "
+        f"Engine compute: {_compute(engine)}. CPU: {cpu_info().describe()}.\n"
+        f"Timing is wall clock on this machine; 1-minute load average "
         f"{load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end (above the CPU count, "
         "other processes inflated the engine times and the computation-aware LAAL)."
     )

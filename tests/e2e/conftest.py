@@ -1,22 +1,49 @@
-"""A real `dragoman serve` on a free loopback port, shared by the end-to-end tests of a module."""
+"""The real servers the end-to-end tests drive, each started once for all the tests that share it.
+
+* `server`: one `dragoman serve` with every service (as `make serve` runs it), shared by
+  the whole package (test_serve_all and test_transcription_e2e), stopped when it ends.
+* `mt_server`: the standalone `dragoman mt-server` (MT at "/", with its own session
+  limit), for test_mt_e2e only.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import websockets.sync.client
 
-from bench.server import REPO, Server, start, stop
+from tests.e2e.mt_fixtures import MT_MAX_SESSIONS, MT_PRESET, FrameRecorder
+from tests.e2e.server import Server, start, stop
 
-__all__ = ["REPO", "Server", "start_server", "stop_server"]
 
-start_server = start
-stop_server = stop
+@pytest.fixture(scope="package")
+def server(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Iterator[Server]:
+    """`dragoman serve` with both services on one port."""
+    log = tmp_path_factory.mktemp("serve") / "dragoman.log"
+    running = start(["serve", "--cache-dir", str(cache_dir)], log, timeout=600.0)
+    yield running
+    stop(running)
 
 
 @pytest.fixture(scope="module")
-def transcription_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    log = tmp_path_factory.mktemp("server") / "dragoman.log"
-    server = start(["serve", "--services", "transcription"], log)
-    yield server
-    stop(server)
+def mt_server(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Iterator[Server]:
+    """`dragoman mt-server` with the packaged MT model."""
+    if importlib.util.find_spec("dragoman.engines.mt_qwen_torch") is None:
+        pytest.skip("the qwen-torch MT engine is not in the tree yet")
+    log = tmp_path_factory.mktemp("mt-server") / "dragoman.log"
+    args = ["mt-server", "--cache-dir", str(cache_dir), "--preset", MT_PRESET]
+    args += ["--max-sessions", str(MT_MAX_SESSIONS), "--log-level", "debug"]
+    running = start(args, log, timeout=600.0)
+    yield running
+    stop(running)
+
+
+@pytest.fixture
+def frames(monkeypatch: pytest.MonkeyPatch) -> FrameRecorder:
+    """The frames of every connection the WhisperLiveKit client opens during a test."""
+    recorder = FrameRecorder()
+    monkeypatch.setattr(websockets.sync.client, "connect", recorder.connect)
+    return recorder

@@ -1,4 +1,6 @@
-"""A real `dragoman mt-server`, and WhisperLiveKit's AlignAtt client loaded unchanged.
+"""WhisperLiveKit's AlignAtt client loaded unchanged, and what test_mt_e2e needs around it.
+
+The `mt_server` and `frames` fixtures that use these live in tests/e2e/conftest.py.
 
 WhisperLiveKit's package `__init__` imports its whole ASR stack; the MT client needs
 only `translation_alignatt.py` and `timed_objects.py`, so they are imported under
@@ -16,14 +18,13 @@ import json
 import sys
 import time
 import types
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import websockets.sync.client
 
-from tests.e2e.conftest import REPO, Server, start_server, stop_server
+from tests.e2e.server import REPO
 
 FLORES = REPO / "../shared/eval/mt/flores200_devtest_first100_en-de-it-zh.tsv"
 MT_PRESET = "low_latency"
@@ -122,30 +123,3 @@ class FrameRecorder:
 
     def sent(self, connection: int) -> list[dict[str, Any]]:
         return [frame for way, frame in self.connections[connection] if way == "sent"]
-
-
-@pytest.fixture
-def frames(monkeypatch: pytest.MonkeyPatch) -> FrameRecorder:
-    recorder = FrameRecorder()
-    monkeypatch.setattr(websockets.sync.client, "connect", recorder.connect)
-    return recorder
-
-
-@pytest.fixture(scope="module")
-def mt_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """`dragoman mt-server` with the packaged MT model, shared by a module's tests."""
-    if importlib.util.find_spec("dragoman.engines.mt_qwen_torch") is None:
-        pytest.skip("the qwen-torch MT engine is not in the tree yet")
-    log = tmp_path_factory.mktemp("mt-server") / "dragoman.log"
-    args = [
-        "mt-server",
-        "--preset",
-        MT_PRESET,
-        "--max-sessions",
-        str(MT_MAX_SESSIONS),
-        "--log-level",
-        "debug",
-    ]
-    server = start_server(args, log, timeout=600.0)
-    yield server
-    stop_server(server)

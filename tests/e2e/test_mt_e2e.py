@@ -19,24 +19,20 @@ import pytest
 import sacrebleu
 from websockets.sync.client import connect as raw_connect
 
-from tests.e2e.conftest import Server
 from tests.e2e.mt_fixtures import (
     MT_MAX_SESSIONS,
     MT_PRESET,
     FrameRecorder,
     flores,
-    frames,
     load_whisperlivekit_client,
-    mt_server,
 )
+from tests.e2e.server import Server
 
 pytestmark = [
     pytest.mark.e2e,
     # WhisperLiveKit's client calls websockets.sync.client.connect() without a context manager.
     pytest.mark.filterwarnings("ignore:connect\\(\\) must be used as a context manager:DeprecationWarning"),
 ]
-
-__all__ = ["frames", "mt_server"]  # fixtures used by name
 
 #: Short FLORES lines without inner sentence punctuation (the client closes an utterance at ".").
 SENTENCES = [7, 40, 60]

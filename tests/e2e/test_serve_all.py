@@ -4,21 +4,15 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from collections.abc import Iterator
 
 import pytest
 from websockets.sync.client import connect
 
-from bench.server import Server, start, stop
+from tests.e2e.server import Server
 
 pytestmark = pytest.mark.e2e
 
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    running = start(["serve"], tmp_path_factory.mktemp("serve-all") / "dragoman.log", timeout=600.0)
-    yield running
-    stop(running)
+# `server` (tests/e2e/conftest.py) is the `dragoman serve` test_transcription_e2e drives too.
 
 
 def test_health_and_models_list_both_services(server: Server) -> None:
@@ -28,6 +22,23 @@ def test_health_and_models_list_both_services(server: Server) -> None:
     with urllib.request.urlopen(server.http + "/v1/models", timeout=10) as response:
         ids = [model["id"] for model in json.loads(response.read())["data"]]
     assert "whisper-base" in ids and "qwen2.5-0.5b-instruct-gguf" in ids
+
+
+def test_health_shows_each_engine_and_the_compute_path_this_cpu_gets(server: Server) -> None:
+    with urllib.request.urlopen(server.http + "/health", timeout=10) as response:
+        health = json.loads(response.read())
+    assert health["status"] == "ok" and health["load_seconds"] > 0
+    engines = {engine["service"]: engine for engine in health["engines"]}
+    assert engines["transcription"]["name"] == "whisper-base"
+    assert engines["transcription"]["compute_type"].startswith("int8")
+    mt = engines["mt"]
+    assert (mt["name"], mt["backend"], mt["device"]) == ("qwen2.5-0.5b-instruct-gguf", "qwen-torch", "cpu")
+    # `auto`: int8 only where the CPU has VNNI or AMX (and measured it faster), never elsewhere.
+    simd = health["cpu"]["simd"]
+    if "VNNI" in simd or "AMX" in simd:
+        assert mt["compute_type"] in {"int8", "float32"} and "measured" in mt["compute_reason"]
+    else:
+        assert mt["compute_type"] == "float32" and "VNNI" in mt["compute_reason"]
 
 
 def test_mt_protocol_at_v1_mt(server: Server) -> None:

@@ -1,4 +1,8 @@
-"""`/v1/realtime?intent=transcription` against a real `dragoman serve`, driven by the openai SDK."""
+"""`/v1/realtime?intent=transcription` against a real `dragoman serve`, driven by the openai SDK.
+
+`server` (tests/e2e/conftest.py) is the one `dragoman serve`, with every service, that
+test_serve_all drives too: the MT engine it also holds sits idle here.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +15,6 @@ import numpy as np
 import pytest
 from openai import AsyncOpenAI
 
-from bench.textnorm import wer
-from tests.e2e.conftest import Server
 from tests.e2e.realtime_helpers import (
     Transcript,
     b64,
@@ -20,7 +22,9 @@ from tests.e2e.realtime_helpers import (
     read_until,
     reference,
     stream,
+    wer,
 )
+from tests.e2e.server import Server
 
 pytestmark = pytest.mark.e2e
 
@@ -62,9 +66,9 @@ async def transcribe_once(server: Server, file: str, **update: Any) -> Transcrip
         return await read_until(conn, transcript, is_completed)
 
 
-async def test_health_and_models(transcription_server: Server) -> None:
+async def test_health_and_models(server: Server) -> None:
     def get(path: str) -> Any:
-        with urllib.request.urlopen(transcription_server.http + path, timeout=10) as response:
+        with urllib.request.urlopen(server.http + path, timeout=10) as response:
             return json.loads(response.read())
 
     health = get("/health")
@@ -74,8 +78,8 @@ async def test_health_and_models(transcription_server: Server) -> None:
     assert "whisper-base" in [m["id"] for m in models["data"]]
 
 
-async def test_english_24khz_ga_client(transcription_server: Server) -> None:
-    transcript = await transcribe_once(transcription_server, EN)
+async def test_english_24khz_ga_client(server: Server) -> None:
+    transcript = await transcribe_once(server, EN)
     (item,) = transcript.completed
     assert wer([reference(EN)], [item["transcript"]]) <= 0.15, item["transcript"]
     check_item(transcript, item)
@@ -87,9 +91,9 @@ async def test_english_24khz_ga_client(transcription_server: Server) -> None:
     assert item["usage"]["seconds"] == pytest.approx(8.73, abs=0.05)
 
 
-async def test_english_pcm16_beta_client(transcription_server: Server) -> None:
+async def test_english_pcm16_beta_client(server: Server) -> None:
     audio = load_audio(EN_2, 16_000)
-    api = client(transcription_server)
+    api = client(server)
     async with api.beta.realtime.connect(
         model="whisper-base", extra_query={"intent": "transcription"}
     ) as conn:
@@ -117,22 +121,20 @@ async def test_english_pcm16_beta_client(transcription_server: Server) -> None:
     assert transcript.deltas(item["item_id"])
 
 
-async def test_german(transcription_server: Server) -> None:
-    transcript = await transcribe_once(
-        transcription_server, DE, audio={"input": {"transcription": {"language": "de"}}}
-    )
+async def test_german(server: Server) -> None:
+    transcript = await transcribe_once(server, DE, audio={"input": {"transcription": {"language": "de"}}})
     (item,) = transcript.completed
     assert wer([reference(DE)], [item["transcript"]], language="de") <= 0.45, item["transcript"]
     check_item(transcript, item)
 
 
-async def test_server_vad_splits_utterances_joined_with_silence(transcription_server: Server) -> None:
+async def test_server_vad_splits_utterances_joined_with_silence(server: Server) -> None:
     files = [EN_3, EN_2]
     gap = np.zeros(int(1.5 * 24_000), dtype=np.float32)
     audio = np.concatenate(
         [gap[: 24_000 // 2], load_audio(files[0], 24_000), gap, load_audio(files[1], 24_000), gap]
     )
-    async with client(transcription_server).realtime.connect(
+    async with client(server).realtime.connect(
         model="whisper-base", extra_query={"intent": "transcription"}
     ) as conn:
         transcript = await read_until(conn, Transcript(), lambda e: e["type"] == "session.created")
@@ -165,8 +167,8 @@ async def test_server_vad_splits_utterances_joined_with_silence(transcription_se
         check_item(transcript, item)
 
 
-async def test_error_paths_leave_the_session_usable(transcription_server: Server) -> None:
-    async with client(transcription_server).realtime.connect(
+async def test_error_paths_leave_the_session_usable(server: Server) -> None:
+    async with client(server).realtime.connect(
         model="whisper-base", extra_query={"intent": "transcription"}
     ) as conn:
         transcript = await read_until(conn, Transcript(), lambda e: e["type"] == "session.created")
@@ -216,23 +218,23 @@ async def test_error_paths_leave_the_session_usable(transcription_server: Server
     assert wer([reference(EN_3)], [transcript.completed[-1]["transcript"]]) <= 0.2
 
 
-async def test_binary_frames_and_other_intents_are_refused(transcription_server: Server) -> None:
+async def test_binary_frames_and_other_intents_are_refused(server: Server) -> None:
     import websockets
 
-    async with websockets.connect(transcription_server.ws + "/v1/realtime?intent=transcription") as ws:
+    async with websockets.connect(server.ws + "/v1/realtime?intent=transcription") as ws:
         json.loads(await ws.recv())
         await ws.send(b"\x00\x01")
         error = json.loads(await ws.recv())
         assert error["type"] == "error" and error["error"]["code"] == "invalid_event"
-    async with websockets.connect(transcription_server.ws + "/v1/realtime?model=x") as ws:
+    async with websockets.connect(server.ws + "/v1/realtime?model=x") as ws:
         error = json.loads(await ws.recv())
         assert error["error"]["code"] == "unsupported_intent"
 
 
-async def test_concurrent_sessions_get_their_own_transcripts(transcription_server: Server) -> None:
+async def test_concurrent_sessions_get_their_own_transcripts(server: Server) -> None:
     results = await asyncio.gather(
-        transcribe_once(transcription_server, EN, audio={"input": {"transcription": {"language": "en"}}}),
-        transcribe_once(transcription_server, EN_2, audio={"input": {"transcription": {"language": "en"}}}),
+        transcribe_once(server, EN, audio={"input": {"transcription": {"language": "en"}}}),
+        transcribe_once(server, EN_2, audio={"input": {"transcription": {"language": "en"}}}),
     )
     for transcript, file in zip(results, [EN, EN_2], strict=True):
         (item,) = transcript.completed

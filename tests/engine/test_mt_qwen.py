@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from dragoman.config import MTSettings, default_cache_dir
+from dragoman.config import MTSettings
 from dragoman.engines.mt import DraftMode, MTRequest
 from dragoman.engines.mt_qwen_torch import QwenTorchMTEngine, create
 from dragoman.errors import ClientError
@@ -25,11 +25,11 @@ TEN_WORDS = SENTENCE.split()[:10]
 
 
 @pytest.fixture(scope="module")
-def engine() -> Iterator[QwenTorchMTEngine]:
+def engine(cache_dir: Path) -> Iterator[QwenTorchMTEngine]:
     # float32: these tests compare drafts computed in differently chunked passes, and
     # int8's per-token activation scales turn float rounding into near-tie flips whose
     # place depends on the CPU's kernels. Int8Linear's exactness has its unit tests.
-    built = create(MTSettings(compute_type="float32"), default_cache_dir())
+    built = create(MTSettings(compute_type="float32"), cache_dir)
     assert isinstance(built, QwenTorchMTEngine)
     yield built
     built.close()

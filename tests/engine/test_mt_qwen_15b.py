@@ -6,21 +6,16 @@ Skipped where its packages are not installed (CI installs only the default model
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from dragoman.config import MTSettings, default_cache_dir
+from dragoman.config import MTSettings
 from dragoman.engines.mt import DraftMode, MTRequest
 from dragoman.engines.mt_presets import QUALITY_MODEL, available_presets
 from dragoman.engines.mt_qwen_torch import QwenTorchMTEngine, create
 
-pytestmark = [
-    pytest.mark.engine,
-    pytest.mark.skipif(
-        "1.5b_quality" not in available_presets(default_cache_dir()),
-        reason="the 1.5B model is not installed (make install-1.5b)",
-    ),
-]
+pytestmark = pytest.mark.engine
 
 SOURCE = [
     "The",
@@ -41,8 +36,10 @@ SOURCE = [
 
 
 @pytest.fixture(scope="module")
-def engine() -> Iterator[QwenTorchMTEngine]:
-    built = create(MTSettings(preset="1.5b_quality"), default_cache_dir())
+def engine(cache_dir: Path) -> Iterator[QwenTorchMTEngine]:
+    if "1.5b_quality" not in available_presets(cache_dir):
+        pytest.skip("the 1.5B model is not installed (make install-1.5b)")
+    built = create(MTSettings(preset="1.5b_quality"), cache_dir)
     assert isinstance(built, QwenTorchMTEngine)
     yield built
     built.close()

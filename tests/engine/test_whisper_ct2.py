@@ -12,7 +12,7 @@ import soundfile as sf
 import soxr
 from transformers.models.whisper.english_normalizer import BasicTextNormalizer, EnglishTextNormalizer
 
-from dragoman.config import ASRSettings, default_cache_dir
+from dragoman.config import ASRSettings
 from dragoman.engines.asr import StepRequest, StepResult
 from dragoman.engines.registry import create_asr_engine
 from dragoman.engines.whisper_ct2 import WhisperCT2Engine
@@ -60,15 +60,15 @@ def ok(result: StepResult | ClientError) -> StepResult:
 
 
 @pytest.fixture(scope="module")
-def base() -> WhisperCT2Engine:
-    engine = create_asr_engine(ASRSettings(model="whisper-base"), default_cache_dir())
+def base(cache_dir: Path) -> WhisperCT2Engine:
+    engine = create_asr_engine(ASRSettings(model="whisper-base"), cache_dir)
     assert isinstance(engine, WhisperCT2Engine)
     return engine
 
 
 @pytest.fixture(scope="module")
-def tiny() -> WhisperCT2Engine:
-    engine = create_asr_engine(ASRSettings(model="whisper-tiny.en"), default_cache_dir())
+def tiny(cache_dir: Path) -> WhisperCT2Engine:
+    engine = create_asr_engine(ASRSettings(model="whisper-tiny.en"), cache_dir)
     assert isinstance(engine, WhisperCT2Engine)
     return engine
 
@@ -180,16 +180,16 @@ def test_tokenizer_round_trips_what_the_model_says(model: str, request: pytest.F
     assert all(tok.id_to_token(i) != "Ġ" for i in ids)
 
 
-def test_users_own_weights_folder(tmp_path: Path) -> None:
+def test_users_own_weights_folder(tmp_path: Path, cache_dir: Path) -> None:
     """Any CTranslate2 Whisper folder on disk serves, named after the folder."""
     from dragoman.weights import resolve
 
-    packaged = resolve("whisper-tiny.en", default_cache_dir())
+    packaged = resolve("whisper-tiny.en", cache_dir)
     own = tmp_path / "my-whisper"
     own.mkdir()
     for name in ("model.bin", "config.json", "tokenizer.json", "vocabulary.txt"):
         (own / name).symlink_to(packaged / name)
-    engine = create_asr_engine(ASRSettings(model=str(own)), default_cache_dir())
+    engine = create_asr_engine(ASRSettings(model=str(own)), cache_dir)
     assert engine.name == "my-whisper"
     text = ok(engine.transcribe_batch([StepRequest(audio(EN[0]), language="en")])[0]).text
     assert wer([REFS[EN[0]]], [text]) <= 0.15, text

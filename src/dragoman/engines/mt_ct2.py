@@ -11,9 +11,9 @@ Attention comes from `Translator.translate_batch(return_attention=True)`: one
 target x source-token matrix per hypothesis, from the alignment layer and heads
 stored in the model spec. The stock converter keeps only the last layer's first
 head, which need not align at all; `convert_transformers_model` below stores the
-average of all heads of the last layer instead: on the toy model of
-tests/engine/test_mt_ct2.py that average follows word order and the stock head does
-not (real Marian/NLLB models are unchecked). The matrix is summed over each word's subword tokens; special tokens
+average of all heads of the last layer instead, as AlignAtt without calibrated heads
+(real Marian/NLLB models are unchecked; the engine tests check that the reported
+matrix is that average, word by word). The matrix is summed over each word's subword tokens; special tokens
 (language codes, `</s>`) carry no word and their mass is dropped, so rows need not
 sum to one.
 
