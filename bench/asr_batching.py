@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 
 from bench.audio import RATE, SessionInput
-from dragoman.engines.asr import ASREngine, StepRequest, StepResult
-from dragoman.engines.scheduler import SchedulerStats, StepScheduler
+from dragoman.engines.asr.base import ASREngine, StepRequest, StepResult
+from dragoman.engines.workers import SchedulerStats, StepScheduler
 from dragoman.streaming.stable_prefix import stable_prefix
 
 

@@ -16,10 +16,9 @@ from typing import Any
 
 from bench.audio import RATE, Audio, b64
 from dragoman.config import Settings, load_settings
-from dragoman.engines.asr import ASREngine, StepRequest, StepResult
+from dragoman.engines.asr.base import ASREngine, StepRequest, StepResult
 from dragoman.errors import ClientError
-from dragoman.sessions.transcription import EngineProfile, SessionConfig, TranscriptionSession
-from dragoman.sessions.transcription_events import (
+from dragoman.sessions.transcription.events import (
     AppendAudio,
     ClientEvent,
     CommitBuffer,
@@ -29,6 +28,7 @@ from dragoman.sessions.transcription_events import (
     Failed,
     Partial,
 )
+from dragoman.sessions.transcription.session import EngineProfile, SessionConfig, TranscriptionSession
 
 PIECE_SECONDS = 0.1
 
@@ -45,7 +45,7 @@ def load_engine(settings: Settings) -> ASREngine:
 
 
 def profile_of(engine: ASREngine, settings: Settings) -> EngineProfile:
-    """What the server's runtime tells each session about the engine (server/runtime.py)."""
+    """What the server's runtime tells each session about the engine (transports/runtime.py)."""
     return EngineProfile(
         name=engine.name,
         capabilities=engine.capabilities,

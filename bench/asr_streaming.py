@@ -29,9 +29,9 @@ from bench.asr_load import LoadResult, StreamSettings, percentile, run_load
 from bench.audio import RATE, Clip, session_inputs, wer_clips
 from bench.textnorm import wer
 from dragoman.cpu import cpu_info
-from dragoman.engines.asr import ASREngine
+from dragoman.engines.asr.base import ASREngine
 from dragoman.logs import configure as configure_logs
-from dragoman.sessions.transcription import EngineProfile, SessionConfig
+from dragoman.sessions.transcription.session import EngineProfile, SessionConfig
 
 SECTIONS = ("wer", "revisions", "steps", "concurrency", "batching")
 #: The WER goal of the issue: streaming WER at most this times the offline WER.

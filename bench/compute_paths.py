@@ -5,7 +5,7 @@
 
 A kernel that is fast on one CPU can crawl on another (int8 `_int_mm` was 8x slower
 than fp32 on an AVX2-only AMD EPYC), so `auto` must pick per CPU. This measures, in one
-run: the MT engine's linear layers (the Int8Linear of `engines/mt_qwen_load` against
+run: the MT engine's linear layers (the Int8Linear of `engines/torch_lm/load` against
 fp32 and bf16 `nn.Linear`, at the 0.5B model's widest shape, one decoded token and an
 8-token prefill), and the Whisper engine's re-decode step on real speech at each
 CTranslate2 compute type. It prints what `auto` chooses here.
@@ -38,7 +38,7 @@ def _median_ms(fn: Callable[[], object], repeats: int = REPEATS) -> float:
 def mt_layers(threads: int) -> list[str]:
     import torch
 
-    from dragoman.engines.mt_qwen_load import Int8Linear, choose_compute_type
+    from dragoman.engines.torch_lm.load import Int8Linear, choose_compute_type
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)
@@ -89,7 +89,7 @@ def asr_steps(threads: int) -> list[str]:
 def _asr_step_ms(compute_type: str, audio: list[Audio], threads: int) -> tuple[float, float]:
     """(median ms of one clip's step, ms of all clips in one batched call) at `compute_type`."""
     from dragoman.config import ASRSettings, default_cache_dir
-    from dragoman.engines.asr import StepRequest
+    from dragoman.engines.asr.base import StepRequest
     from dragoman.engines.registry import create_asr_engine
 
     settings = ASRSettings(model="whisper-base", compute_type=compute_type, threads=threads)

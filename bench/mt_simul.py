@@ -41,12 +41,12 @@ from typing import Any
 from bench.mt_data import DATASETS, DEFAULT_WORDS_PER_SECOND, Sentence, load
 from bench.mt_metrics import Emission, sentence_laal
 from dragoman.cpu import cpu_info
-from dragoman.engines.mt import DraftMode, MTEngine, MTRequest
+from dragoman.engines.mt.base import DraftMode, MTEngine, MTRequest
 from dragoman.logs import configure as configure_logs
-from dragoman.server.mt_ws import policy_presets
-from dragoman.sessions.mt import MTSession, final_token_budget
-from dragoman.sessions.mt_events import Init, InitOk, Translation, Update, Word
+from dragoman.sessions.mt.events import Init, InitOk, Translation, Update, Word
+from dragoman.sessions.mt.session import MTSession, final_token_budget
 from dragoman.streaming.alignatt import AlignAttParams, clean_final_text
+from dragoman.transports.websocket.mt import policy_presets
 
 #: The reference client's pacing (WhisperLiveKit translation_alignatt.py).
 MIN_PARTIAL_INTERVAL_MS = 500.0

@@ -143,15 +143,15 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
-    from dragoman.server.app import create_app
-    from dragoman.server.serve import run
+    from dragoman.transports.app import create_app
+    from dragoman.transports.serve import run
 
     return run(create_app(settings), settings)
 
 
 def _mt_server(args: argparse.Namespace, settings: Settings) -> int:
-    from dragoman.server.mt_app import create_mt_app
-    from dragoman.server.serve import run
+    from dragoman.transports.mt_app import create_mt_app
+    from dragoman.transports.serve import run
 
     return run(create_mt_app(settings), settings)
 
@@ -178,7 +178,7 @@ def _compute_paths(settings: Settings) -> list[str]:
     lines = [f"CPU: {cpu_info().describe()}"]
     lines.append(f"ASR compute type: {settings.asr.compute_type} (CTranslate2, {settings.asr.backend})")
     if settings.mt.backend == "qwen-torch":
-        from dragoman.engines.mt_qwen_load import choose_compute_type
+        from dragoman.engines.torch_lm.load import choose_compute_type
 
         choice = choose_compute_type(settings.mt.compute_type)
         lines.append(
@@ -216,6 +216,6 @@ def _progress(name: str, done: int, total: int) -> None:
 
 
 def _calibrate(args: argparse.Namespace, settings: Settings) -> int:
-    from dragoman.engines.mt_calibrate import run_cli
+    from dragoman.engines.mt.calibrate import run_cli
 
     return run_cli(args, settings)

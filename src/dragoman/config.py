@@ -59,7 +59,7 @@ class MTSettings(BaseModel):
     directions: list[str] = Field(default_factory=list)
     device: str = "cpu"
     #: auto: int8 where the CPU has VNNI or AMX and measures it faster, float32 elsewhere
-    #: (qwen-torch; see engines/mt_qwen_load); CTranslate2's own choice for ct2-seq2seq.
+    #: (qwen-torch; see engines/torch_lm/load); CTranslate2's own choice for ct2-seq2seq.
     compute_type: str = "auto"
     #: Threads per engine call (0: half the cores for qwen-torch, the library's default otherwise).
     threads: int = Field(default=0, ge=0)

@@ -31,7 +31,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Iterato
 @pytest.fixture(scope="module")
 def mt_server(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Iterator[Server]:
     """`dragoman mt-server` with the packaged MT model."""
-    if importlib.util.find_spec("dragoman.engines.mt_qwen_torch") is None:
+    if importlib.util.find_spec("dragoman.engines.mt.qwen_torch") is None:
         pytest.skip("the qwen-torch MT engine is not in the tree yet")
     log = tmp_path_factory.mktemp("mt-server") / "dragoman.log"
     args = ["mt-server", "--cache-dir", str(cache_dir), "--preset", MT_PRESET]

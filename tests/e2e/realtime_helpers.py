@@ -20,7 +20,7 @@ from pydantic import TypeAdapter
 from transformers.models.whisper.english_normalizer import BasicTextNormalizer, EnglishTextNormalizer
 
 from dragoman.audio.pcm import float_to_pcm16
-from dragoman.protocol.realtime_events import SessionEvent, TranscriptionPartial
+from dragoman.protocol.realtime.server_events import SessionEvent, TranscriptionPartial
 
 EVAL = Path(__file__).resolve().parents[2].parent / "shared" / "eval"
 GA_EVENT: TypeAdapter[Any] = TypeAdapter(ga_types.RealtimeServerEvent)

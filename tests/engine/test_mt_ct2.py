@@ -23,8 +23,8 @@ import numpy.typing as npt
 import pytest
 
 from dragoman.config import MTSettings
-from dragoman.engines.mt import DraftMode, MTRequest
-from dragoman.engines.mt_ct2 import (
+from dragoman.engines.mt.base import DraftMode, MTRequest
+from dragoman.engines.mt.ct2_seq2seq import (
     CT2MTEngine,
     LanguageScheme,
     convert_transformers_model,

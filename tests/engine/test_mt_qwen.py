@@ -12,8 +12,8 @@ import pytest
 import sacrebleu
 
 from dragoman.config import MTSettings
-from dragoman.engines.mt import DraftMode, MTRequest
-from dragoman.engines.mt_qwen_torch import QwenTorchMTEngine, create
+from dragoman.engines.mt.base import DraftMode, MTRequest
+from dragoman.engines.mt.qwen_torch import QwenTorchMTEngine, create
 from dragoman.errors import ClientError
 
 pytestmark = pytest.mark.engine

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from dragoman.config import MTSettings
-from dragoman.engines.mt import DraftMode, MTRequest
-from dragoman.engines.mt_presets import QUALITY_MODEL, available_presets
-from dragoman.engines.mt_qwen_torch import QwenTorchMTEngine, create
+from dragoman.engines.mt.base import DraftMode, MTRequest
+from dragoman.engines.mt.presets import QUALITY_MODEL, available_presets
+from dragoman.engines.mt.qwen_torch import QwenTorchMTEngine, create
 
 pytestmark = pytest.mark.engine
 

@@ -13,9 +13,9 @@ import soxr
 from transformers.models.whisper.english_normalizer import BasicTextNormalizer, EnglishTextNormalizer
 
 from dragoman.config import ASRSettings
-from dragoman.engines.asr import StepRequest, StepResult
+from dragoman.engines.asr.base import StepRequest, StepResult
+from dragoman.engines.asr.whisper_ct2 import WhisperCT2Engine
 from dragoman.engines.registry import create_asr_engine
-from dragoman.engines.whisper_ct2 import WhisperCT2Engine
 from dragoman.errors import ClientError, RequestRejected
 
 pytestmark = pytest.mark.engine

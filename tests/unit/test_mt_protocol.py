@@ -18,7 +18,7 @@ from dragoman.protocol.mt import (
     parse_server_message,
     peek_seq,
 )
-from dragoman.sessions.mt_events import Error, ErrorCode, InitOk, Translation, Word
+from dragoman.sessions.mt.events import Error, ErrorCode, InitOk, Translation, Word
 
 SEED_INIT = {
     "type": "init",

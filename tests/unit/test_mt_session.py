@@ -8,10 +8,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dragoman.engines.mt import DraftMode, MTDraft
+from dragoman.engines.mt.base import DraftMode, MTDraft
 from dragoman.errors import EngineFailure
-from dragoman.sessions.mt import MTSession
-from dragoman.sessions.mt_events import (
+from dragoman.sessions.mt.events import (
     Error,
     ErrorCode,
     Init,
@@ -22,6 +21,7 @@ from dragoman.sessions.mt_events import (
     Update,
     Word,
 )
+from dragoman.sessions.mt.session import MTSession
 from dragoman.streaming.alignatt import AlignAttParams
 from tests.unit.mt_fakes import FakeEngine
 

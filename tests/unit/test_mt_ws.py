@@ -13,13 +13,13 @@ from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
 from dragoman.config import Settings
-from dragoman.engines.mt import WARM_UP_KEY, MTDraft, MTRequest
+from dragoman.engines.mt.base import WARM_UP_KEY, MTDraft, MTRequest
 from dragoman.errors import ConfigError
-from dragoman.server.mt_app import create_mt_app
-from dragoman.server.mt_ws import MTService, policy_presets
-from dragoman.sessions.mt import MTSession
-from dragoman.sessions.mt_events import Update
+from dragoman.sessions.mt.events import Update
+from dragoman.sessions.mt.session import MTSession
 from dragoman.streaming.alignatt import AlignAttParams
+from dragoman.transports.mt_app import create_mt_app
+from dragoman.transports.websocket.mt import MTService, policy_presets
 from tests.unit.mt_fakes import FakeEngine
 
 INIT = {"type": "init", "protocol_version": 1, "source_lang": "en", "target_lang": "de"}

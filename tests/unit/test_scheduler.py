@@ -9,8 +9,8 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 import pytest
 
-from dragoman.engines.asr import ASRCapabilities, ASREngine, PrefixMode, StepRequest, StepResult
-from dragoman.engines.scheduler import StepScheduler
+from dragoman.engines.asr.base import ASRCapabilities, ASREngine, PrefixMode, StepRequest, StepResult
+from dragoman.engines.workers import StepScheduler
 from dragoman.errors import ClientError, EngineFailure, RequestRejected
 
 

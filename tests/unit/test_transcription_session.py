@@ -15,12 +15,12 @@ import pytest
 
 from dragoman.audio.pcm import float_to_pcm16
 from dragoman.config import TranscriptionSettings
-from dragoman.engines.asr import ASRCapabilities, PrefixMode, StepResult
+from dragoman.engines.asr.base import ASRCapabilities, PrefixMode, StepResult
 from dragoman.errors import EngineFailure, RequestRejected
-from dragoman.protocol.realtime import ClientParser, Generation, default_input_rate
-from dragoman.protocol.realtime_events import wire_event
-from dragoman.sessions.transcription import SessionConfig, StepJob, TranscriptionSession
-from dragoman.sessions.transcription_config import EngineProfile
+from dragoman.protocol.realtime.client_events import ClientParser, Generation, default_input_rate
+from dragoman.protocol.realtime.server_events import wire_event
+from dragoman.sessions.transcription.config import EngineProfile
+from dragoman.sessions.transcription.session import SessionConfig, StepJob, TranscriptionSession
 from tests.unit.fakes import ByteTokenizer, EnergyVAD, WordTokenizer
 
 RATE = 16_000

@@ -15,17 +15,17 @@ from pathlib import Path
 from typing import Any, cast
 
 from dragoman.config import ASRSettings, MTSettings
-from dragoman.engines.asr import ASREngine
-from dragoman.engines.mt import MTEngine
+from dragoman.engines.asr.base import ASREngine
+from dragoman.engines.mt.base import MTEngine
 from dragoman.errors import ConfigError
 
 ASR_BACKENDS: dict[str, str] = {
-    "whisper-ct2": "dragoman.engines.whisper_ct2:create",
+    "whisper-ct2": "dragoman.engines.asr.whisper_ct2:create",
 }
 
 MT_BACKENDS: dict[str, str] = {
-    "qwen-torch": "dragoman.engines.mt_qwen_torch:create",
-    "ct2-seq2seq": "dragoman.engines.mt_ct2:create",
+    "qwen-torch": "dragoman.engines.mt.qwen_torch:create",
+    "ct2-seq2seq": "dragoman.engines.mt.ct2_seq2seq:create",
 }
 
 

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from dragoman.errors import InvalidEvent, InvalidValue
-from dragoman.sessions.mt_events import (
+from dragoman.sessions.mt.events import (
     PROTOCOL_VERSION,
     Error,
     ErrorCode,

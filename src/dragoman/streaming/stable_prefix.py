@@ -9,7 +9,7 @@ character."
 
 from __future__ import annotations
 
-from dragoman.engines.asr import TextTokenizer
+from dragoman.engines.asr.base import TextTokenizer
 
 
 def stable_prefix(raw_text: str, tokenizer: TextTokenizer, unfixed_tokens: int) -> str:

@@ -35,7 +35,7 @@ import numpy.typing as npt
 
 from dragoman.config import MTSettings
 from dragoman.engines.info import EngineInfo
-from dragoman.engines.mt import DraftMode, MTDraft, MTEngine, MTRequest
+from dragoman.engines.mt.base import DraftMode, MTDraft, MTEngine, MTRequest
 from dragoman.errors import ClientError, ConfigError, EngineFailure, ModelUnavailable
 
 #: SentencePiece's word-start marker: a token beginning with it opens a new word.

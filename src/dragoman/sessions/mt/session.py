@@ -30,9 +30,9 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from dragoman.engines.mt import DraftMode, MTDraft, MTRequest
+from dragoman.engines.mt.base import DraftMode, MTDraft, MTRequest
 from dragoman.errors import ClientError
-from dragoman.sessions.mt_events import (
+from dragoman.sessions.mt.events import (
     ClientEvent,
     Error,
     ErrorCode,
@@ -45,7 +45,7 @@ from dragoman.sessions.mt_events import (
     Update,
     Word,
 )
-from dragoman.sessions.mt_validation import (
+from dragoman.sessions.mt.validation import (
     MAX_HISTORY_PAIRS,
     SessionSetup,
     check_update,

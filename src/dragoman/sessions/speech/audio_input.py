@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dragoman.audio.pcm import pcm16_to_float
 from dragoman.audio.resample import StreamResampler
-from dragoman.engines.asr import SAMPLE_RATE, FloatAudio
+from dragoman.engines.asr.base import SAMPLE_RATE, FloatAudio
 
 
 class AudioInput:

@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dragoman.config import ASRSettings
-from dragoman.engines.asr import (
+from dragoman.engines.asr.base import (
     SAMPLE_RATE,
     ASRCapabilities,
     ASREngine,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from dragoman.config import Settings
-from dragoman.server.readiness import Readiness, State
+from dragoman.transports.readiness import Readiness, State
 
 
 def run(app: FastAPI, settings: Settings) -> int:

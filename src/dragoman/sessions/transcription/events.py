@@ -1,9 +1,9 @@
 """Events in and out of a transcription session, free of any wire format.
 
-`protocol/realtime.py` turns the client's JSON into the input events and
-`protocol/realtime_events.py` turns the output events into OpenAI Realtime
+`protocol/realtime/client_events.py` turns the client's JSON into the input events and
+`protocol/realtime/server_events.py` turns the output events into OpenAI Realtime
 server events of the client's generation (beta or GA); the session
-(`dragoman.sessions.transcription`) only sees these. Each input event carries the
+(`dragoman.sessions.transcription.session`) only sees these. Each input event carries the
 client's `event_id` so that an error it causes can quote it.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dragoman.errors import DragomanError
-from dragoman.sessions.transcription_config import SessionConfig
+from dragoman.sessions.transcription.config import SessionConfig
 
 # -- in ----------------------------------------------------------------------------
 

@@ -13,10 +13,10 @@ from dragoman import __version__
 from dragoman.config import Settings
 from dragoman.cpu import cpu_info
 from dragoman.logs import get_logger
-from dragoman.server.mt_ws import mt_router
-from dragoman.server.readiness import Readiness
-from dragoman.server.realtime_ws import RealtimeConnection, refuse
-from dragoman.server.runtime import Runtime
+from dragoman.transports.readiness import Readiness
+from dragoman.transports.runtime import Runtime
+from dragoman.transports.websocket.mt import mt_router
+from dragoman.transports.websocket.realtime import RealtimeConnection, refuse
 
 log = get_logger(__name__)
 

@@ -17,8 +17,8 @@ from dragoman import __version__
 from dragoman.config import Settings
 from dragoman.cpu import cpu_info
 from dragoman.logs import get_logger
-from dragoman.server.mt_ws import MTService, mt_router
-from dragoman.server.readiness import Readiness
+from dragoman.transports.readiness import Readiness
+from dragoman.transports.websocket.mt import MTService, mt_router
 
 log = get_logger(__name__)
 

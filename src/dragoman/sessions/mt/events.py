@@ -1,7 +1,7 @@
 """Events in and out of an MT session (MT protocol v1), free of any wire format.
 
 `dragoman.protocol.mt` turns JSON frames into the input events and the output
-events into JSON frames; the session (`dragoman.sessions.mt`) only sees these.
+events into JSON frames; the session (`dragoman.sessions.mt.session`) only sees these.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from dragoman.engines.mt import MTRequest
+from dragoman.engines.mt.base import MTRequest
 from dragoman.streaming.alignatt import Frontier
 
 PROTOCOL_VERSION = 1

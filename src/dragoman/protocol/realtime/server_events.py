@@ -5,7 +5,7 @@ Field names and shapes follow OpenAI's wire format (PROTOCOLS.md, and the
 `mstar.transcription.partial` is the seed's extension event.
 
 `server_event` writes the session's output events
-(`dragoman.sessions.transcription_events`) as these models, in the client's
+(`dragoman.sessions.transcription.events`) as these models, in the client's
 generation; event ids are assigned here, item ids come from the session.
 """
 
@@ -17,8 +17,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from dragoman.errors import DragomanError, ServerError
-from dragoman.protocol.realtime import Generation, format_for
-from dragoman.sessions import transcription_events as out
+from dragoman.protocol.realtime.client_events import Generation, format_for
+from dragoman.sessions.transcription import events as out
 
 
 def new_event_id() -> str:

@@ -4,7 +4,7 @@ Beta (`client.beta.realtime`, header `OpenAI-Beta: realtime=v1`) configures with
 `transcription_session.update`; GA (`client.realtime`) with `session.update`
 carrying `session.type: "transcription"` and the audio settings under
 `session.audio.input` (PROTOCOLS.md). Both parse into the session's input events
-(`dragoman.sessions.transcription_events`); everything about the wire is checked
+(`dragoman.sessions.transcription.events`); everything about the wire is checked
 here, and what needs the session's state (the item cap, an empty buffer) there.
 
 Validation follows the seed: "the unfixed counts are non-negative integers;
@@ -21,7 +21,7 @@ from enum import StrEnum
 from typing import Any
 
 from dragoman.errors import ClientError, InvalidEvent, InvalidValue
-from dragoman.sessions.transcription_events import (
+from dragoman.sessions.transcription.events import (
     AppendAudio,
     ClearBuffer,
     ClientEvent,
@@ -55,7 +55,7 @@ def default_input_rate(generation: Generation) -> int:
 class ClientParser:
     """Parses one connection's client events, and follows the generation the client speaks.
 
-    The generation only shapes `*.created` / `*.updated` (`realtime_events`), and
+    The generation only shapes `*.created` / `*.updated` (`protocol.realtime.server_events`), and
     every `updated` answers an update, which sets the generation by its own type;
     so it is taken from each update that parses, even one the session then refuses.
     """

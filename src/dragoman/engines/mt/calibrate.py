@@ -4,7 +4,7 @@ Each (source, reference) pair is run teacher-forced through the engine's own
 prompt (`QwenTorchMTEngine.teacher_forced_attention`), giving every head's
 attention from each target token to the source words. Heads are scored by:
 
-* **anchors** (`mt_anchors`): alignments that can be trusted without an aligner,
+* **anchors** (`engines.mt.anchors`): alignments that can be trusted without an aligner,
   i.e. strings shared verbatim by source and reference (numbers, names, longer
   identical words) and the sentence-final mark. A head scores when its argmax
   over the source words for the anchor's target token is the anchor's source
@@ -18,7 +18,7 @@ score = c (0.85 anchor_hit + 0.15 anchor_mass) + (1 - c) max(monotonicity, 0),
 with c = anchors / (anchors + 40): anchors are exact but sparse (en-zh shares
 few strings), monotonicity is dense but only a prior (German verbs move to the
 end), so the fewer anchors the more the prior counts. The weights are a
-judgement. The top-k heads are written to a heads file (`mt_heads`).
+judgement. The top-k heads are written to a heads file (`engines.mt.heads`).
 """
 
 from __future__ import annotations
@@ -36,13 +36,13 @@ import numpy as np
 import numpy.typing as npt
 
 from dragoman.config import Settings
-from dragoman.engines import mt_heads
-from dragoman.engines.mt_anchors import find_anchors
-from dragoman.engines.mt_presets import DEFAULT_MODEL
+from dragoman.engines.mt import heads as mt_heads
+from dragoman.engines.mt.anchors import find_anchors
+from dragoman.engines.mt.presets import DEFAULT_MODEL
 from dragoman.errors import ConfigError
 
 if TYPE_CHECKING:
-    from dragoman.engines.mt_qwen_torch import QwenTorchMTEngine
+    from dragoman.engines.mt.qwen_torch import QwenTorchMTEngine
 
 #: progress(done, total, message)
 Progress = Callable[[int, int, str], None]
@@ -298,8 +298,8 @@ def calibrate(
     chosen heads. `out` defaults to `<cache_dir>/heads/<model>/<direction>.json`,
     which the engine searches before the packaged files.
     """
-    from dragoman.engines.mt_qwen_files import prepare_model
-    from dragoman.engines.mt_qwen_torch import QwenTorchMTEngine
+    from dragoman.engines.mt.qwen_torch import QwenTorchMTEngine
+    from dragoman.engines.torch_lm.files import prepare_model
 
     source_lang, target_lang = mt_heads.split_direction(direction)
     if sentences < 2:
@@ -361,7 +361,7 @@ def calibrate(
 
 
 def _prompt_version() -> int:
-    from dragoman.engines.mt_qwen_prompt import PROMPT_VERSION
+    from dragoman.engines.mt.qwen_prompt import PROMPT_VERSION
 
     return PROMPT_VERSION
 
@@ -376,7 +376,7 @@ def run_cli(args: argparse.Namespace, settings: Settings) -> int:
     data = getattr(args, "data", None)
     out = getattr(args, "out", None)
     if out is None and settings.mt.heads_dir is not None:
-        from dragoman.engines.mt_qwen_files import model_id_for
+        from dragoman.engines.torch_lm.files import model_id_for
 
         out = Path(settings.mt.heads_dir).expanduser() / model_id_for(model) / f"{args.direction}.json"
 

@@ -1,7 +1,7 @@
 """The Realtime transcription session: a sans-I/O state machine.
 
-Client events (`transcription_events`, parsed from the wire by the protocol
-layer, `protocol/realtime.py`) go in through `handle`; server events come out of
+Client events (`sessions.transcription.events`, parsed from the wire by the protocol
+layer, `protocol/realtime/client_events.py`) go in through `handle`; server events come out of
 `take_events`, for the protocol to write in the client's generation;
 decode work comes out of `next_job` and its outcome goes back in through
 `job_done` / `job_failed`. The transport runs the jobs on the shared engine in a
@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from dragoman.audio.vad import SpeechProbability
-from dragoman.engines.asr import SAMPLE_RATE, StepRequest, StepResult
+from dragoman.engines.asr.base import SAMPLE_RATE, StepRequest, StepResult
 from dragoman.errors import BufferTooLong, ClientError, DragomanError, InvalidValue
-from dragoman.sessions.audio_input import AudioInput
-from dragoman.sessions.transcription_config import EngineProfile, SessionConfig
-from dragoman.sessions.transcription_events import (
+from dragoman.sessions.speech.audio_input import AudioInput
+from dragoman.sessions.transcription.config import EngineProfile, SessionConfig
+from dragoman.sessions.transcription.events import (
     AppendAudio,
     ClearBuffer,
     Cleared,
@@ -46,7 +46,7 @@ from dragoman.sessions.transcription_events import (
     SpeechStopped,
     UpdateSession,
 )
-from dragoman.sessions.transcription_item import Item
+from dragoman.sessions.transcription.item import Item
 from dragoman.streaming import turns
 from dragoman.streaming.stable_prefix import stable_prefix
 

@@ -2,13 +2,13 @@
 
 llama.cpp exposes no attention, so AlignAtt runs the model in transformers with
 eager attention and reads the weights of the calibrated alignment heads
-(`mt_heads`) through forward hooks on those layers only.
+(`engines.mt.heads`) through forward hooks on those layers only.
 
-Loading: see `mt_qwen_files` (the packaged GGUF is converted once to a bf16
+Loading: see `engines.torch_lm.files` (the packaged GGUF is converted once to a bf16
 transformers folder in the cache). A user's own transformers folder or GGUF file
 works as the model too.
 
-Prompt: see `mt_qwen_prompt`; appending a source word changes the prompt only
+Prompt: see `engines.mt.qwen_prompt`; appending a source word changes the prompt only
 from the end of the source on. The KV cache of the longest common token prefix
 with the previous prompt of the same `cache_key` is reused, so an update
 computes its new source tokens, the ~5-token assistant header, the target
@@ -42,13 +42,13 @@ import numpy.typing as npt
 
 from dragoman.config import MTSettings
 from dragoman.cpu import cpu_info
-from dragoman.engines import mt_heads
 from dragoman.engines.info import EngineInfo
-from dragoman.engines.mt import DraftMode, MTDraft, MTEngine, MTRequest
-from dragoman.engines.mt_presets import DEFAULT_MODEL, PRESETS
-from dragoman.engines.mt_qwen_files import prepare_model
-from dragoman.engines.mt_qwen_load import choose_compute_type, default_threads, load_model, widest_linear
-from dragoman.engines.mt_qwen_prompt import Prompt, PromptBuilder
+from dragoman.engines.mt import heads as mt_heads
+from dragoman.engines.mt.base import DraftMode, MTDraft, MTEngine, MTRequest
+from dragoman.engines.mt.presets import DEFAULT_MODEL, PRESETS
+from dragoman.engines.mt.qwen_prompt import Prompt, PromptBuilder
+from dragoman.engines.torch_lm.files import prepare_model
+from dragoman.engines.torch_lm.load import choose_compute_type, default_threads, load_model, widest_linear
 from dragoman.errors import ClientError, ConfigError, EngineFailure
 from dragoman.logs import get_logger
 
@@ -458,7 +458,7 @@ def create(settings: MTSettings, cache_dir: Path) -> MTEngine:
 
     Optional settings read when present: `mt.model` (a packaged name, a transformers
     folder or a GGUF file), `mt.threads` (0: half the cores), `mt.speculate` and
-    `mt.compute_type` (auto, int8, bfloat16 or float32; see `mt_qwen_load`).
+    `mt.compute_type` (auto, int8, bfloat16 or float32; see `engines.torch_lm.load`).
     """
     preset = PRESETS.get(settings.preset)
     if preset is None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from dragoman.errors import InvalidValue
-from dragoman.sessions.mt_events import PROTOCOL_VERSION, ErrorCode, Init, Update
+from dragoman.sessions.mt.events import PROTOCOL_VERSION, ErrorCode, Init, Update
 from dragoman.streaming.alignatt import AlignAttParams
 
 #: Clock comparisons tolerate float noise from clients that compute ms differently.

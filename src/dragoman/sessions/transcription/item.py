@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dragoman.engines.asr import FloatAudio
+from dragoman.engines.asr.base import FloatAudio
 from dragoman.streaming.deltas import DeltaLedger
 
 

@@ -18,11 +18,11 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from dragoman.errors import ClientError, EngineFailure, ServerError
 from dragoman.logs import get_logger, log_failure
-from dragoman.protocol.realtime import ClientParser, default_input_rate, generation_of
-from dragoman.protocol.realtime_events import ErrorDetail, ErrorEvent, wire_event
-from dragoman.server.runtime import TranscriptionService
-from dragoman.sessions.transcription import SessionConfig, TranscriptionSession
-from dragoman.sessions.transcription_events import Error, Rejected, ServerEvent
+from dragoman.protocol.realtime.client_events import ClientParser, default_input_rate, generation_of
+from dragoman.protocol.realtime.server_events import ErrorDetail, ErrorEvent, wire_event
+from dragoman.sessions.transcription.events import Error, Rejected, ServerEvent
+from dragoman.sessions.transcription.session import SessionConfig, TranscriptionSession
+from dragoman.transports.runtime import TranscriptionService
 
 log = get_logger(__name__)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dragoman.config import TranscriptionSettings
-from dragoman.engines.asr import ASRCapabilities, TextTokenizer
+from dragoman.engines.asr.base import ASRCapabilities, TextTokenizer
 from dragoman.errors import InvalidValue
 from dragoman.streaming.turns import ServerVADConfig
 

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from dragoman.engines.asr import ASREngine, StepRequest, StepResult
+from dragoman.engines.asr.base import ASREngine, StepRequest, StepResult
 from dragoman.errors import ClientError, EngineFailure
 from dragoman.logs import get_logger, log_failure
 

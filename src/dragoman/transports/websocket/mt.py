@@ -25,14 +25,14 @@ from fastapi import APIRouter
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from dragoman.config import MTSettings, Settings
-from dragoman.engines.mt import MTEngine
+from dragoman.engines.mt.base import MTEngine
 from dragoman.errors import ClientError, ConfigError
 from dragoman.logs import get_logger, log_failure
 from dragoman.protocol.mt import encode, error_frame, parse_client_message, peek_seq
-from dragoman.server.readiness import Readiness
-from dragoman.sessions.mt import MTSession
-from dragoman.sessions.mt_events import ClientEvent, Error, ErrorCode, Init
+from dragoman.sessions.mt.events import ClientEvent, Error, ErrorCode, Init
+from dragoman.sessions.mt.session import MTSession
 from dragoman.streaming.alignatt import AlignAttParams
+from dragoman.transports.readiness import Readiness
 
 log = get_logger(__name__)
 
@@ -315,11 +315,11 @@ class MTService:
 def policy_presets(model: str, default_preset: str) -> dict[str, AlignAttParams]:
     """The AlignAtt policy of each preset a session of `model` may choose.
 
-    The runtime presets (`dragoman.engines.mt_presets`, the only place presets are
+    The runtime presets (`dragoman.engines.mt.presets`, the only place presets are
     defined) of the loaded model, plus the one the server was started with (its model
     may have been replaced by the user's own).
     """
-    from dragoman.engines.mt_presets import PRESETS, presets_for_model
+    from dragoman.engines.mt.presets import PRESETS, presets_for_model
 
     chosen = dict(presets_for_model(model))
     if default_preset in PRESETS:

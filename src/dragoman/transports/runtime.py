@@ -15,15 +15,15 @@ from typing import TYPE_CHECKING, Any
 
 from dragoman.audio.vad import SileroModel, SileroVAD, SpeechProbability
 from dragoman.config import Settings
-from dragoman.engines.asr import ASREngine
+from dragoman.engines.asr.base import ASREngine
 from dragoman.engines.registry import create_asr_engine
-from dragoman.engines.scheduler import StepScheduler
+from dragoman.engines.workers import StepScheduler
 from dragoman.logs import get_logger
-from dragoman.sessions.transcription_config import EngineProfile
+from dragoman.sessions.transcription.config import EngineProfile
 from dragoman.weights import resolve
 
 if TYPE_CHECKING:
-    from dragoman.server.mt_ws import MTService
+    from dragoman.transports.websocket.mt import MTService
 
 log = get_logger(__name__)
 
@@ -54,7 +54,7 @@ class Runtime:
         if "transcription" in self.settings.services:
             self.transcription = await self._start_transcription()
         if "mt" in self.settings.services:
-            from dragoman.server.mt_ws import MTService
+            from dragoman.transports.websocket.mt import MTService
 
             mt = MTService.from_settings(self.settings)
             await mt.start()

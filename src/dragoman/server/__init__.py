@@ -1,1 +1,0 @@
-"""The transport: the only code that touches sockets."""
