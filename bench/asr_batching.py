@@ -1,10 +1,10 @@
-"""Closed-loop throughput of the step scheduler: batched vs one step per engine call.
+"""Closed-loop throughput of the ASR worker: batched vs one step per engine call.
 
 The server comparison (asr_load) measures batching under a real-time load, where
 sessions coalesce audio and the demand follows the server's speed. This one fixes
 the work: the same set of steady-state steps (an item's audio so far with its stable
 prefix forced, as a session sends them) is submitted all at once to a
-`StepScheduler`, batched and then serialized, and timed to the last result.
+the `BatchingWorker`, batched and then serialized, and timed to the last result.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 from bench.audio import RATE, SessionInput
 from dragoman.engines.asr.base import ASREngine, StepRequest, StepResult
-from dragoman.engines.workers import SchedulerStats, StepScheduler
+from dragoman.engines.workers import WorkerStats
 from dragoman.streaming.stable_prefix import stable_prefix
+from dragoman.transports.services import asr_worker
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,7 @@ class ClosedLoop:
     steps: int
     audio_seconds: float
     wall: float
-    stats: SchedulerStats
+    stats: WorkerStats
 
     @property
     def steps_per_second(self) -> float:
@@ -53,7 +54,7 @@ def steady_steps(
 
 
 async def _run(engine: ASREngine, requests: list[StepRequest], max_batch: int) -> ClosedLoop:
-    scheduler = StepScheduler(engine, max_batch=max_batch)
+    scheduler = asr_worker(engine, max_batch)
     await scheduler.start()
     try:
         began = time.perf_counter()

@@ -99,7 +99,7 @@ class _Driver:
         self.available = 0.0
 
     def send(self, event: ClientEvent) -> None:
-        self.session.handle(event)
+        self.session.receive(event)
         self.drain()
 
     def drain(self) -> None:
@@ -122,7 +122,7 @@ class _Driver:
         self.collect()
 
     def collect(self) -> None:
-        for event in self.session.take_events():
+        for event in self.session.events_to_send():
             if isinstance(event, Partial):
                 self.run.partials += 1
                 self.run.rewrites += not event.text.startswith(self.last_partial)

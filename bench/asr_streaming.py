@@ -316,7 +316,7 @@ def report_closed_loop(batched: ClosedLoop, serial: ClosedLoop) -> None:
     seconds = batched.audio_seconds / batched.steps
     print(
         f"Closed loop, in-process: the same {batched.steps} steady-state steps (each {seconds:.1f} s of "
-        "audio on average with its stable prefix forced) submitted at once to a `StepScheduler`; "
+        "audio on average with its stable prefix forced) submitted at once to the `BatchingWorker`; "
         "best of two alternated runs each.\n"
     )
     rows = [

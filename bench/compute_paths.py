@@ -5,7 +5,7 @@
 
 A kernel that is fast on one CPU can crawl on another (int8 `_int_mm` was 8x slower
 than fp32 on an AVX2-only AMD EPYC), so `auto` must pick per CPU. This measures, in one
-run: the MT engine's linear layers (the Int8Linear of `engines/torch_lm/load` against
+run: the MT engine's linear layers (the Int8Linear of `engines/torch_lm/int8` against
 fp32 and bf16 `nn.Linear`, at the 0.5B model's widest shape, one decoded token and an
 8-token prefill), and the Whisper engine's re-decode step on real speech at each
 CTranslate2 compute type. It prints what `auto` chooses here.
@@ -38,7 +38,8 @@ def _median_ms(fn: Callable[[], object], repeats: int = REPEATS) -> float:
 def mt_layers(threads: int) -> list[str]:
     import torch
 
-    from dragoman.engines.torch_lm.load import Int8Linear, choose_compute_type
+    from dragoman.engines.torch_lm.int8 import Int8Linear
+    from dragoman.engines.torch_lm.load import choose_compute_type
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)

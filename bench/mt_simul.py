@@ -44,9 +44,9 @@ from dragoman.cpu import cpu_info
 from dragoman.engines.mt.base import DraftMode, MTEngine, MTRequest
 from dragoman.logs import configure as configure_logs
 from dragoman.sessions.mt.events import Init, InitOk, Translation, Update, Word
-from dragoman.sessions.mt.session import MTSession, final_token_budget
+from dragoman.sessions.mt.session import MTSession
 from dragoman.streaming.alignatt import AlignAttParams, clean_final_text
-from dragoman.transports.websocket.mt import policy_presets
+from dragoman.streaming.alignatt_presets import policy_presets
 
 #: The reference client's pacing (WhisperLiveKit translation_alignatt.py).
 MIN_PARTIAL_INTERVAL_MS = 500.0
@@ -113,7 +113,7 @@ def _answer(
         calls += 1
         session.job_done(job, engine.draft(job.request))
     elapsed_ms = (timer() - started) * 1000.0
-    answers = [e for e in session.drain() if isinstance(e, Translation) and e.seq == update.seq]
+    answers = [e for e in session.events_to_send() if isinstance(e, Translation) and e.seq == update.seq]
     if len(answers) != 1:
         raise RuntimeError(f"update {update.seq} got {len(answers)} translations")
     return answers[0], calls, elapsed_ms
@@ -150,7 +150,7 @@ def simulate(
         presets=presets,
     )
     session.receive(Init(1, source_lang, target_lang, preset=preset, overrides=overrides or {}))
-    if not any(isinstance(e, InitOk) for e in session.drain()):
+    if not any(isinstance(e, InitOk) for e in session.events_to_send()):
         raise RuntimeError(f"the session refused {direction} with preset {preset}")
 
     words = sentence.words
@@ -216,7 +216,6 @@ def simulate(
             target_lang=target_lang,
             source_words=[w.text for w in words],
             mode=DraftMode.FINAL,
-            max_new_tokens=final_token_budget(len(words)),
         )
     )
     run.offline_ms = (timer() - started) * 1000.0

@@ -90,7 +90,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     calibrate.add_argument("--direction", required=True, help="e.g. en-de")
     calibrate.add_argument("--model", help="packaged model name or a local path (default: the default model)")
-    calibrate.add_argument("--data", type=Path, help="parallel text TSV (default: FLORES in ../shared/eval)")
+    calibrate.add_argument(
+        "--data",
+        type=Path,
+        nargs="+",
+        help="parallel text TSV files (default: newstest and Tatoeba excerpts in ../shared/eval/mt)",
+    )
     calibrate.add_argument("--sentences", type=int, default=48)
     calibrate.add_argument("--top-k", dest="top_k", type=int, default=8)
     calibrate.add_argument(
@@ -216,6 +221,6 @@ def _progress(name: str, done: int, total: int) -> None:
 
 
 def _calibrate(args: argparse.Namespace, settings: Settings) -> int:
-    from dragoman.engines.mt.calibrate import run_cli
+    from dragoman.tools.calibrate import run_cli
 
     return run_cli(args, settings)

@@ -95,7 +95,13 @@ class CPUInfo:
     @property
     def simd(self) -> list[str]:
         """The extensions that decide kernel speed, as benchmarks print them."""
-        named = [("AVX2", self.avx2), ("AVX-512", self.avx512), ("VNNI", self.vnni), ("AMX", self.amx)]
+        named = [
+            ("AVX2", self.avx2),
+            ("AVX-512", self.avx512),
+            ("VNNI", self.vnni),
+            ("BF16", self.bf16),
+            ("AMX", self.amx),
+        ]
         return [name for name, present in named if present]
 
     def describe(self) -> str:

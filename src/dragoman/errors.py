@@ -13,7 +13,7 @@ import os
 import re
 import uuid
 
-#: Longest error message a client is sent (the seed's MAX_ERROR_CHARS).
+#: Longest error message a client is sent (MAX_ERROR_CHARS of the transcription session).
 MAX_ERROR_CHARS = 500
 
 _PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][^\s\\/'\":,;()\[\]]+)+[\\/]?")
@@ -33,6 +33,11 @@ def scrub(message: str, limit: int = MAX_ERROR_CHARS) -> str:
     if len(text) > limit:
         text = text[: limit - 1].rstrip() + "…"
     return text
+
+
+def with_error_id(what: str, error_id: str | None) -> str:
+    """The one way a client is told of a server fault: what failed, and the id it is logged under."""
+    return f"{what} (error id {error_id})." if error_id else f"{what}."
 
 
 class DragomanError(Exception):
@@ -88,9 +93,8 @@ class RequestRejected(ClientError):
 
     code = "request_rejected"
 
-    def __init__(self, message: str, *, status: int = 400, param: str | None = None) -> None:
+    def __init__(self, message: str, *, param: str | None = None) -> None:
         super().__init__(scrub(message), param=param)
-        self.status = status
 
 
 class ServerError(DragomanError):
@@ -105,7 +109,7 @@ class ServerError(DragomanError):
 
     @property
     def public_message(self) -> str:
-        return f"The server failed to process the request (error id {self.error_id})."
+        return with_error_id("The server failed to process the request", self.error_id)
 
 
 class EngineFailure(ServerError):

@@ -23,6 +23,7 @@ import numpy.typing as npt
 import pytest
 
 from dragoman.config import MTSettings
+from dragoman.engines.mt import ct2_seq2seq
 from dragoman.engines.mt.base import DraftMode, MTRequest
 from dragoman.engines.mt.ct2_seq2seq import (
     CT2MTEngine,
@@ -393,8 +394,10 @@ def test_create_reads_the_model_folder_from_settings(marian: CT2MTEngine, tmp_pa
 
 
 @pytest.mark.engine
-def test_final_is_bounded_by_max_new_tokens(marian: CT2MTEngine) -> None:
-    draft = marian.draft(_request(mode=DraftMode.FINAL, max_new_tokens=2))
+def test_final_is_bounded_by_the_final_budget(marian: CT2MTEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The engine sizes a FINAL pass itself; the request's max_new_tokens is for PARTIAL.
+    monkeypatch.setattr(ct2_seq2seq, "final_token_budget", lambda words, tokens: 2)
+    draft = marian.draft(_request(mode=DraftMode.FINAL, max_new_tokens=64))
     assert len(draft.token_ids) == 2
     assert not draft.finished
 

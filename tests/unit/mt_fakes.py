@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dragoman.engines.mt.base import DraftMode, MTDraft, MTEngine, MTRequest
+from dragoman.engines.mt.base import DraftMode, MTCapabilities, MTDraft, MTEngine, MTRequest
 
 LEXICON = {
     "Hello": "Hallo",
@@ -42,6 +42,7 @@ def target_words(source: Sequence[str]) -> list[str]:
 
 class FakeEngine(MTEngine):
     name = "fake-lexicon"
+    capabilities = MTCapabilities(attention=True, prompt_context=False, kv_reuse=False, frontier_stop=True)
 
     def __init__(self, directions: Sequence[str] = ("en-de", "en-it", "en-zh")) -> None:
         self._directions = sorted(directions)

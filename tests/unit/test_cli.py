@@ -90,3 +90,8 @@ def test_a_missing_default_or_corrupt_model_fails(broken: ModelStatus) -> None:
     ok = _status("other", installed=True, verified=True)
     assert models_report([ok, broken], "verify")[1]
     assert not models_report([ok, broken], "list")[1]  # listing reports, it never fails
+
+
+def test_calibrate_takes_several_data_files() -> None:
+    args = _parser().parse_args(["mt", "calibrate", "--direction", "en-de", "--data", "a.tsv", "b.tsv"])
+    assert args.data == [Path("a.tsv"), Path("b.tsv")]

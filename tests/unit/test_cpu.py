@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dragoman.cpu import CPUInfo, effective_flags, parse_cpuinfo
-from dragoman.engines.torch_lm.load import choose_compute_type, measure_int8_against_fp32
+from dragoman.engines.torch_lm.load import choose_compute_type, measure_compute_types
 
 SAPPHIRE = frozenset(
     [
@@ -80,25 +80,66 @@ def test_unknown_cap_values_are_ignored() -> None:
 
 
 def test_describe_names_the_simd_that_matters() -> None:
-    assert CPUInfo("Xeon", 2, SAPPHIRE).simd == ["AVX2", "AVX-512", "VNNI", "AMX"]
+    assert CPUInfo("Xeon", 2, SAPPHIRE).simd == ["AVX2", "AVX-512", "VNNI", "BF16", "AMX"]
     assert CPUInfo("EPYC", 2, EPYC).describe() == "EPYC, 2 cores, AVX2"
 
 
-def test_auto_takes_float32_without_vnni_or_amx() -> None:
+VNNI_ONLY = frozenset({"fma", "avx", "avx2", "avx512f", "avx512_vnni"})
+
+
+def test_auto_takes_float32_without_vnni_amx_or_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dragoman.engines.torch_lm.load as load
+
+    def measured(*args: object, **kwargs: object) -> dict[str, float]:
+        raise AssertionError("nothing to measure: float32 is the only candidate")
+
+    monkeypatch.setattr(load, "measure_compute_types", measured)
     choice = choose_compute_type("auto", cpu=CPUInfo("EPYC", 2, EPYC))
     assert choice.compute_type == "float32"
     assert "VNNI" in choice.reason
 
 
-def test_auto_measures_where_int8_may_pay(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("flags", "times", "expected", "measured"),
+    [
+        # AMX: int8 and bf16 are both candidates; the fastest wins.
+        (SAPPHIRE, {"float32": 2.0, "int8": 1.0, "bfloat16": 1.5}, "int8", {"float32", "int8", "bfloat16"}),
+        (
+            SAPPHIRE,
+            {"float32": 2.0, "int8": 1.5, "bfloat16": 1.0},
+            "bfloat16",
+            {"float32", "int8", "bfloat16"},
+        ),
+        # Having the instructions is not enough: less than 10% faster keeps float32.
+        (
+            SAPPHIRE,
+            {"float32": 2.0, "int8": 1.9, "bfloat16": 1.95},
+            "float32",
+            {"float32", "int8", "bfloat16"},
+        ),
+        # VNNI without native bf16: bf16 is not even measured.
+        (VNNI_ONLY, {"float32": 2.0, "int8": 1.0}, "int8", {"float32", "int8"}),
+    ],
+)
+def test_auto_measures_the_candidates_this_cpu_has(
+    monkeypatch: pytest.MonkeyPatch,
+    flags: frozenset[str],
+    times: dict[str, float],
+    expected: str,
+    measured: set[str],
+) -> None:
     import dragoman.engines.torch_lm.load as load
 
-    xeon = CPUInfo("Xeon", 2, SAPPHIRE)
-    monkeypatch.setattr(load, "measure_int8_against_fp32", lambda *shape: (1.0, 2.0))
-    assert choose_compute_type("auto", cpu=xeon).compute_type == "int8"
-    # VNNI alone is not enough: a measurement that shows no gain keeps float32.
-    monkeypatch.setattr(load, "measure_int8_against_fp32", lambda *shape: (1.9, 2.0))
-    assert choose_compute_type("auto", cpu=xeon).compute_type == "float32"
+    asked: list[set[str]] = []
+
+    def measure(*shape: int, candidates: list[str]) -> dict[str, float]:
+        asked.append(set(candidates))
+        return {kind: times[kind] for kind in candidates}
+
+    monkeypatch.setattr(load, "measure_compute_types", measure)
+    choice = choose_compute_type("auto", cpu=CPUInfo("Xeon", 2, flags))
+    assert choice.compute_type == expected
+    assert asked == [measured]
 
 
 @pytest.mark.parametrize("requested", ["int8", "bfloat16", "float32"])
@@ -107,6 +148,6 @@ def test_a_requested_compute_type_is_kept(requested: str) -> None:
     assert (choice.compute_type, choice.reason) == (requested, "requested")
 
 
-def test_the_measurement_times_both_paths() -> None:
-    int8_ms, fp32_ms = measure_int8_against_fp32(64, 128, repeats=2)
-    assert int8_ms > 0 and fp32_ms > 0
+def test_the_measurement_times_each_candidate() -> None:
+    times = measure_compute_types(64, 128, candidates=["float32", "int8", "bfloat16"], repeats=2)
+    assert set(times) == {"float32", "int8", "bfloat16"} and all(ms > 0 for ms in times.values())

@@ -11,7 +11,7 @@ import pytest
 from dragoman.config import ASRSettings, MTSettings
 from dragoman.engines import registry
 from dragoman.errors import ConfigError
-from tests.unit.test_scheduler import FakeEngine
+from tests.unit.test_workers import FakeEngine
 
 
 def fake_asr(settings: ASRSettings, cache_dir: Path) -> FakeEngine:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dragoman.engines.mt import calibrate as cal
+from dragoman.engines.mt import head_selection as hs
 from dragoman.engines.mt import heads as mt_heads
 from dragoman.engines.mt.anchors import find_anchors
 from dragoman.engines.mt.presets import (
@@ -21,6 +21,7 @@ from dragoman.engines.mt.presets import (
 )
 from dragoman.engines.torch_lm.files import prepare_model
 from dragoman.errors import ConfigError, ModelUnavailable
+from dragoman.tools import calibrate as cal
 from dragoman.weights import MODELS
 
 LAYERS, HEADS = 4, 3
@@ -87,7 +88,7 @@ def test_case_insensitive_only_for_long_words() -> None:
 # -- scoring ------------------------------------------------------------------------------
 
 
-def _sample(n_target: int, n_source: int, good: list[tuple[int, int]], seed: int) -> cal.Sample:
+def _sample(n_target: int, n_source: int, good: list[tuple[int, int]], seed: int) -> hs.Sample:
     """Noise everywhere; `good` heads attend to the diagonal; (0, 0) stares at word 0."""
     rng = np.random.default_rng(seed)
     att = rng.uniform(0.0, 0.2, size=(LAYERS, HEADS, n_target, n_source)).astype(np.float32)
@@ -97,14 +98,14 @@ def _sample(n_target: int, n_source: int, good: list[tuple[int, int]], seed: int
             att[layer, head, t, s] += 1.0
     att[0, 0, :, 0] += 1.0
     anchors = [(t, diagonal[t]) for t in range(0, n_target, 3)]
-    return cal.Sample(att, anchors)
+    return hs.Sample(att, anchors)
 
 
 def test_score_prefers_aligning_heads_over_constant_ones() -> None:
     good = [(2, 1), (3, 2)]
     samples = [_sample(9, 6, good, seed) for seed in range(5)]
-    scores = cal.score_heads(samples)
-    chosen = cal.select_heads(scores, 2)
+    scores = hs.score_heads(samples)
+    chosen = hs.select_heads(scores, 2)
     assert {(h.layer, h.head) for h in chosen} == set(good)
     assert scores.anchor_hit[2, 1] == 1.0
     assert scores.monotonicity[2, 1] > 0.9
@@ -116,10 +117,10 @@ def test_score_prefers_aligning_heads_over_constant_ones() -> None:
 
 
 def test_without_anchors_the_prior_decides() -> None:
-    samples = [cal.Sample(s.attention, []) for s in (_sample(8, 8, [(1, 2)], seed) for seed in range(3))]
-    scores = cal.score_heads(samples)
+    samples = [hs.Sample(s.attention, []) for s in (_sample(8, 8, [(1, 2)], seed) for seed in range(3))]
+    scores = hs.score_heads(samples)
     assert scores.n_anchors == 0
-    assert cal.select_heads(scores, 1)[0].layer == 1
+    assert hs.select_heads(scores, 1)[0].layer == 1
     assert float(scores.score[1, 2]) == pytest.approx(float(scores.monotonicity[1, 2]))
 
 
@@ -130,30 +131,30 @@ def test_anchors_outweigh_a_monotonic_head_that_misses_them() -> None:
     for t in range(n):
         att[2, 2, t, t] = 1.0
         att[1, 0, t, min(n - 1, t + 1)] = 1.0
-    samples = [cal.Sample(att, [(t, t) for t in range(n)]) for _ in range(6)]
-    scores = cal.score_heads(samples)
-    best = cal.select_heads(scores, 1)[0]
+    samples = [hs.Sample(att, [(t, t) for t in range(n)]) for _ in range(6)]
+    scores = hs.score_heads(samples)
+    best = hs.select_heads(scores, 1)[0]
     assert (best.layer, best.head) == (2, 2)
     assert scores.anchor_hit[1, 0] < 0.2
 
 
 def test_select_heads_validates_and_breaks_ties_by_position() -> None:
     flat = np.zeros((LAYERS, HEADS))
-    scores = cal.HeadScores(flat, flat, flat, flat, flat, 0, 1)
-    assert [(h.layer, h.head) for h in cal.select_heads(scores, 2)] == [(0, 0), (0, 1)]
+    scores = hs.HeadScores(flat, flat, flat, flat, flat, 0, 1)
+    assert [(h.layer, h.head) for h in hs.select_heads(scores, 2)] == [(0, 0), (0, 1)]
     with pytest.raises(ValueError):
-        cal.select_heads(scores, 0)
+        hs.select_heads(scores, 0)
 
 
 def test_combined_attention_normalises_each_head() -> None:
     att = np.zeros((1, 2, 1, 3), dtype=np.float32)
     att[0, 0, 0] = [0.02, 0.0, 0.0]  # mostly on the attention sink, but says word 0
     att[0, 1, 0] = [0.0, 0.5, 0.3]
-    combined = cal.combined_attention(att, [(0, 0), (0, 1)])
+    combined = hs.combined_attention(att, [(0, 0), (0, 1)])
     assert combined.shape == (1, 3)
     assert combined[0].sum() == pytest.approx(1.0)
     assert combined[0, 0] == pytest.approx(0.5)
-    accuracy, total = cal.anchor_accuracy([cal.Sample(att, [(0, 0)])], [(0, 0), (0, 1)])
+    accuracy, total = hs.anchor_accuracy([hs.Sample(att, [(0, 0)])], [(0, 0), (0, 1)])
     assert total == 1 and accuracy == 1.0
 
 
@@ -179,6 +180,56 @@ def test_default_data_exists_for_shipped_directions() -> None:
         assert files and all(f.name.endswith(".tsv") for f in files)
     with pytest.raises(ConfigError):
         cal.default_data("fr-de")
+    # The shared folder beside the checkout, wherever the module sits in the package.
+    repo = Path(__file__).resolve().parents[2]
+    assert cal.default_eval_dir() == repo.parent / "shared" / "eval" / "mt"
+    if cal.default_eval_dir().is_dir():
+        assert all(f.is_file() for d in cal.DEFAULT_DATA for f in cal.default_data(d))
+
+
+def test_usable_pairs_drop_implausible_and_repeated_pairs() -> None:
+    good = ("The cat sat on the mat.", "Die Katze saß auf der Matte.")
+    other = ("The dog ran into the park.", "Der Hund rannte in den Park.")
+    short = ("Hi there.", "Hallo.")
+    cut_off = ("The cat sat on the mat.", "Die")
+    assert hs.usable_pairs("en-de", [good, short, cut_off, good, other]) == [good, other]
+    with pytest.raises(ConfigError, match=r"too little usable parallel text in a\.tsv"):
+        hs.usable_pairs("en-de", [good, short], origin="a.tsv")
+
+
+class DiagonalEngine:
+    """Teacher-forced attention with one aligning head, (1, 2), over one-token-per-word targets."""
+
+    name = "diagonal"
+    model_sha256 = None
+
+    def teacher_forced_attention(
+        self, source_lang: str, target_lang: str, source_words: list[str], target_text: str
+    ) -> tuple[np.ndarray, list[int], list[tuple[int, int]]]:
+        spans = _spans(target_text)
+        n_target, n_source = len(spans), len(source_words)
+        att = np.full((LAYERS, HEADS, n_target, n_source), 0.01, dtype=np.float32)
+        for t in range(n_target):
+            att[1, 2, t, min(n_source - 1, t * n_source // n_target)] = 1.0
+        return att, list(range(n_target)), spans
+
+
+def test_calibrating_a_model_writes_its_heads_file(tmp_path: Path) -> None:
+    data = tmp_path / "pairs.tsv"
+    lines = [
+        f"Report {i} reached Geneva on Monday.\tBericht {i} erreichte Genf am Montag." for i in range(10)
+    ]
+    data.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "heads" / "en-de.json"
+    result = cal.calibrate_model(
+        "en-de", cache_dir=tmp_path, data=[data], sentences=10, top_k=1, out=out, engine=DiagonalEngine()
+    )
+    assert result.path == out
+    loaded = mt_heads.load(out)
+    assert loaded.pairs() == [(1, 2)] and loaded.model == "diagonal"
+    assert loaded.calibration["data"] == ["pairs.tsv"]
+    assert loaded.calibration["sentences"] + loaded.calibration["held_out_sentences"] == 10
+    assert result.held_out_accuracy == 1.0 and result.held_out_anchors > 0
 
 
 # -- heads files --------------------------------------------------------------------------

@@ -1,11 +1,12 @@
-"""The int8 linear layers of the Qwen MT engine, on small random layers (no model)."""
+"""The int8 linear layers of the PyTorch engines, on small random layers (no model)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from dragoman.engines.torch_lm.load import Int8Linear, normalize_compute_type, quantize_linear_int8
+from dragoman.engines.torch_lm.int8 import Int8Linear, quantize_linear_int8
+from dragoman.engines.torch_lm.load import normalize_compute_type
 from dragoman.errors import ConfigError
 
 

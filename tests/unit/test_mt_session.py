@@ -59,7 +59,7 @@ class Driver:
         return self.take()
 
     def take(self) -> list[ServerEvent]:
-        events = self.session.drain()
+        events = self.session.events_to_send()
         self.out.extend(events)
         return events
 
@@ -507,7 +507,7 @@ def test_processing_failed_drops_the_update_and_the_session_goes_on() -> None:
     assert job is not None
     with pytest.raises(RuntimeError):
         d.engine.draft(job.request)
-    d.session.job_failed(job, "err_0123")
+    d.session.job_failed(job, EngineFailure("draft failed", error_id="err_0123"))
     error = only(d.take(), Error)
     assert (error.code, error.seq, error.error_id) == (ErrorCode.PROCESSING_FAILED, 1, "err_0123")
     assert "secret" not in error.message and "memory" not in error.message
@@ -524,7 +524,7 @@ def test_a_failed_final_leaves_the_utterance_open_for_the_retry() -> None:
     try:
         d.engine.draft(job.request)
     except EngineFailure as exc:
-        d.session.job_failed(job, exc.error_id)
+        d.session.job_failed(job, exc)
     assert only(d.take(), Error).code is ErrorCode.PROCESSING_FAILED
     d.update(["Hello", "world,"], final=True)  # the client retries with the same utterance_id
     assert d.run()[-1] == Translation(2, 0, True, "Hallo Welt,", "Hallo Welt,", "", 2, "final")
@@ -539,7 +539,7 @@ def test_a_malformed_draft_changes_nothing_and_can_be_failed() -> None:
         d.session.job_done(job, MTDraft([1, 2], np.zeros((1, 2), dtype=np.float32), finished=True))
     with pytest.raises(ValueError):
         d.session.job_done(job, MTDraft([1], None, finished=True))
-    d.session.job_failed(job, "err_x")
+    d.session.job_failed(job, EngineFailure("bad draft", error_id="err_x"))
     assert only(d.take(), Error).seq == 1
     d.update(["Hello", "world,"], ["how"])
     assert d.run()[-1].committed_text == "Hallo Welt,"

@@ -18,8 +18,9 @@ from dragoman.errors import ConfigError
 from dragoman.sessions.mt.events import Update
 from dragoman.sessions.mt.session import MTSession
 from dragoman.streaming.alignatt import AlignAttParams
+from dragoman.streaming.alignatt_presets import policy_presets
 from dragoman.transports.mt_app import create_mt_app
-from dragoman.transports.websocket.mt import MTService, policy_presets
+from dragoman.transports.services import MTService
 from tests.unit.mt_fakes import FakeEngine
 
 INIT = {"type": "init", "protocol_version": 1, "source_lang": "en", "target_lang": "de"}
@@ -200,7 +201,7 @@ def test_one_engine_call_at_a_time_round_robin_between_sessions(
         a.send_text(update(2, ["world,"], utterance=1, final=True))
         a.send_text(update(3, ["how"], utterance=2, final=True))
         b.send_text(update(1, ["the"], final=True))
-        wait_for(lambda: len(service._ready) == 1)
+        wait_for(lambda: service.worker is not None and service.worker.waiting == 1)
         engine.gate.set()
         a_texts = [a.receive_json()["committed_text"] for _ in range(3)]
         assert a_texts == ["Hallo", "Welt,", "wie"]

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import soxr
 
-from dragoman.audio.resample import SUPPORTED_RATES, StreamResampler
+from dragoman.audio.rates import SUPPORTED_RATES
+from dragoman.audio.resample import StreamResampler
 
 
 def _signal(rate: int, seconds: float, seed: int = 0) -> np.ndarray:

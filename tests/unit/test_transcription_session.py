@@ -19,7 +19,7 @@ from dragoman.engines.asr.base import ASRCapabilities, PrefixMode, StepResult
 from dragoman.errors import EngineFailure, RequestRejected
 from dragoman.protocol.realtime.client_events import ClientParser, Generation, default_input_rate
 from dragoman.protocol.realtime.server_events import wire_event
-from dragoman.sessions.transcription.config import EngineProfile
+from dragoman.sessions.speech.config import EngineProfile
 from dragoman.sessions.transcription.session import SessionConfig, StepJob, TranscriptionSession
 from tests.unit.fakes import ByteTokenizer, EnergyVAD, WordTokenizer
 
@@ -34,10 +34,10 @@ class WireSession:
         self.parser = ClientParser(generation)
 
     def receive(self, raw: str | bytes) -> None:
-        self.session.handle(self.parser.parse(raw))
+        self.session.receive(self.parser.parse(raw))
 
-    def take_events(self) -> list[dict[str, Any]]:
-        return [wire_event(e, self.parser.generation) for e in self.session.take_events()]
+    def events_to_send(self) -> list[dict[str, Any]]:
+        return [wire_event(e, self.parser.generation) for e in self.session.events_to_send()]
 
     def __getattr__(self, name: str) -> Any:
         # next_job, job_done, job_failed, config, revisions and the internals some tests look at.
@@ -64,7 +64,7 @@ def make_session(
 
 def send(session: WireSession, type_: str, /, **body: Any) -> list[dict[str, Any]]:
     session.receive(json.dumps({"type": type_, **body}))
-    return session.take_events()
+    return session.events_to_send()
 
 
 def b64(audio: np.ndarray) -> str:
@@ -89,7 +89,7 @@ def run_step(session: WireSession, text: str) -> tuple[StepJob, list[dict[str, A
     assert job is not None
     assert text.startswith(job.request.prefix), "the fake engine honours the forced prefix"
     session.job_done(job, StepResult(text=text, language="en"))
-    return job, session.take_events()
+    return job, session.events_to_send()
 
 
 # -- session events and updates ------------------------------------------------------
@@ -97,7 +97,7 @@ def run_step(session: WireSession, text: str) -> tuple[StepJob, list[dict[str, A
 
 def test_beta_session_created_shape() -> None:
     session = make_session()
-    (event,) = session.take_events()
+    (event,) = session.events_to_send()
     assert event["type"] == "transcription_session.created"
     body = event["session"]
     assert body["input_audio_format"] == "pcm16"
@@ -112,7 +112,7 @@ def test_beta_session_created_shape() -> None:
 
 def test_ga_session_defaults_to_24khz() -> None:
     session = make_session(Generation.GA)
-    (event,) = session.take_events()
+    (event,) = session.events_to_send()
     assert event["type"] == "session.created"
     assert event["session"]["type"] == "transcription"
     assert event["session"]["audio"]["input"]["format"] == {"type": "audio/pcm", "rate": 24000}
@@ -120,7 +120,7 @@ def test_ga_session_defaults_to_24khz() -> None:
 
 def test_ga_update_sets_audio_input() -> None:
     session = make_session()
-    session.take_events()
+    session.events_to_send()
     events = send(
         session,
         "session.update",
@@ -145,7 +145,7 @@ def test_ga_update_sets_audio_input() -> None:
 
 def test_numeric_strings_count_as_numbers() -> None:
     session = make_session()
-    session.take_events()
+    session.events_to_send()
     events = send(
         session,
         "transcription_session.update",
@@ -178,14 +178,14 @@ def test_chunk_seconds_is_raised_to_the_minimum() -> None:
         ({"input_audio_transcription": {"language": "x" * 33}}, "session.input_audio_transcription.language"),
         ({"input_audio_transcription": {"prompt": ["a"]}}, "session.input_audio_transcription.prompt"),
         ({"input_audio_format": "g711_ulaw"}, "session.input_audio_format"),
-        ({"input_audio_format": {"type": "audio/pcm", "rate": 11025}}, "session.input_audio_format"),
+        ({"input_audio_format": {"type": "audio/pcm", "rate": 12345}}, "session.input_audio_format"),
         ({"turn_detection": {"type": "semantic_vad"}}, "session.turn_detection.type"),
         ({"turn_detection": {"type": "server_vad", "threshold": 2}}, "session.turn_detection.threshold"),
     ],
 )
 def test_invalid_values_are_errors_and_change_nothing(mstar_or_session: dict[str, Any], param: str) -> None:
     session = make_session()
-    session.take_events()
+    session.events_to_send()
     before = session.config
     # A valid field next to the invalid one must not be applied either: all or nothing.
     body = {"input_audio_transcription": {"language": "en"}, **mstar_or_session}
@@ -212,21 +212,21 @@ def test_language_and_prompt_may_be_null() -> None:
 
 def test_unknown_event_and_bad_json_are_errors() -> None:
     session = make_session()
-    session.take_events()
+    session.events_to_send()
     assert send(session, "response.create")[0]["error"]["code"] == "invalid_event"
     session.receive("{not json")
-    (event,) = session.take_events()
+    (event,) = session.events_to_send()
     assert event["type"] == "error" and "JSON" in event["error"]["message"]
 
 
 def test_binary_frames_are_refused_and_a_broken_envelope_quotes_no_event_id() -> None:
     session = make_session()
-    session.take_events()
+    session.events_to_send()
     session.receive(b"\x00\x01")
-    (event,) = session.take_events()
+    (event,) = session.events_to_send()
     assert event["error"]["code"] == "invalid_event" and "binary" in event["error"]["message"]
     session.receive(json.dumps({"event_id": "evt_9"}))
-    (event,) = session.take_events()
+    (event,) = session.events_to_send()
     assert event["error"]["param"] == "type" and event["error"]["event_id"] is None
     events = send(session, "input_audio_buffer.append", event_id="evt_10")
     assert events[0]["error"]["param"] == "audio" and events[0]["error"]["event_id"] == "evt_10"
@@ -244,21 +244,21 @@ def test_odd_byte_is_carried_into_the_next_append() -> None:
     for start, end in [(0, 1001), (1001, 2003), (2003, len(pcm))]:
         piece = base64.b64encode(pcm[start:end]).decode()
         split.receive(json.dumps({"type": "input_audio_buffer.append", "audio": piece}))
-    assert types(split.take_events()) == ["transcription_session.created"]
-    assert np.array_equal(whole._item.audio(), split._item.audio())  # type: ignore[union-attr]
+    assert types(split.events_to_send()) == ["transcription_session.created"]
+    assert np.array_equal(whole.front.current_item.audio(), split.front.current_item.audio())  # type: ignore[union-attr]
 
 
 def test_malformed_base64_is_an_error_not_silence() -> None:
     session = make_session(vad=False)
-    session.take_events()
+    session.events_to_send()
     events = send(session, "input_audio_buffer.append", audio="AAA*")
     assert events[0]["error"]["code"] == "invalid_audio"
-    assert session._item is None or session._item.samples == 0
+    assert session.front.current_item is None or session.front.current_item.samples == 0
 
 
 def test_rate_changes_only_with_an_empty_buffer() -> None:
     session = make_session(vad=False)
-    session.take_events()
+    session.events_to_send()
     send(session, "input_audio_buffer.append", audio=b64(tone(0.2)))
     events = send(
         session, "transcription_session.update", session={"input_audio_format": {"type": "audio/pcm"}}
@@ -275,7 +275,7 @@ def test_rate_changes_only_with_an_empty_buffer() -> None:
 
 def test_24khz_input_is_resampled_and_keeps_the_client_timeline() -> None:
     session = make_session(Generation.GA, vad=False)
-    session.take_events()
+    session.events_to_send()
     for _ in range(10):  # 2.5 s at 24 kHz in 250 ms appends
         send(session, "input_audio_buffer.append", audio=b64(tone(0.25, 24_000)))
     job = session.next_job()
@@ -287,18 +287,18 @@ def test_24khz_input_is_resampled_and_keeps_the_client_timeline() -> None:
 
 def test_append_past_the_cap_is_refused_without_vad() -> None:
     session = make_session(vad=False, max_item_seconds=3.0)
-    session.take_events()
+    session.events_to_send()
     send(session, "input_audio_buffer.append", audio=b64(tone(2.5)))
     events = send(session, "input_audio_buffer.append", audio=b64(tone(1.0)))
     assert events[0]["error"]["code"] == "input_audio_buffer_too_long"
-    assert session._item is not None and session._item.samples == 40_000
+    assert session.front.current_item is not None and session.front.current_item.samples == 40_000
     send(session, "input_audio_buffer.commit")
     assert session.next_job() is not None
 
 
 def test_commit_of_an_empty_buffer_is_an_error() -> None:
     session = make_session(vad=False)
-    session.take_events()
+    session.events_to_send()
     assert send(session, "input_audio_buffer.commit")[0]["error"]["code"] == "input_audio_buffer_commit_empty"
 
 
@@ -307,7 +307,7 @@ def test_commit_of_an_empty_buffer_is_an_error() -> None:
 
 def test_a_step_is_due_every_chunk_and_long_appends_are_one_step() -> None:
     session = make_session(vad=False)
-    session.take_events()
+    session.events_to_send()
     send(session, "input_audio_buffer.append", audio=b64(tone(1.5)))
     assert session.next_job() is None
     send(session, "input_audio_buffer.append", audio=b64(tone(5.0)))  # completes three chunks
@@ -324,7 +324,7 @@ def test_a_step_is_due_every_chunk_and_long_appends_are_one_step() -> None:
 
 def test_prefix_is_forced_once_unfixed_chunks_are_in() -> None:
     session = make_session(vad=False, unfixed_chunks=2, unfixed_tokens=2)
-    session.take_events()
+    session.events_to_send()
     hypotheses = [" the cat", " the cat sat on", " the cat sat on the mat", " the cat sat on the mat today"]
     prefixes = []
     for text in hypotheses:
@@ -337,7 +337,7 @@ def test_prefix_is_forced_once_unfixed_chunks_are_in() -> None:
 
 def test_deltas_are_append_only_and_hold_the_unstable_tail() -> None:
     session = make_session(vad=False, unfixed_chunks=1, unfixed_tokens=1)
-    session.take_events()
+    session.events_to_send()
     sent = ""
     partials = []
     for text in [" I scream", " I scream you", " I scream you scream", " I scream you scream we"]:
@@ -363,7 +363,7 @@ def test_deltas_are_append_only_and_hold_the_unstable_tail() -> None:
 
 def test_no_delta_before_the_prefix_is_forced() -> None:
     session = make_session(vad=False, unfixed_chunks=2, unfixed_tokens=1)
-    session.take_events()
+    session.events_to_send()
     send(session, "input_audio_buffer.append", audio=b64(tone(2.0)))
     _, events = run_step(session, " hello there world")
     assert types(events) == ["mstar.transcription.partial"]
@@ -371,7 +371,7 @@ def test_no_delta_before_the_prefix_is_forced() -> None:
 
 def test_a_revision_into_sent_text_is_counted_not_resent() -> None:
     session = make_session(vad=False, unfixed_chunks=0, unfixed_tokens=0)
-    session.take_events()
+    session.events_to_send()
     send(session, "input_audio_buffer.append", audio=b64(tone(2.0)))
     _, events = run_step(session, " word")
     send(session, "input_audio_buffer.append", audio=b64(tone(0.5)))
@@ -380,7 +380,7 @@ def test_a_revision_into_sent_text_is_counted_not_resent() -> None:
     assert job is not None
     # An engine that ignores the forced prefix revises sent text.
     session.job_done(job, StepResult(" world is", "en"))
-    events = session.take_events()
+    events = session.events_to_send()
     assert "conversation.item.input_audio_transcription.delta" not in types(events)
     assert events[-1]["transcript"] == "world is"
     assert session.revisions == 1
@@ -388,7 +388,7 @@ def test_a_revision_into_sent_text_is_counted_not_resent() -> None:
 
 def test_multibyte_prefix_never_forces_a_broken_character() -> None:
     session = make_session(vad=False, tokenizer=ByteTokenizer(), unfixed_chunks=1, unfixed_tokens=2)
-    session.take_events()
+    session.events_to_send()
     send(session, "input_audio_buffer.append", audio=b64(tone(2.0)))
     run_step(session, "你好世界")
     send(session, "input_audio_buffer.append", audio=b64(tone(2.0)))
@@ -398,19 +398,19 @@ def test_multibyte_prefix_never_forces_a_broken_character() -> None:
 
 def test_clear_drops_the_item_and_a_result_in_flight() -> None:
     session = make_session(vad=False)
-    session.take_events()
+    session.events_to_send()
     send(session, "input_audio_buffer.append", audio=b64(tone(2.0)))
     job = session.next_job()
     assert job is not None
     assert types(send(session, "input_audio_buffer.clear")) == ["input_audio_buffer.cleared"]
     session.job_done(job, StepResult(" gone", "en"))
-    assert session.take_events() == []
+    assert session.events_to_send() == []
     assert session.next_job() is None
 
 
 def test_commit_decodes_the_rest_with_item_ids_chained() -> None:
     session = make_session(vad=False)
-    session.take_events()
+    session.events_to_send()
     ids = []
     for _ in range(2):
         send(session, "input_audio_buffer.append", audio=b64(tone(0.7)))
@@ -424,12 +424,12 @@ def test_commit_decodes_the_rest_with_item_ids_chained() -> None:
 
 def test_step_errors_quote_client_faults_and_hide_server_faults() -> None:
     session = make_session(vad=False)
-    session.take_events()
+    session.events_to_send()
     send(session, "input_audio_buffer.append", audio=b64(tone(2.0)))
     job = session.next_job()
     assert job is not None
     session.job_failed(job, RequestRejected("Language 'xx' is not supported by /srv/models/whisper"))
-    (event,) = session.take_events()
+    (event,) = session.events_to_send()
     assert event["error"]["type"] == "invalid_request_error"
     assert event["error"]["message"] == "Language 'xx' is not supported by whisper"
     send(session, "input_audio_buffer.append", audio=b64(tone(2.0)))
@@ -437,7 +437,7 @@ def test_step_errors_quote_client_faults_and_hide_server_faults() -> None:
     assert job is not None
     failure = EngineFailure("CUDA exploded in /opt/secret/path.py")
     session.job_failed(job, failure)
-    (event,) = session.take_events()
+    (event,) = session.events_to_send()
     assert event["error"]["type"] == "server_error"
     assert failure.error_id in event["error"]["message"]
     assert "secret" not in json.dumps(event) and "CUDA" not in json.dumps(event)
@@ -452,7 +452,7 @@ def test_step_errors_quote_client_faults_and_hide_server_faults() -> None:
 
 def test_server_vad_ends_turns_with_timeline_events() -> None:
     session = make_session(vad=True)
-    session.take_events()
+    session.events_to_send()
     vad = {"type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 200, "silence_duration_ms": 400}
     send(session, "transcription_session.update", session={"turn_detection": vad})
     audio = np.concatenate([silence(1.0), tone(1.0), silence(1.0), tone(0.5), silence(1.0)])
@@ -480,7 +480,7 @@ def test_server_vad_ends_turns_with_timeline_events() -> None:
 
 def test_a_turn_reaching_the_cap_is_committed_there() -> None:
     session = make_session(vad=True, max_item_seconds=2.0)
-    session.take_events()
+    session.events_to_send()
     send(session, "transcription_session.update", session={"turn_detection": {"type": "server_vad"}})
     events = send(session, "input_audio_buffer.append", audio=b64(np.concatenate([tone(3.0), silence(1.0)])))
     assert "error" not in types(events)
@@ -492,13 +492,13 @@ def test_a_turn_reaching_the_cap_is_committed_there() -> None:
 
 def test_commit_on_a_chunk_boundary_reuses_the_last_step() -> None:
     session = make_session(vad=False, unfixed_chunks=0, unfixed_tokens=1)
-    session.take_events()
+    session.events_to_send()
     send(session, "input_audio_buffer.append", audio=b64(tone(2.0)))
     run_step(session, " all decoded")
     send(session, "input_audio_buffer.commit")
     # No new audio since the step: the item completes without decoding it again.
     assert session.next_job() is None
-    events = session.take_events()
+    events = session.events_to_send()
     completed = events[-1]
     assert completed["type"] == "conversation.item.input_audio_transcription.completed"
     assert completed["transcript"] == "all decoded"
@@ -508,11 +508,11 @@ def test_commit_on_a_chunk_boundary_reuses_the_last_step() -> None:
 
 def test_partial_reports_the_audio_its_step_covered() -> None:
     session = make_session(vad=False)
-    session.take_events()
+    session.events_to_send()
     send(session, "input_audio_buffer.append", audio=b64(tone(2.0)))
     job = session.next_job()
     assert job is not None
     send(session, "input_audio_buffer.append", audio=b64(tone(1.0)))  # arrives during the step
     session.job_done(job, StepResult(" hello", "en"))
-    (partial,) = [e for e in session.take_events() if e["type"] == "mstar.transcription.partial"]
+    (partial,) = [e for e in session.events_to_send() if e["type"] == "mstar.transcription.partial"]
     assert partial["audio_seconds"] == 2.0

@@ -1,9 +1,9 @@
 """Base64 PCM16 on the wire <-> float32 samples in memory.
 
-The seed: `pcm16_to_float(payload[, carry])` turns "Base64 PCM16 (little-endian, mono)" into
-"(float32 in [-1, 1), the odd trailing byte). carry is the previous append's odd byte, so a
+`pcm16_to_float(payload[, carry])` turns base64 PCM16 (little-endian, mono) into
+(float32 in [-1, 1), the odd trailing byte). `carry` is the previous append's odd byte, so a
 sample split across two appends is joined instead of shifting every sample after it. Strict
-decoding: a malformed payload is an error, not silence."
+decoding: a malformed payload is an error, not silence.
 """
 
 from __future__ import annotations

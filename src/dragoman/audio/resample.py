@@ -1,9 +1,10 @@
 """Streaming resampling of mono float32 audio to the models' 16 kHz.
 
-The seed: "24 kHz audio is resampled to the model's 16 kHz as it arrives". soxr's stream
-resampler keeps its filter state between chunks, so resampling an append at a time gives the
-same samples as resampling the whole stream at once; it holds back a few milliseconds of
-output for its lookahead until more input (or the end of the stream) arrives.
+Client audio (24 kHz for OpenAI's GA `audio/pcm`) is resampled to the model's 16 kHz
+as it arrives. soxr's stream resampler keeps its filter state between chunks, so
+resampling an append at a time gives the same samples as resampling the whole stream
+at once; it holds back a few milliseconds of output for its lookahead until more input
+(or the end of the stream) arrives.
 """
 
 from __future__ import annotations
@@ -12,11 +13,7 @@ import numpy as np
 import soxr
 from numpy.typing import NDArray
 
-#: The models' sample rate.
-MODEL_RATE = 16000
-
-#: Input rates a client may declare. soxr handles any rate; these are the ones tested.
-SUPPORTED_RATES: tuple[int, ...] = (8000, 11025, 16000, 22050, 24000, 32000, 44100, 48000)
+from dragoman.audio.rates import SAMPLE_RATE
 
 _EMPTY = np.zeros(0, dtype=np.float32)
 
@@ -28,7 +25,7 @@ class StreamResampler:
     drains, so a caller can compare the output clock with the input clock.
     """
 
-    def __init__(self, in_rate: int, out_rate: int = MODEL_RATE) -> None:
+    def __init__(self, in_rate: int, out_rate: int = SAMPLE_RATE) -> None:
         if in_rate <= 0 or out_rate <= 0:
             raise ValueError(f"sample rates must be positive, got {in_rate} -> {out_rate}")
         self.in_rate = in_rate

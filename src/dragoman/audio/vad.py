@@ -24,9 +24,9 @@ import numpy as np
 import onnxruntime as ort
 from numpy.typing import NDArray
 
+from dragoman.audio.rates import SAMPLE_RATE
 from dragoman.errors import ModelUnavailable
 
-SAMPLE_RATE = 16000
 WINDOW_SAMPLES = 512
 CONTEXT_SAMPLES = 64
 _STATE_SHAPE = (2, 1, 128)

@@ -1,38 +1,105 @@
-"""One queue in front of the ASR engine, so every session's steps batch like ordinary traffic.
+"""Engine work for every session, in one place: queues that batch, prioritise and cancel.
 
-The seed: "Each step is an ordinary request, so sessions batch on the engine like any
-other traffic." Sessions never call the engine themselves and never hold a lock
-around it; they `submit` a step and await its result. A single worker runs the
-engine in a thread and, whenever it is free, takes every queued request (oldest
-first, up to `max_batch`, those sharing the oldest one's `batch_key`) into one
-`transcribe_batch` call. While that call runs, new steps queue up for the next one,
-so the batch size adapts to the load with no timer and no added latency when idle.
+Sessions never call an engine and never hold a lock around one. Their driver
+takes a *turn* on the engine's worker, asks the session for its job only then,
+and runs it:
+
+    async with worker.turn(priority) as slot:
+        job = session.next_job()
+        result = await slot.run(job.request, job.cancel)
+
+Planning inside the turn means a job is built from the session's latest state
+when the engine is about to be free, not when it was queued, so an MT session
+whose partial updates arrive faster than the engine drafts never pays for a stale
+one. A worker runs one engine in one thread, so calls never overlap:
+
+- `BatchingWorker` grants turns at once and gathers what is queued into one call
+  whenever the engine is free ("each step is an ordinary request, so sessions
+  batch on the engine like any other traffic"): oldest first, up to `max_batch`,
+  those sharing the oldest one's `batch_key`. While a call runs, new requests
+  queue for the next one, so the batch adapts to the load with no timer and no
+  added latency when idle.
+- `SerialWorker` grants one turn at a time, highest priority first and in arrival
+  order within a priority. A session holds at most one job in flight, so sessions
+  of equal priority take turns round-robin and a busy one cannot starve the rest.
+
+A request whose `CancelToken` is set before its call starts is dropped; engines
+that stream check the token between tokens or chunks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
+import threading
 import time
 from collections import Counter
-from collections.abc import Hashable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Generic, TypeVar
 
-from dragoman.engines.asr.base import ASREngine, StepRequest, StepResult
-from dragoman.errors import ClientError, EngineFailure
+from dragoman.errors import ClientError, EngineFailure, ServerError
 from dragoman.logs import get_logger, log_failure
 
 log = get_logger(__name__)
 
+RequestT = TypeVar("RequestT")
+ResultT = TypeVar("ResultT")
+T = TypeVar("T")
+
+#: How long shutdown waits for the engine call in flight before releasing the engine.
+CLOSE_TIMEOUT_S = 60.0
+
+
+class Priority(IntEnum):
+    """Lower runs first."""
+
+    #: A person is waiting on it now: an agent's reply, a translation update.
+    INTERACTIVE = 0
+    #: Streaming work that keeps pace with audio: transcription steps.
+    STREAMING = 1
+    #: Housekeeping: dropping caches of closed sessions.
+    BACKGROUND = 2
+
+
+class CancelToken:
+    """Set by a session that no longer wants a job's result; read by workers and engines.
+
+    Thread-safe: engines read it from the worker thread between tokens or chunks.
+    """
+
+    __slots__ = ("_event",)
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def cancel(self) -> None:
+        self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+
+class JobCancelled(ServerError):
+    """The job was cancelled before or while it ran; its session already moved on."""
+
+    code = "job_cancelled"
+
 
 @dataclass(frozen=True)
-class SchedulerStats:
-    #: `transcribe_batch` calls made (failed ones included).
+class WorkerStats:
+    #: Engine calls made (failed ones included).
     calls: int
     #: Requests those calls carried.
     requests: int
     #: Calls that raised (each of their requests got an EngineFailure).
     failures: int
+    #: Requests dropped because they were cancelled before their call.
+    cancelled: int
     #: Batch size -> number of calls of that size.
     batch_sizes: dict[int, int]
     #: Requests waiting for a call now.
@@ -44,97 +111,138 @@ class SchedulerStats:
 
 
 @dataclass
-class _Pending:
-    request: StepRequest
+class _Pending(Generic[RequestT, ResultT]):
+    request: RequestT
     key: Hashable
-    future: asyncio.Future[StepResult]
-
-
-class StepScheduler:
-    """Serve `StepRequest`s through one engine, batching whatever is queued when it is free."""
-
-    def __init__(self, engine: ASREngine, max_batch: int = 16, batching: bool = True) -> None:
-        if max_batch < 1:
-            raise ValueError("max_batch must be at least 1")
-        self.engine = engine
-        #: batching=False serves one request per call (the serialized baseline for benchmarks).
-        self.max_batch = max_batch if batching else 1
-        self.batching = batching
-        self._queue: list[_Pending] = []
-        self._wake = asyncio.Event()
-        self._worker: asyncio.Task[None] | None = None
-        self._in_flight: list[_Pending] = []
-        self._closed = False
-        self._calls = 0
-        self._requests = 0
-        self._failures = 0
-        self._sizes: Counter[int] = Counter()
+    cancel: CancelToken
+    future: asyncio.Future[ResultT]
 
     @property
-    def stats(self) -> SchedulerStats:
-        return SchedulerStats(
-            calls=self._calls,
-            requests=self._requests,
-            failures=self._failures,
-            batch_sizes=dict(sorted(self._sizes.items())),
-            queued=sum(1 for p in self._queue if not p.future.done()),
+    def live(self) -> bool:
+        return not (self.future.done() or self.cancel.cancelled)
+
+
+@dataclass
+class _Counters:
+    calls: int = 0
+    requests: int = 0
+    failures: int = 0
+    cancelled: int = 0
+    sizes: Counter[int] = field(default_factory=Counter)
+
+
+class BatchingWorker(Generic[RequestT, ResultT]):
+    """One engine that can serve many requests per call.
+
+    `call` runs in the worker thread and returns one result per request, in order;
+    a result that is a `ClientError` fails only its own request.
+    """
+
+    def __init__(
+        self,
+        call: Callable[[Sequence[RequestT]], Sequence[ResultT | ClientError]],
+        *,
+        name: str,
+        max_batch: int = 16,
+        batch_key: Callable[[RequestT], Hashable] | None = None,
+        tags: Callable[[RequestT], dict[str, str]] | None = None,
+    ) -> None:
+        if max_batch < 1:
+            raise ValueError("max_batch must be at least 1")
+        self.name = name
+        self.max_batch = max_batch
+        self._call = call
+        self._batch_key = batch_key or (lambda request: None)
+        self._tags = tags or (lambda request: {})
+        self._queue: list[_Pending[RequestT, ResultT]] = []
+        self._in_flight: list[_Pending[RequestT, ResultT]] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        self._n = _Counters()
+
+    @property
+    def stats(self) -> WorkerStats:
+        n = self._n
+        return WorkerStats(
+            calls=n.calls,
+            requests=n.requests,
+            failures=n.failures,
+            cancelled=n.cancelled,
+            batch_sizes=dict(sorted(n.sizes.items())),
+            queued=sum(1 for p in self._queue if p.live),
         )
 
     async def start(self) -> None:
-        """Start the worker (`submit` does it on first use)."""
+        """Start the worker task (`submit` does it on first use)."""
         if self._closed:
-            raise EngineFailure("the ASR scheduler is closed")
-        if self._worker is None or self._worker.done():
-            self._worker = asyncio.get_running_loop().create_task(self._run(), name="asr-step-scheduler")
+            raise EngineFailure(f"the {self.name} worker is closed")
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"{self.name}-worker")
 
     async def close(self) -> None:
-        """Stop taking steps; waiting and running ones fail with `EngineFailure`."""
+        """Stop taking requests; waiting and running ones fail with `EngineFailure`."""
         self._closed = True
         leftover = self._queue + self._in_flight
         self._queue = []
-        worker, self._worker = self._worker, None
-        if worker is not None:
-            worker.cancel()
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await worker
+                await task
         for pending in leftover:
             if not pending.future.done():
-                pending.future.set_exception(EngineFailure("the ASR scheduler closed before the step ran"))
+                pending.future.set_exception(EngineFailure(f"the {self.name} worker closed first"))
 
-    async def __aenter__(self) -> StepScheduler:
+    async def __aenter__(self) -> BatchingWorker[RequestT, ResultT]:
         await self.start()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def submit(self, request: StepRequest) -> StepResult:
-        """Run one step; raises the step's `ClientError`, or `EngineFailure` when the call fails."""
+    @contextlib.asynccontextmanager
+    async def turn(
+        self, priority: Priority = Priority.STREAMING
+    ) -> AsyncIterator[BatchingWorker[RequestT, ResultT]]:
+        """Granted at once: concurrent requests batch instead of taking turns."""
+        yield self
+
+    async def run(self, request: RequestT, cancel: CancelToken | None = None) -> ResultT:
+        return await self.submit(request, cancel)
+
+    async def submit(self, request: RequestT, cancel: CancelToken | None = None) -> ResultT:
+        """Serve one request; raises its `ClientError`, `EngineFailure` when the call fails,
+        or `JobCancelled` when `cancel` was set before its call started."""
         await self.start()
         try:
-            key = self.engine.batch_key(request)
+            key = self._batch_key(request)
         except Exception as exc:
-            error_id = log_failure(log, "asr batch key failed", exc, **request.tags)
-            raise EngineFailure("the ASR engine failed", error_id=error_id) from exc
-        future: asyncio.Future[StepResult] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Pending(request, key, future))
+            error_id = log_failure(log, f"{self.name} batch key failed", exc, **self._tags(request))
+            raise EngineFailure(f"the {self.name} engine failed", error_id=error_id) from exc
+        future: asyncio.Future[ResultT] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Pending(request, key, cancel or CancelToken(), future))
         self._wake.set()
         # A cancelled submitter cancels its future; the worker skips or ignores it.
         return await future
 
-    def _take(self) -> list[_Pending]:
+    def _take(self) -> list[_Pending[RequestT, ResultT]]:
         """The next call's requests: the oldest live one and those that may share its call."""
-        self._queue = [p for p in self._queue if not p.future.done()]
-        if not self._queue:
-            return []
-        key = self._queue[0].key
-        batch: list[_Pending] = []
-        rest: list[_Pending] = []
+        live = []
         for pending in self._queue:
-            if len(batch) < self.max_batch and pending.key == key:
-                batch.append(pending)
-            else:
-                rest.append(pending)
+            if pending.live:
+                live.append(pending)
+            elif not pending.future.done():  # cancelled before its call
+                self._n.cancelled += 1
+                pending.future.set_exception(JobCancelled("cancelled before it ran"))
+        self._queue = live
+        if not live:
+            return []
+        key = live[0].key
+        batch: list[_Pending[RequestT, ResultT]] = []
+        rest: list[_Pending[RequestT, ResultT]] = []
+        for pending in live:
+            (batch if len(batch) < self.max_batch and pending.key == key else rest).append(pending)
         self._queue = rest
         return batch
 
@@ -151,30 +259,29 @@ class StepScheduler:
             finally:
                 self._in_flight = []
 
-    async def _serve(self, batch: list[_Pending]) -> None:
-        requests = [p.request for p in batch]
-        self._calls += 1
-        self._requests += len(batch)
-        self._sizes[len(batch)] += 1
+    async def _serve(self, batch: list[_Pending[RequestT, ResultT]]) -> None:
+        n = self._n
+        n.calls += 1
+        n.requests += len(batch)
+        n.sizes[len(batch)] += 1
         started = time.perf_counter()
         try:
-            results = await asyncio.to_thread(self.engine.transcribe_batch, requests)
+            results = await asyncio.to_thread(self._call, [p.request for p in batch])
             if len(results) != len(batch):
                 raise RuntimeError(f"engine returned {len(results)} results for {len(batch)} requests")
         except Exception as exc:
-            self._failures += 1
+            n.failures += 1
+            sessions = sorted({self._tags(p.request).get("session", "") for p in batch})
             error_id = log_failure(
-                log,
-                "asr engine call failed",
-                exc,
-                batch=len(batch),
-                sessions=sorted({p.request.tags.get("session", "") for p in batch}),
+                log, f"{self.name} engine call failed", exc, batch=len(batch), sessions=sessions
             )
             for pending in batch:
                 if not pending.future.done():
-                    pending.future.set_exception(EngineFailure("the ASR engine failed", error_id=error_id))
+                    pending.future.set_exception(
+                        EngineFailure(f"the {self.name} engine failed", error_id=error_id)
+                    )
             return
-        log.debug("asr call", batch=len(batch), seconds=round(time.perf_counter() - started, 3))
+        log.debug(f"{self.name} call", batch=len(batch), seconds=round(time.perf_counter() - started, 3))
         for pending, result in zip(batch, results, strict=True):
             if pending.future.done():
                 continue  # its submitter went away
@@ -182,3 +289,83 @@ class StepScheduler:
                 pending.future.set_exception(result)
             else:
                 pending.future.set_result(result)
+
+
+class SerialWorker(Generic[RequestT, ResultT]):
+    """One engine that serves one request at a time, in turns by priority, then arrival."""
+
+    def __init__(self, call: Callable[[RequestT], ResultT], *, name: str) -> None:
+        self.name = name
+        self._call = call
+        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
+        self._busy = False
+        self._in_flight: asyncio.Future[object] | None = None
+        self._closed = False
+        self.calls = 0
+        self.cancelled = 0
+
+    @property
+    def waiting(self) -> int:
+        """Callers waiting for a turn now."""
+        return sum(1 for _, _, granted in self._waiting if not granted.done())
+
+    @contextlib.asynccontextmanager
+    async def turn(
+        self, priority: Priority = Priority.INTERACTIVE
+    ) -> AsyncIterator[SerialWorker[RequestT, ResultT]]:
+        """Wait for the engine; it is this caller's until the block ends."""
+        if self._closed:
+            raise EngineFailure(f"the {self.name} worker is closed")
+        if self._busy or self._waiting:
+            granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            heapq.heappush(self._waiting, (int(priority), next(self._order), granted))
+            try:
+                await granted
+            except asyncio.CancelledError:
+                if granted.done() and not granted.cancelled():
+                    self._release()  # granted just as the caller went away: pass it on
+                raise
+        else:
+            self._busy = True
+        try:
+            yield self
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        while self._waiting:
+            _, _, granted = heapq.heappop(self._waiting)
+            if not granted.done():
+                granted.set_result(None)  # the engine passes straight to the next caller
+                return
+        self._busy = False
+
+    async def run(self, request: RequestT, cancel: CancelToken | None = None) -> ResultT:
+        """Call the engine with `request` in the worker thread (inside a turn)."""
+        if cancel is not None and cancel.cancelled:
+            self.cancelled += 1
+            raise JobCancelled("cancelled before it ran")
+        self.calls += 1
+        return await self.call(lambda: self._call(request))
+
+    async def call(self, fn: Callable[[], T]) -> T:
+        """Run `fn` on the engine's thread (inside a turn); shutdown waits for it to end."""
+        in_flight: asyncio.Future[T] = asyncio.ensure_future(asyncio.to_thread(fn))
+        self._in_flight = in_flight  # type: ignore[assignment]
+        try:
+            # Shielded: a session that goes away must not release the engine under a running call.
+            return await asyncio.shield(in_flight)
+        finally:
+            if in_flight.done():
+                self._in_flight = None
+
+    async def close(self) -> None:
+        """Refuse new turns and wait (bounded) for the call in flight."""
+        self._closed = True
+        for _, _, granted in self._waiting:
+            if not granted.done():
+                granted.set_exception(EngineFailure(f"the {self.name} worker closed first"))
+        self._waiting.clear()
+        if self._in_flight is not None:
+            await asyncio.wait([self._in_flight], timeout=CLOSE_TIMEOUT_S)

@@ -1,4 +1,4 @@
-"""MT protocol v1 on the wire (seeds/mt-server-protocol.txt): JSON text frames.
+"""MT protocol v1 on the wire (alignatt-mt-server's): JSON text frames.
 
 Client messages are parsed strictly (a bool is not an int, a string is not a
 number) but unknown fields are ignored, so a newer client still works. Parsing

@@ -7,7 +7,7 @@ draft's tokens in order while each one attends (argmax) to a source word that is
 the ASR may still revise (the tail) or at the last `frontier_margin` positions was
 produced from too little source.
 
-Accessibility (the seed's `build_source_accessibility_frontier`): committed words
+Accessibility (the reference policy's `build_source_accessibility_frontier`): committed words
 are accessible, tail words are not; "the prompt text itself does not encode
 accessibility", so when the ASR commits words that were already in the prompt as
 tail, the draft is still exactly what the model would produce, and re-cutting it
@@ -27,8 +27,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-#: Target languages written without spaces: every character is a unit.
-UNSEGMENTED_LANGS = frozenset({"zh", "ja", "th", "lo", "km", "my"})
+from dragoman.engines.mt.base import UNSEGMENTED_LANGS
 
 _REPLACEMENT = "\ufffd"
 

@@ -1,8 +1,8 @@
 """Append-only transcript deltas.
 
 OpenAI's `conversation.item.input_audio_transcription.delta` events are
-concatenated by clients, so what was sent can never be taken back. PROTOCOLS.md
-records the bug to avoid: cutting the record of what was sent back to the common
+concatenated by clients, so what was sent can never be taken back. The bug to
+avoid, seen in a reference server: cutting the record of what was sent back to the common
 prefix and re-sending the tail turns "word" + a revision to "world is" into
 "wordld is". Instead, only text that is firm is sent (the hypothesis minus its
 unstable tail), and a revision that reaches into sent text is counted and left to

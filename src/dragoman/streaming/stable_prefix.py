@@ -2,7 +2,7 @@
 
 Every step re-transcribes the whole item with the previous raw hypothesis, minus
 its last `unfixed_tokens` tokens, forced as the decoder prefix: the head is fixed
-while the tail can still be revised. The seed: "raw_text minus its last
+while the tail can still be revised. The stable prefix is "raw_text minus its last
 unfixed_tokens tokens, backed off further when the cut lands inside a multi-byte
 character."
 """

@@ -1,6 +1,6 @@
 """Server-VAD turn segmentation: where a user's turn starts and stops in a stream of audio.
 
-The seed: `{"type": "server_vad", "threshold", "prefix_padding_ms", "silence_duration_ms"}`
+The Realtime transcription session: `{"type": "server_vad", "threshold", "prefix_padding_ms", "silence_duration_ms"}`
 "lets the server end [an utterance], adding input_audio_buffer.speech_started / .speech_stopped
 events with audio_start_ms / audio_end_ms on the session's audio timeline".
 
@@ -34,6 +34,7 @@ from typing import TypeAlias
 import numpy as np
 from numpy.typing import NDArray
 
+from dragoman.audio.rates import SAMPLE_RATE
 from dragoman.audio.vad import SpeechProbability
 
 #: Silero's VADIterator ends speech only below threshold - 0.15, so a probability wavering
@@ -90,7 +91,7 @@ class TurnSegmenter:
         self,
         config: ServerVADConfig,
         vad: SpeechProbability,
-        sample_rate: int = 16000,
+        sample_rate: int = SAMPLE_RATE,
         offset_samples: int = 0,
     ) -> None:
         if sample_rate <= 0 or offset_samples < 0:

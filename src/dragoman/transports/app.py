@@ -16,7 +16,7 @@ from dragoman.logs import get_logger
 from dragoman.transports.readiness import Readiness
 from dragoman.transports.runtime import Runtime
 from dragoman.transports.websocket.mt import mt_router
-from dragoman.transports.websocket.realtime import RealtimeConnection, refuse
+from dragoman.transports.websocket.realtime import refuse, serve_transcription
 
 log = get_logger(__name__)
 
@@ -62,21 +62,10 @@ def create_app(settings: Settings) -> FastAPI:
     @app.get("/v1/models")
     async def models(request: Request) -> dict[str, Any]:
         created = int(runtime.started)
-        data: list[dict[str, Any]] = []
-        if runtime.transcription is not None:
-            data.append(
-                {
-                    "id": runtime.transcription.engine.name,
-                    "object": "model",
-                    "created": created,
-                    "owned_by": "dragoman",
-                }
-            )
-        if runtime.mt is not None:
-            data.extend(
-                {"id": name, "object": "model", "created": created, "owned_by": "dragoman"}
-                for name in runtime.mt.model_names()
-            )
+        data = [
+            {"id": name, "object": "model", "created": created, "owned_by": "dragoman"}
+            for name in runtime.model_names()
+        ]
         return {"object": "list", "data": data}
 
     @app.websocket("/v1/realtime")
@@ -98,7 +87,7 @@ def create_app(settings: Settings) -> FastAPI:
             await refuse(websocket, "service_unavailable", "Transcription is not enabled on this server.")
             return
         await websocket.accept()
-        await RealtimeConnection(websocket, service, settings.transcription).run()
+        await serve_transcription(websocket, service, settings.transcription)
 
     # MT protocol v1; the standalone `dragoman mt-server` serves the same router at "/".
     app.include_router(mt_router(lambda: runtime.mt, path="/v1/mt", readiness=readiness))

@@ -18,14 +18,15 @@ from dragoman.config import Settings
 from dragoman.cpu import cpu_info
 from dragoman.logs import get_logger
 from dragoman.transports.readiness import Readiness
-from dragoman.transports.websocket.mt import MTService, mt_router
+from dragoman.transports.services import MTService
+from dragoman.transports.websocket.mt import mt_router
 
 log = get_logger(__name__)
 
 
 def create_mt_app(settings: Settings, service: MTService | None = None) -> FastAPI:
     """The standalone MT app; `service` replaces the one built from `settings` (tests)."""
-    mt = service or MTService.from_settings(settings)
+    mt = service or MTService.from_settings(settings.mt, settings.cache_dir)
     readiness = Readiness(mt.start, what="MT engine")
 
     @asynccontextmanager

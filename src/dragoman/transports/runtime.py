@@ -1,45 +1,39 @@
-"""What the server holds while it runs: the settings, the shared engines and their schedulers.
+"""What the server holds while it runs: its services, and the CPU they share.
 
-Engines are loaded once at start-up and shared by every session: sessions never
-get model copies of their own (PROTOCOLS.md: per-slot model copies are the
-reference voice agent's most complained-about limit).
+The runtime owns the CPU budget. On 2 cores, an ASR engine and an MT engine that
+each took "half the cores" or their library's default oversubscribed the CPU:
+with other work running, 2 torch threads decoded at 0.3 tok/s (OpenMP threads
+spinning against each other) against 7.6 with 1. So each engine whose settings
+leave `threads` at 0 gets an equal share of the cores this process may use.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from dragoman.audio.vad import SileroModel, SileroVAD, SpeechProbability
 from dragoman.config import Settings
-from dragoman.engines.asr.base import ASREngine
-from dragoman.engines.registry import create_asr_engine
-from dragoman.engines.workers import StepScheduler
+from dragoman.cpu import available_cores
 from dragoman.logs import get_logger
-from dragoman.sessions.transcription.config import EngineProfile
-from dragoman.weights import resolve
-
-if TYPE_CHECKING:
-    from dragoman.transports.websocket.mt import MTService
+from dragoman.transports.services import MTService, TranscriptionService
 
 log = get_logger(__name__)
 
 
-@dataclass
-class TranscriptionService:
-    engine: ASREngine
-    scheduler: StepScheduler
-    profile: EngineProfile
-    vad_model: SileroModel | None
+class Service(Protocol):
+    name: str
 
-    def vad_factory(self) -> Callable[[], SpeechProbability] | None:
-        model = self.vad_model
-        if model is None:
-            return None
-        return lambda: SileroVAD(model)
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    def model_names(self) -> list[str]: ...
+
+
+def thread_share(engines: int, cores: int | None = None) -> int:
+    """Threads each of `engines` concurrent engines gets: an equal share, at least one."""
+    return max(1, (cores if cores is not None else available_cores()) // max(1, engines))
 
 
 @dataclass
@@ -48,56 +42,52 @@ class Runtime:
     started: float = field(default_factory=time.time)
     transcription: TranscriptionService | None = None
     mt: MTService | None = None
+    #: The services in start order, once started.
+    services: list[Service] = field(default_factory=list)
+
+    def _budgeted(self) -> Settings:
+        """The settings with each enabled engine's `threads` = its share of the cores, unless set."""
+        enabled = [name for name in ("transcription", "mt") if name in self.settings.services]
+        share = thread_share(len(enabled))
+        updates: dict[str, Any] = {}
+        if "transcription" in enabled and self.settings.asr.threads == 0:
+            updates["asr"] = self.settings.asr.model_copy(update={"threads": share})
+        if "mt" in enabled and self.settings.mt.threads == 0:
+            updates["mt"] = self.settings.mt.model_copy(update={"threads": share})
+        log.info("cpu budget", cores=available_cores(), engines=len(enabled), threads_each=share)
+        return self.settings.model_copy(update=updates)
 
     async def start(self) -> None:
         """Load and warm every enabled service; a service is published only once it is warm."""
-        if "transcription" in self.settings.services:
-            self.transcription = await self._start_transcription()
-        if "mt" in self.settings.services:
-            from dragoman.transports.websocket.mt import MTService
-
-            mt = MTService.from_settings(self.settings)
+        settings = self._budgeted()
+        if "transcription" in settings.services:
+            transcription = TranscriptionService(settings.asr, settings.transcription, settings.cache_dir)
+            await transcription.start()
+            self.services.append(transcription)
+            self.transcription = transcription
+        if "mt" in settings.services:
+            mt = MTService.from_settings(settings.mt, settings.cache_dir)
             await mt.start()
+            self.services.append(mt)
             self.mt = mt
-
-    async def _start_transcription(self) -> TranscriptionService:
-        settings = self.settings
-        began = time.perf_counter()
-        # In a thread: the event loop keeps answering /health while the models load.
-        engine = await asyncio.to_thread(create_asr_engine, settings.asr, settings.cache_dir)
-        vad_model = await asyncio.to_thread(SileroModel.load, resolve("silero-vad", settings.cache_dir))
-        await asyncio.to_thread(engine.warm_up)
-        scheduler = StepScheduler(engine, max_batch=settings.asr.max_batch)
-        await scheduler.start()
-        profile = EngineProfile(
-            name=engine.name,
-            capabilities=engine.capabilities,
-            tokenizer=engine.tokenizer,
-            max_item_seconds=settings.transcription.max_item_seconds,
-        )
-        log.info(
-            "transcription ready",
-            **engine.describe().as_dict(),
-            seconds=round(time.perf_counter() - began, 2),
-        )
-        return TranscriptionService(engine=engine, scheduler=scheduler, profile=profile, vad_model=vad_model)
 
     def engines(self) -> list[dict[str, Any]]:
         """Each loaded engine's service, name, backend, device and compute type (for /health)."""
         out: list[dict[str, Any]] = []
-        if self.transcription is not None:
+        if self.transcription is not None and self.transcription.engine is not None:
+            info = self.transcription.engine.describe().as_dict()
             out.append(
-                {"service": "transcription", "role": "asr"} | self.transcription.engine.describe().as_dict()
+                {"service": "transcription", "role": "asr", "threads": self.transcription.asr.threads} | info
             )
         if self.mt is not None and self.mt.engine is not None:
             out.append({"service": "mt", "role": "mt"} | self.mt.engine.describe().as_dict())
         return out
 
+    def model_names(self) -> list[str]:
+        return [name for service in self.services for name in service.model_names()]
+
     async def close(self) -> None:
-        if self.transcription is not None:
-            await self.transcription.scheduler.close()
-            self.transcription.engine.close()
-            self.transcription = None
-        if self.mt is not None:
-            await self.mt.close()
-            self.mt = None
+        for service in reversed(self.services):
+            await service.close()
+        self.services.clear()
+        self.transcription = self.mt = None

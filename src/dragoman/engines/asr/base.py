@@ -19,10 +19,9 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from dragoman.audio.rates import SAMPLE_RATE
 from dragoman.engines.info import EngineInfo
 from dragoman.errors import ClientError
-
-SAMPLE_RATE = 16_000
 
 FloatAudio = npt.NDArray[np.float32]
 

@@ -6,7 +6,7 @@ them together, each with its own decoder prompt:
     [<|startofprev|> prompt…] <|startoftranscript|> <|xx|> <|transcribe|> <|notimestamps|> prefix…
 
 The stable prefix goes after `<|notimestamps|>`, so the hypothesis starts with
-exactly those tokens (../shared/MODELS.md, "Prefix forcing works").
+exactly those tokens: CTranslate2's `Whisper.generate` continues the prompt it is given.
 
 Only the audio a request has is encoded, not a window padded to 30 s: the encoder's
 cost follows its input length. Two guards keep that as accurate as the padded
@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dragoman.audio.rates import SAMPLE_RATE
 from dragoman.config import ASRSettings
 from dragoman.engines.asr.base import (
-    SAMPLE_RATE,
     ASRCapabilities,
     ASREngine,
     FloatAudio,

@@ -20,6 +20,27 @@ from dragoman.engines.info import EngineInfo
 
 #: The cache key of the engine's own warm-up drafts (see `MTEngine.warm_up`).
 WARM_UP_KEY = "warm-up"
+#: Languages written without spaces between words: a prompt joins their source words
+#: without one, and the policy counts their target text in characters.
+UNSEGMENTED_LANGS = frozenset({"zh", "ja", "th", "lo", "km", "my"})
+
+
+@dataclass(frozen=True)
+class MTCapabilities:
+    """What a backend does with a request; the directions it serves are `MTEngine.directions()`,
+    read from the heads files found on disk rather than fixed at load."""
+
+    #: PARTIAL drafts carry alignment attention over the source words (AlignAtt can cut them).
+    attention: bool
+    #: `context_text` and `history` reach the model (a prompt); otherwise they are ignored.
+    prompt_context: bool
+    #: Requests with the same `cache_key` reuse the keys and values of their common prefix.
+    kv_reuse: bool
+    #: PARTIAL drafts stop soon after `frontier_word` (`past_frontier_tokens`); otherwise
+    #: they run to `max_new_tokens`.
+    frontier_stop: bool
+    #: One call may serve several requests; every backend so far drafts one per call.
+    batching: bool = False
 
 
 class DraftMode(StrEnum):
@@ -42,6 +63,8 @@ class MTRequest:
     #: Earlier (source, target) pairs of the session, oldest first.
     history: Sequence[tuple[str, str]] = ()
     mode: DraftMode = DraftMode.PARTIAL
+    #: PARTIAL: most tokens to draft. FINAL ignores it: the engine sizes the pass
+    #: (`final_token_budget`) from the source's own tokens, which only it knows.
     max_new_tokens: int = 64
     #: Cache affinity: requests with the same key may reuse the engine's KV cache.
     cache_key: str | None = None
@@ -51,6 +74,16 @@ class MTRequest:
     #: now, and a shorter draft answers sooner. None: draft `max_new_tokens`.
     frontier_word: int | None = None
     past_frontier_tokens: int = 0
+
+
+def final_token_budget(source_words: int, source_tokens: int) -> int:
+    """Most tokens a FINAL pass may add: generous, so that only a runaway is cut.
+
+    Four per source word (at most 1024), and at least two per source token (at most
+    256) for sources whose words are many tokens each (Qwen's tokenizer splits
+    numbers into digits).
+    """
+    return max(min(1024, 32 + 4 * source_words), min(256, 2 * source_tokens + 16))
 
 
 @dataclass(frozen=True)
@@ -71,6 +104,7 @@ class MTEngine(abc.ABC):
     """A translation model that drafts with alignment attention. Calls are serialized by the caller."""
 
     name: str
+    capabilities: MTCapabilities
 
     @abc.abstractmethod
     def directions(self) -> list[str]:

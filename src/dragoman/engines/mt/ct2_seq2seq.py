@@ -1,11 +1,11 @@
 """Seq2seq MT backend: a user's Marian/OPUS-MT, NLLB or M2M-100 model in CTranslate2 format.
 
-No such model ships in a package (see MODELS.md), so this backend is for deployments
-that bring their own weights: convert with `ct2-transformers-converter --model ...
---copy_files <tokenizer files>` so that the folder holds both `model.bin` and what
-`transformers.AutoTokenizer` needs (Marian's `source.spm`/`target.spm`/`vocab.json`
-load as the slow `MarianTokenizer` through the `sentencepiece` dependency; NLLB and
-M2M ship a `tokenizer.json`).
+No encoder-decoder translation model ships in a package, so this backend is for
+deployments that bring their own weights: convert with `ct2-transformers-converter
+--model ... --copy_files <tokenizer files>` so that the folder holds both `model.bin`
+and what `transformers.AutoTokenizer` needs (Marian's `source.spm`/`target.spm`/
+`vocab.json` load as the slow `MarianTokenizer` through the `sentencepiece`
+dependency; NLLB and M2M ship a `tokenizer.json`).
 
 Attention comes from `Translator.translate_batch(return_attention=True)`: one
 target x source-token matrix per hypothesis, from the alignment layer and heads
@@ -13,12 +13,13 @@ stored in the model spec. The stock converter keeps only the last layer's first
 head, which need not align at all; `convert_transformers_model` below stores the
 average of all heads of the last layer instead, as AlignAtt without calibrated heads
 (real Marian/NLLB models are unchecked; the engine tests check that the reported
-matrix is that average, word by word). The matrix is summed over each word's subword tokens; special tokens
-(language codes, `</s>`) carry no word and their mass is dropped, so rows need not
-sum to one.
+matrix is that average, word by word). The matrix is summed over each word's
+subword tokens; special tokens (language codes, `</s>`) carry no word and their
+mass is dropped, so rows need not sum to one.
 
 The model has no prompt: `context_text` and `history` are ignored, and nothing is
 cached between calls (`cache_key` is unused); every call re-encodes the source.
+Drafts run to `max_new_tokens` (no early stop at the frontier).
 """
 
 from __future__ import annotations
@@ -35,7 +36,14 @@ import numpy.typing as npt
 
 from dragoman.config import MTSettings
 from dragoman.engines.info import EngineInfo
-from dragoman.engines.mt.base import DraftMode, MTDraft, MTEngine, MTRequest
+from dragoman.engines.mt.base import (
+    DraftMode,
+    MTCapabilities,
+    MTDraft,
+    MTEngine,
+    MTRequest,
+    final_token_budget,
+)
 from dragoman.errors import ClientError, ConfigError, EngineFailure, ModelUnavailable
 
 #: SentencePiece's word-start marker: a token beginning with it opens a new word.
@@ -99,6 +107,7 @@ class CT2MTEngine(MTEngine):
     """Drafts with a CTranslate2 `Translator`; greedy with attention (PARTIAL), beam search (FINAL)."""
 
     name = "ct2"
+    capabilities = MTCapabilities(attention=True, prompt_context=False, kv_reuse=False, frontier_stop=False)
 
     def __init__(
         self,
@@ -249,8 +258,12 @@ class CT2MTEngine(MTEngine):
             return MTDraft(token_ids=[], attention=empty, finished=True)
         source, word_of = self.source_tokens(request.source_words, request.source_lang)
         prefix = self.target_prefix_tokens(request.target_prefix, request.target_lang)
+        if final:
+            budget = final_token_budget(n_words, sum(word >= 0 for word in word_of))
+        else:
+            budget = request.max_new_tokens
         # CT2 counts the forced prefix in max_decoding_length and returns it in the hypothesis.
-        limit = min(len(prefix) + request.max_new_tokens, MAX_DECODING_LENGTH)
+        limit = min(len(prefix) + budget, MAX_DECODING_LENGTH)
         started = time.perf_counter()
         try:
             result = self._translator.translate_batch(

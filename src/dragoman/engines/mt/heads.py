@@ -1,6 +1,6 @@
 """Alignment-heads files: which (layer, head) pairs of a model align target to source.
 
-A heads file is written by calibration (`dragoman.engines.mt.calibrate`) for one
+A heads file is written by calibration (`dragoman.engines.mt.head_selection`) for one
 model and one direction and read by the MT engine, which averages the attention
 of those heads into the per-token source-word alignment AlignAtt needs. The
 packaged files live in `dragoman/data/heads/<model>/<direction>.json`; a folder

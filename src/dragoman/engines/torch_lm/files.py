@@ -1,4 +1,4 @@
-"""Model files for the Qwen PyTorch MT engine: packaged name, folder or GGUF -> a transformers folder.
+"""Model files for the PyTorch engines: packaged name, folder or GGUF -> a transformers folder.
 
 The packaged model is a Q4_K_M GGUF. Dequantising it with transformers takes
 about a minute, so the first load converts it once into a transformers folder
@@ -31,7 +31,8 @@ def _is_hf_folder(path: Path) -> bool:
 
 
 def model_id_for(model: str) -> str:
-    """The name heads files are filed under: the packaged name, else the folder or file stem."""
+    """The model's id (what per-model files, such as alignment heads, are filed under):
+    the packaged name, else the folder or file stem."""
     from dragoman import weights
 
     if model in weights.MODELS:
@@ -41,7 +42,7 @@ def model_id_for(model: str) -> str:
 
 
 def prepare_model(model: str, cache_dir: Path) -> tuple[Path, str, str | None]:
-    """The transformers folder to load for `model`, its id (heads folder name) and sha256.
+    """The transformers folder to load for `model`, its id (`model_id_for`) and sha256.
 
     `model` is a packaged model name (resolved with `dragoman.weights.resolve`), a
     transformers folder, or a GGUF file; a GGUF is converted once into the cache.
@@ -66,7 +67,7 @@ def prepare_model(model: str, cache_dir: Path) -> tuple[Path, str, str | None]:
         if not (converted / CONVERSION_STAMP).is_file():
             convert_gguf(path, converted)
         return converted, model_id, sha
-    raise ConfigError(f"MT model {model!r}: {path} is neither a transformers folder nor a .gguf file")
+    raise ConfigError(f"model {model!r}: {path} is neither a transformers folder nor a .gguf file")
 
 
 def convert_gguf(gguf: Path, out_dir: Path, dtype: str = "bfloat16") -> Path:

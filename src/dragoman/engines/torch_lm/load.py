@@ -1,34 +1,23 @@
-"""Loading the Qwen MT model into PyTorch at a compute type.
+"""Loading a transformers causal LM into PyTorch at a compute type.
 
-Decoding a draft is one forward pass per token, and on a CPU each pass is bound by
-reading the weights. So the default compute type, `int8`, replaces every linear
-layer (the lm_head included) with `Int8Linear`: int8 weights with one scale per
-output channel, and activations quantised on the fly with one scale per token,
-multiplied with `torch._int_mm` (the int8 GEMM that torchao builds on). On one
-thread of this machine a one-token pass took 48 ms against 86 ms in bf16, a
-25-token prefill 86 ms against 119 ms. The packaged weights are a 4-bit GGUF to
-begin with, so the 8-bit weight grid loses little; bench/RESULTS.md compares the
-translations.
+Compute types: `int8` replaces every linear layer with `Int8Linear`
+(`engines.torch_lm.int8`, where its measurements are), `float32` and `bfloat16`
+load the weights at that dtype. The attention stays in float (eager, for the
+alignment heads' weights).
 
-Why not `torch.ao.quantization.quantize_dynamic`: it took 26 ms per token, but it
-quantises a whole input with one scale, so a token's result depends on the other
-tokens of the same pass (the attention sink's large activations set the scale of
-a whole prefill). A cached prefix then computes differently from a cold prompt,
-and speculation's verification pass disagrees with the token-by-token draft.
-Per-token scales and exact integer accumulation make every row independent of
-the others, so KV reuse changes nothing. torchao's int8 configs ran 5-15x slower
-than either on this CPU without `torch.compile`.
-
-The attention stays in float (eager, for the alignment heads' weights).
-
-`auto`, the default, chooses per CPU. `_int_mm` is fast only where the CPU has
-int8 dot-product instructions: on an AVX2-only AMD EPYC an 8x896 by 896x4864
-product took 30 ms in int8 against 3.6 ms in fp32, and updates 4-9 s against
-0.4-0.8 s. So `auto` takes int8 only on a CPU with VNNI or AMX, and only when a
-short measurement of the model's own product shape at load confirms it beats
-fp32; fp32 otherwise. bf16 is never chosen: it is slow where the CPU has no native
-bf16 (33 ms for that product under AVX2), and a batched bf16 pass can resolve a
-near-tie differently from a token-by-token one, so it is not exact under KV reuse.
+`auto`, the default, chooses per CPU, by what it has and what it measures. `_int_mm`
+is fast only where the CPU has int8 dot-product instructions: on an AVX2-only AMD
+EPYC an 8x896 by 896x4864 product took 30 ms in int8 against 3.6 ms in fp32, and
+updates 4-9 s against 0.4-0.8 s. bf16 products are fast only with native bf16
+(AVX-512 BF16 or AMX); emulated under AVX2 that product took 33 ms. So the
+candidates are float32 always, int8 with VNNI or AMX, bfloat16 with native bf16,
+and a short measurement of the model's own layer shape at load picks among them;
+a candidate must beat float32 by 10% to be taken. Measured on one AMX machine
+(bench/RESULTS.md): 340 ms per update in bf16, 409 in int8, 637 in fp32; under the
+AVX2 caps 623 in fp32, 1862 in bf16, 3976 in int8. Neither int8 nor bf16 is
+bit-exact against a differently chunked pass (a near-tie can resolve otherwise),
+which KV reuse and speculation tolerate; the engine tests that compare chunkings
+run fp32.
 """
 
 from __future__ import annotations
@@ -36,7 +25,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +33,7 @@ from typing import Any
 import torch
 
 from dragoman.cpu import CPUInfo, available_cores, cpu_info
+from dragoman.engines.torch_lm.int8 import Int8Linear, quantize_linear_int8
 from dragoman.errors import ConfigError, ModelUnavailable
 from dragoman.logs import get_logger
 
@@ -53,13 +43,12 @@ log = get_logger(__name__)
 COMPUTE_TYPES = {"int8": torch.float32, "bfloat16": torch.bfloat16, "float32": torch.float32}
 AUTO = "auto"
 _ALIASES = {"bf16": "bfloat16", "fp32": "float32", "default": AUTO}
-_INT8_MAX = 127.0
-#: int8 must beat fp32 by this factor in the load-time measurement to be chosen.
-_INT8_MARGIN = 0.9
+#: A faster compute type must beat float32 by this factor in the load-time measurement.
+_MARGIN = 0.9
 
 
 def default_threads() -> int:
-    """Half the cores, at least one: the MT engine shares the CPU with the ASR engine.
+    """Half the cores, at least one: a torch engine shares the CPU with the ASR engine.
 
     Measured on 2 shared cores: with other processes busy, 2 torch threads decoded
     at 0.3 tok/s (OpenMP threads spinning against each other) and 1 thread at 7.6.
@@ -72,7 +61,7 @@ def normalize_compute_type(compute_type: str) -> str:
     name = _ALIASES.get(compute_type.lower(), compute_type.lower())
     if name != AUTO and name not in COMPUTE_TYPES:
         raise ConfigError(
-            f"unsupported compute type {compute_type!r} for the qwen-torch MT backend; "
+            f"unsupported compute type {compute_type!r} for a PyTorch engine; "
             f"choose auto or one of {', '.join(COMPUTE_TYPES)}"
         )
     return name
@@ -95,35 +84,58 @@ def choose_compute_type(
     """
     name = normalize_compute_type(requested)
     cpu = cpu or cpu_info()
-    has_int8 = cpu.vnni or cpu.amx
     if name != AUTO:
-        if name == "int8" and not has_int8:
+        if name == "int8" and not (cpu.vnni or cpu.amx):
             log.warning("int8 requested on a CPU without VNNI or AMX: expect it slower than float32")
+        if name == "bfloat16" and not cpu.bf16:
+            log.warning("bfloat16 requested on a CPU without native bf16: expect it slower than float32")
         return ComputeChoice(name, "requested")
-    if not has_int8:
-        return ComputeChoice("float32", "no VNNI or AMX: int8 products are slower than float32 here")
-    int8_ms, fp32_ms = measure_int8_against_fp32(*shape)
-    timing = f"int8 {int8_ms:.2f} ms, float32 {fp32_ms:.2f} ms for 1+8 rows of {shape[0]}x{shape[1]}"
-    if int8_ms < _INT8_MARGIN * fp32_ms:
-        return ComputeChoice("int8", f"VNNI/AMX and measured faster: {timing}")
-    return ComputeChoice("float32", f"int8 measured no faster: {timing}")
+    candidates = ["float32"]
+    if cpu.vnni or cpu.amx:
+        candidates.append("int8")
+    if cpu.bf16:
+        candidates.append("bfloat16")
+    if len(candidates) == 1:
+        return ComputeChoice(
+            "float32", "no VNNI, AMX or native bf16: int8 and bf16 are slower than float32 here"
+        )
+    times = measure_compute_types(*shape, candidates=candidates)
+    timing = ", ".join(f"{kind} {ms:.2f} ms" for kind, ms in times.items())
+    timing += f" for 1+8 rows of {shape[0]}x{shape[1]}"
+    best = min(times, key=times.__getitem__)
+    if best != "float32" and times[best] < _MARGIN * times["float32"]:
+        return ComputeChoice(best, f"measured fastest: {timing}")
+    return ComputeChoice("float32", f"nothing measured faster than float32: {timing}")
 
 
-def measure_int8_against_fp32(inputs: int, outputs: int, repeats: int = 9) -> tuple[float, float]:
-    """Median ms of a 1-row plus an 8-row pass through an inputs x outputs layer: Int8Linear, fp32.
+def measure_compute_types(
+    inputs: int, outputs: int, *, candidates: Sequence[str] = ("float32", "int8"), repeats: int = 9
+) -> dict[str, float]:
+    """Median ms of a 1-row plus an 8-row pass through an inputs x outputs layer, per compute type.
 
     One row is a decoded token, eight a short prefill; together they stand for an
-    update. The layers are the engine's own, so the measurement includes the
-    per-token quantisation of the activations.
+    update. The layers are the engine's own (Int8Linear for int8), so the
+    measurement includes the per-token quantisation of the activations.
     """
     torch.manual_seed(0)
+    out: dict[str, float] = {}
     with torch.inference_mode():
         linear = torch.nn.Linear(inputs, outputs, bias=False)
-        quantized = Int8Linear(linear)
         rows = [torch.randn(n, inputs) for n in (1, 8)]
-        int8_ms = _median_ms(lambda: [quantized(x) for x in rows], repeats)
-        fp32_ms = _median_ms(lambda: [linear(x) for x in rows], repeats)
-    return int8_ms, fp32_ms
+        for kind in candidates:
+            if kind == "int8":
+                layer: torch.nn.Module = Int8Linear(linear)
+                batch = rows
+            else:
+                dtype = COMPUTE_TYPES[kind]
+                layer = torch.nn.Linear(inputs, outputs, bias=False).to(dtype)
+                batch = [x.to(dtype) for x in rows]
+            out[kind] = _median_ms(_passes(layer, batch), repeats)
+    return out
+
+
+def _passes(layer: torch.nn.Module, batch: Sequence[torch.Tensor]) -> Callable[[], object]:
+    return lambda: [layer(x) for x in batch]
 
 
 def _median_ms(fn: Callable[[], object], repeats: int) -> float:
@@ -145,55 +157,6 @@ def widest_linear(model_dir: Path) -> tuple[int, int]:
         return 896, 4864  # Qwen2.5-0.5B's
 
 
-def _quantize_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """int8 values of each row of `x` (flattened to 2-D) and each row's scale."""
-    rows = x.reshape(-1, x.shape[-1]).float()
-    scale = rows.abs().amax(dim=1, keepdim=True).clamp_min(1e-8) / _INT8_MAX
-    return (rows / scale).round_().clamp_(-_INT8_MAX, _INT8_MAX).to(torch.int8), scale
-
-
-class Int8Linear(torch.nn.Module):
-    """y = x W^T + b with W in int8 per output channel and x in int8 per token."""
-
-    weight_t: torch.Tensor
-    weight_scale: torch.Tensor
-    bias: torch.Tensor | None
-
-    def __init__(self, linear: torch.nn.Linear) -> None:
-        super().__init__()
-        quantized, scale = _quantize_rows(linear.weight.detach())
-        # [in, out], contiguous: the layout torch._int_mm multiplies fastest.
-        self.register_buffer("weight_t", quantized.t().contiguous())
-        self.register_buffer("weight_scale", scale.reshape(-1))
-        bias = None if linear.bias is None else linear.bias.detach().float()
-        self.register_buffer("bias", bias)
-        self.in_features, self.out_features = linear.in_features, linear.out_features
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        values, scale = _quantize_rows(x)
-        out = torch._int_mm(values, self.weight_t).float() * scale * self.weight_scale
-        if self.bias is not None:
-            out = out + self.bias
-        return out.reshape(*x.shape[:-1], self.out_features)
-
-
-def quantize_linear_int8(model: torch.nn.Module) -> torch.nn.Module:
-    """Replace every nn.Linear of `model` in place with an Int8Linear."""
-    started = time.perf_counter()
-    targets = [
-        (parent, name, child)
-        for parent in model.modules()
-        for name, child in parent.named_children()
-        if isinstance(child, torch.nn.Linear)
-    ]
-    for parent, name, child in targets:
-        setattr(parent, name, Int8Linear(child))
-    log.info(
-        "MT model quantised to int8", layers=len(targets), seconds=round(time.perf_counter() - started, 2)
-    )
-    return model
-
-
 def load_model(model_dir: Path, compute_type: str) -> tuple[Any, Any]:
     """(tokenizer, causal LM in eval mode with eager attention) from a transformers folder.
 
@@ -212,7 +175,7 @@ def load_model(model_dir: Path, compute_type: str) -> tuple[Any, Any]:
             str(model_dir), dtype=COMPUTE_TYPES[name], attn_implementation="eager", local_files_only=True
         )
     except (OSError, ValueError, RuntimeError) as exc:
-        raise ModelUnavailable(f"cannot load the MT model in {model_dir}: {exc}") from exc
+        raise ModelUnavailable(f"cannot load the model in {model_dir}: {exc}") from exc
     model.eval()
     if name == "int8":
         quantize_linear_int8(model)

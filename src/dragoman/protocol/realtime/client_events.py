@@ -1,99 +1,282 @@
-"""OpenAI Realtime transcription events, in both generations the SDK speaks.
+"""OpenAI Realtime client events, as strict models, for transcription and agent sessions.
 
-Beta (`client.beta.realtime`, header `OpenAI-Beta: realtime=v1`) configures with
-`transcription_session.update`; GA (`client.realtime`) with `session.update`
-carrying `session.type: "transcription"` and the audio settings under
-`session.audio.input` (PROTOCOLS.md). Both parse into the session's input events
-(`dragoman.sessions.transcription.events`); everything about the wire is checked
-here, and what needs the session's state (the item cap, an empty buffer) there.
+A transcription session (`/v1/realtime?intent=transcription`) takes
+`transcription_session.update` (beta) or `session.update` with `session.type:
+"transcription"` (GA), and `input_audio_buffer.append/commit/clear`. An agent session
+(`/v1/realtime`) takes `session.update` (`session.type: "realtime"` in GA, the flat
+beta session otherwise), the same buffer events, `conversation.item.create`,
+`response.create`, `response.cancel` and `output_audio_buffer.clear`. Field names and
+shapes are those of `openai.types.realtime` (GA) and `openai.types.beta.realtime`.
 
-Validation follows the seed: "the unfixed counts are non-negative integers;
-numeric strings count as numbers. language and prompt are strings (or null),
-language at most MAX_LANGUAGE_CHARS characters. Any other value is an error and
-the update changes nothing."
+`ClientParser` and `AgentClientParser` parse one connection's frames into the
+session's input events (`sessions.transcription.events`, `sessions.agent.events`);
+everything about the wire is checked here, and what needs the session's state
+(the item cap, an empty buffer, a known call id) there. A bad frame becomes the
+session's `Rejected` event with `InvalidEvent` (not an event we serve: bad JSON, no
+type, an unknown type) or `InvalidValue` (a field is wrong, `param` its path).
+Unknown fields are ignored.
 """
 
 from __future__ import annotations
 
 import json
-import math
-from enum import StrEnum
-from typing import Any
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import Discriminator, Field, Tag, ValidationError, model_validator
 
 from dragoman.errors import ClientError, InvalidEvent, InvalidValue
-from dragoman.sessions.transcription.events import (
-    AppendAudio,
-    ClearBuffer,
-    ClientEvent,
-    CommitBuffer,
-    Rejected,
-    UpdateSession,
+from dragoman.protocol.realtime.fields import (
+    CUSTOM,
+    MAX_EVENT_ID_CHARS,
+    ClientModel,
+    Id,
+    fault,
+    invalid,
 )
-from dragoman.streaming.turns import ServerVADConfig
+from dragoman.protocol.realtime.generation import Generation, default_input_rate, format_for, generation_of
+from dragoman.protocol.realtime.session_models import (
+    AgentSession,
+    BetaAgentSession,
+    BetaToolChoice,
+    BetaTranscriptionSession,
+    Instructions,
+    MaxTokens,
+    Modalities,
+    Tools,
+    TranscriptionSession,
+    Voice,
+    modalities,
+    present,
+    tool_choice,
+)
+from dragoman.sessions.agent import events as agent
+from dragoman.sessions.transcription import events as transcription
 
-MAX_LANGUAGE_CHARS = 32
-MAX_PROMPT_CHARS = 4_000
-MAX_EVENT_ID_CHARS = 128
-SUPPORTED_RATES = (8_000, 16_000, 24_000, 44_100, 48_000)
+__all__ = [
+    "AgentClientParser",
+    "ClientParser",
+    "Generation",
+    "default_input_rate",
+    "format_for",
+    "generation_of",
+]
+
+#: Longest text a message part, or a function's output, may carry.
+MAX_TEXT_CHARS = 32_000
+MAX_CONTENT_PARTS = 16
+
+Text = Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
+EventId = Annotated[str, Field(max_length=MAX_EVENT_ID_CHARS)]
 
 
-class Generation(StrEnum):
-    BETA = "beta"
-    GA = "ga"
+class ClientEvent(ClientModel):
+    type: str
+    event_id: EventId | None = None
 
 
-def generation_of(openai_beta_header: str) -> Generation:
-    """`client.beta.realtime.connect` sends `OpenAI-Beta: realtime=v1` (PROTOCOLS.md)."""
-    return Generation.BETA if "realtime=v1" in openai_beta_header else Generation.GA
+# -- both sessions ---------------------------------------------------------------------
 
 
-def default_input_rate(generation: Generation) -> int:
-    """OpenAI's GA audio/pcm is 24 kHz only; the beta default is pcm16 at 16 kHz (the seed)."""
-    return 24_000 if generation is Generation.GA else 16_000
+class InputAudioBufferAppend(ClientEvent):
+    type: Literal["input_audio_buffer.append"]
+    #: Base64 PCM16 at the session's input rate (decoded by the session, which carries the odd byte).
+    audio: str
 
 
-class ClientParser:
-    """Parses one connection's client events, and follows the generation the client speaks.
+class InputAudioBufferCommit(ClientEvent):
+    type: Literal["input_audio_buffer.commit"]
 
-    The generation only shapes `*.created` / `*.updated` (`protocol.realtime.server_events`), and
-    every `updated` answers an update, which sets the generation by its own type;
-    so it is taken from each update that parses, even one the session then refuses.
-    """
 
-    def __init__(self, generation: Generation) -> None:
-        self.generation = generation
+class InputAudioBufferClear(ClientEvent):
+    type: Literal["input_audio_buffer.clear"]
 
-    def parse(self, raw: str | bytes) -> ClientEvent:
-        """The session event in a frame; a bad one becomes `Rejected` (this never raises ClientError)."""
-        if not isinstance(raw, str):
-            return Rejected(InvalidEvent("Events must be JSON text frames, not binary."))
-        try:
-            kind, event_id, body = _envelope(raw)
-        except ClientError as exc:
-            return Rejected(exc)
-        try:
-            return self._event(kind, event_id, body)
-        except ClientError as exc:
-            return Rejected(exc, event_id)
 
-    def _event(self, kind: str, event_id: str | None, body: dict[str, Any]) -> ClientEvent:
-        if kind in ("transcription_session.update", "session.update"):
-            generation = Generation.GA if kind == "session.update" else Generation.BETA
-            event = UpdateSession(_session_values(generation, body.get("session")), event_id)
-            self.generation = generation
-            return event
-        if kind == "input_audio_buffer.append":
-            audio = body.get("audio")
-            if not isinstance(audio, str):
-                raise InvalidValue("input_audio_buffer.append needs 'audio', a base64 string.", param="audio")
-            return AppendAudio(audio, event_id)
-        if kind == "input_audio_buffer.commit":
-            return CommitBuffer(event_id)
-        if kind == "input_audio_buffer.clear":
-            return ClearBuffer(event_id)
-        raise InvalidEvent(
-            f"Unknown or unsupported event type {kind!r} for a transcription session.", param="type"
+# -- transcription sessions ----------------------------------------------------------
+
+
+class BetaTranscriptionSessionUpdate(ClientEvent):
+    type: Literal["transcription_session.update"]
+    session: BetaTranscriptionSession
+
+
+class TranscriptionSessionUpdate(ClientEvent):
+    type: Literal["session.update"]
+    session: TranscriptionSession
+
+
+# -- agent sessions --------------------------------------------------------------------
+
+
+class AgentSessionUpdate(ClientEvent):
+    type: Literal["session.update"]
+    session: AgentSession
+
+
+class BetaAgentSessionUpdate(ClientEvent):
+    type: Literal["session.update"]
+    session: BetaAgentSession
+
+
+class TextPart(ClientModel):
+    #: GA: user and system messages hold `input_text`, assistant messages `output_text` (beta: `text`).
+    type: Literal["input_text", "output_text", "text"]
+    text: Text
+
+
+class MessageItem(ClientModel):
+    type: Literal["message"] = "message"
+    id: Id | None = None
+    role: Literal["user", "system", "assistant"]
+    content: Annotated[list[TextPart], Field(min_length=1, max_length=MAX_CONTENT_PARTS)]
+
+    @model_validator(mode="after")
+    def _parts_fit_the_role(self) -> MessageItem:
+        expected = ("output_text", "text") if self.role == "assistant" else ("input_text",)
+        for index, part in enumerate(self.content):
+            if part.type not in expected:
+                article = "An" if self.role == "assistant" else "A"
+                raise fault(
+                    f"{article} {self.role} message holds {' or '.join(map(repr, expected))} parts, "
+                    f"not {part.type!r}.",
+                    field=f"content[{index}].type",
+                )
+        return self
+
+    def item(self) -> agent.Message:
+        kind: Literal["input_text", "output_text"] = (
+            "output_text" if self.role == "assistant" else "input_text"
         )
+        parts = tuple(agent.ContentPart(kind, text=part.text) for part in self.content)
+        return agent.Message(self.id, self.role, parts)
+
+
+class FunctionCallOutputItem(ClientModel):
+    type: Literal["function_call_output"]
+    id: Id | None = None
+    call_id: Id
+    output: Text
+
+    def item(self) -> agent.FunctionCallOutput:
+        return agent.FunctionCallOutput(self.id, self.call_id, self.output)
+
+
+def _item_kind(value: Any) -> str | None:
+    if not isinstance(value, dict):
+        return "Message"  # reported as "expected an object"
+    return {"message": "Message", "function_call_output": "Output"}.get(value.get("type", "message"))
+
+
+NewItem = Annotated[
+    Annotated[MessageItem, Tag("Message")] | Annotated[FunctionCallOutputItem, Tag("Output")],
+    Discriminator(
+        _item_kind,
+        custom_error_type=CUSTOM,
+        custom_error_message="{message}",
+        custom_error_context={
+            "message": "Unsupported item type; use a 'message' (text) or a 'function_call_output' item.",
+            "field": "type",
+        },
+    ),
+]
+
+
+class ConversationItemCreate(ClientEvent):
+    type: Literal["conversation.item.create"]
+    previous_item_id: Id | None = None
+    item: NewItem
+
+
+class ResponseAudioOutput(ClientModel):
+    voice: Voice | None = None
+
+
+class ResponseAudio(ClientModel):
+    output: ResponseAudioOutput | None = None
+
+
+class ResponseParams(ClientModel):
+    """`response.create`'s overrides, under GA's names and beta's (`modalities`, `voice`);
+    a field left out or null overrides nothing."""
+
+    instructions: Instructions | None = None
+    output_modalities: Modalities | None = None
+    modalities: Modalities | None = None
+    tools: Tools | None = None
+    #: GA's modes and function object, and beta's function name.
+    tool_choice: BetaToolChoice | None = None
+    #: "inf" (None) is an override too.
+    max_output_tokens: MaxTokens = None
+    max_response_output_tokens: MaxTokens = None
+    audio: ResponseAudio | None = None
+    voice: Voice | None = None
+    #: "Set this to `none` to create an out-of-band response which will not add items to default
+    #: conversation": only the default conversation is served.
+    conversation: Literal["auto"] | None = None
+
+    def overrides(self) -> dict[str, Any]:
+        values = present(
+            self,
+            {
+                "instructions": "instructions",
+                "modalities": "output_modalities",
+                "output_modalities": "output_modalities",
+                "tools": "tools",
+                "tool_choice": "tool_choice",
+                "voice": "voice",
+            },
+        )
+        if self.audio is not None and self.audio.output is not None:
+            values |= present(self.audio.output, {"voice": "voice"})
+        values = {key: value for key, value in values.items() if value is not None}
+        if "output_modalities" in values:
+            values["output_modalities"] = modalities(values["output_modalities"])
+        if "tools" in values:
+            values["tools"] = tuple(tool.tool() for tool in values["tools"])
+        if "tool_choice" in values:
+            values["tool_choice"] = tool_choice(values["tool_choice"])
+        return values | present(
+            self,
+            {"max_response_output_tokens": "max_output_tokens", "max_output_tokens": "max_output_tokens"},
+        )
+
+
+class ResponseCreate(ClientEvent):
+    type: Literal["response.create"]
+    response: ResponseParams | None = None
+
+
+class ResponseCancel(ClientEvent):
+    type: Literal["response.cancel"]
+    response_id: Id | None = None
+
+
+class OutputAudioBufferClear(ClientEvent):
+    type: Literal["output_audio_buffer.clear"]
+
+
+# -- parsing -------------------------------------------------------------------------
+
+EventT = TypeVar("EventT")
+ModelT = TypeVar("ModelT", bound=ClientModel)
+
+
+def _parse(
+    raw: str | bytes,
+    event: Callable[[str, str | None, dict[str, Any]], EventT],
+    rejected: Callable[[ClientError, str | None], EventT],
+) -> EventT:
+    """The session event in a frame, or the session's `Rejected` (this never raises ClientError)."""
+    if not isinstance(raw, str):
+        return rejected(InvalidEvent("Events must be JSON text frames, not binary."), None)
+    try:
+        kind, event_id, data = _envelope(raw)
+    except ClientError as exc:
+        return rejected(exc, None)
+    try:
+        return event(kind, event_id, data)
+    except ClientError as exc:
+        return rejected(exc, event_id)
 
 
 def _envelope(raw: str) -> tuple[str, str | None, dict[str, Any]]:
@@ -106,162 +289,107 @@ def _envelope(raw: str) -> tuple[str, str | None, dict[str, Any]]:
         raise InvalidEvent("An event must be a JSON object.")
     event_id = data.get("event_id")
     if event_id is not None and (not isinstance(event_id, str) or len(event_id) > MAX_EVENT_ID_CHARS):
-        raise InvalidValue("event_id must be a string.", param="event_id")
+        raise InvalidValue(
+            f"event_id must be a string of at most {MAX_EVENT_ID_CHARS} characters.", param="event_id"
+        )
     kind = data.get("type")
     if not isinstance(kind, str):
         raise InvalidEvent("The event has no string 'type'.", param="type")
     return kind, event_id, data
 
 
-def _session_values(generation: Generation, session: Any) -> dict[str, Any]:
-    """The fields an update sets, keyed by `SessionConfig` field; absent fields are left out."""
-    if not isinstance(session, dict):
-        raise InvalidValue("'session' must be an object.", param="session")
-    values: dict[str, Any] = {}
-    if generation is Generation.GA:
-        kind = session.get("type", "transcription")
-        if kind != "transcription":
-            raise InvalidValue(
-                f"This endpoint serves transcription sessions; session.type {kind!r} is not supported here.",
-                param="session.type",
-            )
-        audio = _object(session, "audio", "session")
-        audio_in = _object(audio, "input", "session.audio") if audio is not None else None
-        if audio_in is not None:
-            if "format" in audio_in:
-                values["input_rate"] = _input_rate(audio_in["format"], "session.audio.input.format")
-            if "transcription" in audio_in:
-                values.update(_transcription(audio_in["transcription"], "session.audio.input.transcription"))
-            if "turn_detection" in audio_in:
-                values["turn_detection"] = _turn_detection(
-                    audio_in["turn_detection"], "session.audio.input.turn_detection"
-                )
-    else:
-        if "input_audio_format" in session:
-            values["input_rate"] = _input_rate(session["input_audio_format"], "session.input_audio_format")
-        if "input_audio_transcription" in session:
-            values.update(
-                _transcription(session["input_audio_transcription"], "session.input_audio_transcription")
-            )
-        if "turn_detection" in session:
-            values["turn_detection"] = _turn_detection(session["turn_detection"], "session.turn_detection")
-    mstar = _object(session, "mstar", "session")
-    if mstar is not None:
-        if "chunk_seconds" in mstar:
-            values["chunk_seconds"] = _number(mstar["chunk_seconds"], "session.mstar.chunk_seconds")
-        for key in ("unfixed_chunks", "unfixed_tokens"):
-            if key in mstar:
-                values[key] = _count(mstar[key], f"session.mstar.{key}")
-    return values
+def _validate(model: type[ModelT], data: dict[str, Any]) -> ModelT:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise invalid(exc) from None
 
 
-def _object(parent: dict[str, Any], key: str, where: str) -> dict[str, Any] | None:
-    value = parent.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise InvalidValue(f"'{where}.{key}' must be an object.", param=f"{where}.{key}")
-    return value
-
-
-def _input_rate(value: Any, param: str) -> int:
-    if value == "pcm16":
-        return 16_000
-    if isinstance(value, dict) and value.get("type") == "audio/pcm":
-        rate = value.get("rate", 24_000)
-        if isinstance(rate, int) and not isinstance(rate, bool) and rate in SUPPORTED_RATES:
-            return rate
-        raise InvalidValue(
-            f"Unsupported audio/pcm rate {rate!r}; supported rates: {', '.join(map(str, SUPPORTED_RATES))}.",
-            param=param,
-        )
-    raise InvalidValue(
-        'Unsupported input audio format; use "pcm16" (16 kHz) or {"type": "audio/pcm", "rate": 24000}.',
-        param=param,
+def _unknown(kind: str, session: str) -> InvalidEvent:
+    return InvalidEvent(
+        f"Unknown or unsupported event type {kind[:60]!r} for a {session} session.", param="type"
     )
 
 
-def _transcription(value: Any, param: str) -> dict[str, Any]:
-    if value is None:
-        return {"model": None, "language": None, "prompt": None}
-    if not isinstance(value, dict):
-        raise InvalidValue(f"'{param}' must be an object or null.", param=param)
-    out: dict[str, Any] = {}
-    if "model" in value:
-        model = value["model"]
-        if model is not None and not isinstance(model, str):
-            raise InvalidValue("model must be a string or null.", param=f"{param}.model")
-        out["model"] = model
-    if "language" in value:
-        language = value["language"]
-        if language is not None and not isinstance(language, str):
-            raise InvalidValue("language must be a string or null.", param=f"{param}.language")
-        if language is not None and len(language) > MAX_LANGUAGE_CHARS:
-            raise InvalidValue(
-                f"language must be at most {MAX_LANGUAGE_CHARS} characters.", param=f"{param}.language"
-            )
-        out["language"] = language or None
-    if "prompt" in value:
-        prompt = value["prompt"]
-        if prompt is not None and not isinstance(prompt, str):
-            raise InvalidValue("prompt must be a string or null.", param=f"{param}.prompt")
-        if prompt is not None and len(prompt) > MAX_PROMPT_CHARS:
-            raise InvalidValue(
-                f"prompt must be at most {MAX_PROMPT_CHARS} characters.", param=f"{param}.prompt"
-            )
-        out["prompt"] = prompt or None
-    return out
+class ClientParser:
+    """Parses one transcription connection's client events, and follows the generation it speaks.
+
+    The generation only shapes `*.created` / `*.updated` (`protocol.realtime.server_events`), and
+    every `updated` answers an update, which sets the generation by its own type;
+    so it is taken from each update that parses, even one the session then refuses.
+    """
+
+    def __init__(self, generation: Generation) -> None:
+        self.generation = generation
+
+    def parse(self, raw: str | bytes) -> transcription.ClientEvent:
+        """The session event in a frame; a bad one becomes `Rejected` (this never raises ClientError)."""
+        return _parse(raw, self._event, transcription.Rejected)
+
+    def _event(self, kind: str, event_id: str | None, data: dict[str, Any]) -> transcription.ClientEvent:
+        if kind == "transcription_session.update":
+            beta = _validate(BetaTranscriptionSessionUpdate, data)
+            self.generation = Generation.BETA
+            return transcription.UpdateSession(beta.session.values(), event_id)
+        if kind == "session.update":
+            ga = _validate(TranscriptionSessionUpdate, data)
+            self.generation = Generation.GA
+            return transcription.UpdateSession(ga.session.values(), event_id)
+        if kind == "input_audio_buffer.append":
+            return transcription.AppendAudio(_validate(InputAudioBufferAppend, data).audio, event_id)
+        if kind == "input_audio_buffer.commit":
+            _validate(InputAudioBufferCommit, data)
+            return transcription.CommitBuffer(event_id)
+        if kind == "input_audio_buffer.clear":
+            _validate(InputAudioBufferClear, data)
+            return transcription.ClearBuffer(event_id)
+        raise _unknown(kind, "transcription")
 
 
-def _turn_detection(value: Any, param: str) -> ServerVADConfig | None:
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise InvalidValue(f"'{param}' must be an object or null.", param=param)
-    kind = value.get("type", "server_vad")
-    if kind != "server_vad":
-        raise InvalidValue(
-            f"turn_detection type {kind!r} is not supported; use 'server_vad' or null.", param=f"{param}.type"
-        )
-    defaults = ServerVADConfig()
-    threshold = defaults.threshold
-    if value.get("threshold") is not None:
-        threshold = _number(value["threshold"], f"{param}.threshold")
-        if not 0.0 <= threshold <= 1.0:
-            raise InvalidValue("threshold must be between 0 and 1.", param=f"{param}.threshold")
-    padding = defaults.prefix_padding_ms
-    if value.get("prefix_padding_ms") is not None:
-        padding = _count(value["prefix_padding_ms"], f"{param}.prefix_padding_ms")
-    silence = defaults.silence_duration_ms
-    if value.get("silence_duration_ms") is not None:
-        silence = _count(value["silence_duration_ms"], f"{param}.silence_duration_ms")
-    return ServerVADConfig(threshold=threshold, prefix_padding_ms=padding, silence_duration_ms=silence)
+class AgentClientParser:
+    """Parses one agent connection's client events, and follows the generation it speaks.
 
+    Both generations name the update `session.update`; GA's session carries
+    `session.type` and beta's does not, so an update with a type is read (and sets
+    the generation) as GA's, and one without as the connection's generation reads it.
+    """
 
-def _number(value: Any, param: str) -> float:
-    """A finite number; numeric strings count as numbers (the seed)."""
-    if isinstance(value, bool):
-        raise InvalidValue(f"{param.rsplit('.', 1)[-1]} must be a number.", param=param)
-    if isinstance(value, str):
-        try:
-            value = float(value.strip())
-        except ValueError:
-            raise InvalidValue(f"{param.rsplit('.', 1)[-1]} must be a number.", param=param) from None
-    if not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidValue(f"{param.rsplit('.', 1)[-1]} must be a finite number.", param=param)
-    return float(value)
+    def __init__(self, generation: Generation) -> None:
+        self.generation = generation
 
+    def parse(self, raw: str | bytes) -> agent.ClientEvent:
+        """The session event in a frame; a bad one becomes `Rejected` (this never raises ClientError)."""
+        return _parse(raw, self._event, agent.Rejected)
 
-def _count(value: Any, param: str) -> int:
-    """A non-negative integer; "3" and 3.0 count, 2.5, -1 and true do not."""
-    number = _number(value, param)
-    if number < 0 or not number.is_integer():
-        raise InvalidValue(f"{param.rsplit('.', 1)[-1]} must be a non-negative integer.", param=param)
-    return int(number)
+    def _event(self, kind: str, event_id: str | None, data: dict[str, Any]) -> agent.ClientEvent:
+        if kind == "session.update":
+            return self._update(event_id, data)
+        if kind == "input_audio_buffer.append":
+            return agent.AppendAudio(_validate(InputAudioBufferAppend, data).audio, event_id)
+        if kind == "input_audio_buffer.commit":
+            _validate(InputAudioBufferCommit, data)
+            return agent.CommitBuffer(event_id)
+        if kind == "input_audio_buffer.clear":
+            _validate(InputAudioBufferClear, data)
+            return agent.ClearBuffer(event_id)
+        if kind == "conversation.item.create":
+            create = _validate(ConversationItemCreate, data)
+            return agent.CreateItem(create.item.item(), create.previous_item_id, event_id)
+        if kind == "response.create":
+            params = _validate(ResponseCreate, data).response
+            return agent.CreateResponse(params.overrides() if params else {}, event_id)
+        if kind == "response.cancel":
+            return agent.CancelResponse(_validate(ResponseCancel, data).response_id, event_id)
+        if kind == "output_audio_buffer.clear":
+            _validate(OutputAudioBufferClear, data)
+            return agent.ClearOutputAudio(event_id)
+        raise _unknown(kind, "realtime")
 
-
-def format_for(generation: Generation, rate: int) -> Any:
-    """The input format as the client's generation writes it."""
-    if generation is Generation.BETA and rate == 16_000:
-        return "pcm16"
-    return {"type": "audio/pcm", "rate": rate}
+    def _update(self, event_id: str | None, data: dict[str, Any]) -> agent.UpdateSession:
+        session = data.get("session")
+        if self.generation is Generation.GA or (isinstance(session, dict) and "type" in session):
+            values = _validate(AgentSessionUpdate, data).session.values()
+            self.generation = Generation.GA
+        else:
+            values = _validate(BetaAgentSessionUpdate, data).session.values()
+        return agent.UpdateSession(values, event_id)

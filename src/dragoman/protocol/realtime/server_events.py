@@ -1,8 +1,11 @@
 """Server events of the Realtime transcription session, as pydantic models.
 
-Field names and shapes follow OpenAI's wire format (PROTOCOLS.md, and the
-`openai.types.realtime` models the end-to-end tests validate against).
-`mstar.transcription.partial` is the seed's extension event.
+Field names and shapes follow OpenAI's wire format: `openai.types.realtime` (GA) and
+`openai.types.beta.realtime` (beta), which the tests validate every event against.
+`mstar.transcription.partial` is this server's extension event. The agent session
+sends these too (`session.*`, `error`, `input_audio_buffer.*`,
+`conversation.item.input_audio_transcription.*`), and its own
+(`protocol.realtime.agent_events`).
 
 `server_event` writes the session's output events
 (`dragoman.sessions.transcription.events`) as these models, in the client's
@@ -17,7 +20,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from dragoman.errors import DragomanError, ServerError
-from dragoman.protocol.realtime.client_events import Generation, format_for
+from dragoman.protocol.realtime.generation import Generation, format_for
+from dragoman.sessions.speech import events as speech
 from dragoman.sessions.transcription import events as out
 
 
@@ -110,17 +114,26 @@ class TranscriptionCompleted(ServerEvent):
     usage: DurationUsage
 
 
+class ItemError(BaseModel):
+    """An item's failure: as `ErrorDetail`, less the client event (no client event failed)."""
+
+    type: Literal["invalid_request_error", "server_error"]
+    code: str | None = None
+    message: str
+    param: str | None = None
+
+
 class TranscriptionFailed(ServerEvent):
     type: Literal["conversation.item.input_audio_transcription.failed"] = (
         "conversation.item.input_audio_transcription.failed"
     )
     item_id: str
     content_index: int = 0
-    error: ErrorDetail
+    error: ItemError
 
 
 class TranscriptionPartial(ServerEvent):
-    """The whole current hypothesis, unstable tail included (the seed's extension)."""
+    """The whole current hypothesis, unstable tail included (this server's extension)."""
 
     type: Literal["mstar.transcription.partial"] = "mstar.transcription.partial"
     item_id: str
@@ -138,23 +151,28 @@ def server_event(event: out.ServerEvent, generation: Generation) -> ServerEvent:
     """The wire model of a session output event, for a client of `generation`."""
     if isinstance(event, out.SessionConfigured):
         return session_event(event, generation)
-    if isinstance(event, out.Committed):
+    return speech_event(event)
+
+
+def speech_event(event: speech.SpeechEvent) -> ServerEvent:
+    """What the speech front says, as both sessions send it (alike in both generations)."""
+    if isinstance(event, speech.Committed):
         return InputAudioBufferCommitted(item_id=event.item_id, previous_item_id=event.previous_item_id)
-    if isinstance(event, out.Cleared):
+    if isinstance(event, speech.Cleared):
         return InputAudioBufferCleared()
-    if isinstance(event, out.SpeechStarted):
+    if isinstance(event, speech.SpeechStarted):
         return SpeechStarted(audio_start_ms=event.audio_start_ms, item_id=event.item_id)
-    if isinstance(event, out.SpeechStopped):
+    if isinstance(event, speech.SpeechStopped):
         return SpeechStopped(audio_end_ms=event.audio_end_ms, item_id=event.item_id)
-    if isinstance(event, out.Delta):
+    if isinstance(event, speech.Delta):
         return TranscriptionDelta(item_id=event.item_id, delta=event.delta)
-    if isinstance(event, out.Completed):
+    if isinstance(event, speech.Completed):
         return TranscriptionCompleted(
             item_id=event.item_id, transcript=event.transcript, usage=DurationUsage(seconds=event.seconds)
         )
-    if isinstance(event, out.Failed):
-        return TranscriptionFailed(item_id=event.item_id, error=error_detail(event.error, None))
-    if isinstance(event, out.Partial):
+    if isinstance(event, speech.Failed):
+        return TranscriptionFailed(item_id=event.item_id, error=item_error(event.error))
+    if isinstance(event, speech.Partial):
         return TranscriptionPartial(
             item_id=event.item_id,
             text=event.text,
@@ -182,6 +200,10 @@ def error_detail(error: DragomanError, event_id: str | None) -> ErrorDetail:
         param=error.param,
         event_id=event_id,
     )
+
+
+def item_error(error: DragomanError) -> ItemError:
+    return ItemError.model_validate(error_detail(error, None).model_dump(exclude={"event_id"}))
 
 
 def session_event(event: out.SessionConfigured, generation: Generation) -> SessionEvent:

@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from dragoman.engines.mt.base import MTRequest
+from dragoman.engines.workers import CancelToken, Priority
 from dragoman.streaming.alignatt import Frontier
 
 PROTOCOL_VERSION = 1
 
 
 class ErrorCode(StrEnum):
-    """The seed's error codes; the only ones a client is ever sent."""
+    """MT protocol v1's error codes; the only ones a client is ever sent."""
 
     #: The client broke the protocol (bad frame, bad value, wrong order); see MTSession.
     BAD_PROTOCOL = "bad_protocol"
@@ -114,3 +115,6 @@ class MTJob:
     kind: JobKind
     request: MTRequest
     frontier: Frontier
+    cancel: CancelToken = field(default_factory=CancelToken, compare=False)
+    #: A person reads the translation as it comes.
+    priority: Priority = Priority.INTERACTIVE

@@ -31,7 +31,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from dragoman.engines.mt.base import DraftMode, MTDraft, MTRequest
-from dragoman.errors import ClientError
+from dragoman.errors import ClientError, DragomanError, ServerError, with_error_id
+from dragoman.sessions.base import CloseCode
 from dragoman.sessions.mt.events import (
     ClientEvent,
     Error,
@@ -63,11 +64,6 @@ from dragoman.streaming.alignatt import (
 )
 
 Decode = Callable[[Sequence[int]], str]
-
-
-def final_token_budget(n_words: int) -> int:
-    """max_new_tokens of a FINAL pass: generous per word, so that only a runaway is cut."""
-    return min(1024, 32 + 4 * n_words)
 
 
 @dataclass
@@ -107,8 +103,8 @@ class MTSession:
         self._default_preset = default_preset
         self._max_words = max_utterance_words
         self._presets = presets
-        #: Set when the connection should be closed once `drain()` was sent.
-        self.closed = False
+        #: Set when the connection should be closed once `events_to_send()` was sent.
+        self._close_code: int | None = None
         self._outbox: list[ServerEvent] = []
         self._setup: SessionSetup | None = None
         self._queue: deque[Update] = deque()
@@ -137,16 +133,28 @@ class MTSession:
             self._on_update(event)
         self._pump()
 
-    def drain(self) -> list[ServerEvent]:
+    def events_to_send(self) -> list[ServerEvent]:
         out, self._outbox = self._outbox, []
         return out
 
-    def has_job(self) -> bool:
+    @property
+    def close_code(self) -> int | None:
+        return self._close_code
+
+    @property
+    def closed(self) -> bool:
+        return self._close_code is not None
+
+    def _can_plan(self) -> bool:
         return self._in_flight is None and bool(self._queue) and not self.closed
 
     def next_job(self) -> MTJob | None:
-        """The engine call to make next (at most one at a time), or None."""
-        while self.has_job():
+        """The engine call to make next (at most one at a time), or None.
+
+        The driver asks for it when its turn on the engine comes, so the job is
+        planned from the latest update: queued partials are coalesced, not drafted.
+        """
+        while self._can_plan():
             job = self._plan_head()
             self._queue.popleft()
             if job is not None:
@@ -169,18 +177,19 @@ class MTSession:
         self._in_flight = None
         self._pump()
 
-    def job_failed(self, job: MTJob, error_id: str) -> None:
+    def job_failed(self, job: MTJob, error: DragomanError) -> None:
         """The engine call failed: the update is dropped (a final stays open for a retry)."""
         if job is self._in_flight:
             self._in_flight = None
-        self._outbox.append(
-            Error(
-                ErrorCode.PROCESSING_FAILED,
-                f"Translation failed and the update was dropped (error id {error_id}).",
-                seq=job.seq,
-                error_id=error_id,
-            )
-        )
+        if job.cancel.cancelled:
+            self._pump()
+            return
+        if isinstance(error, ServerError):
+            message = with_error_id("Translation failed and the update was dropped", error.error_id)
+            error_id: str | None = error.error_id
+        else:
+            message, error_id = error.message, None
+        self._outbox.append(Error(ErrorCode.PROCESSING_FAILED, message, seq=job.seq, error_id=error_id))
         self._pump()
 
     # -- client events ------------------------------------------------------------
@@ -200,7 +209,8 @@ class MTSession:
             code = _wire_code(exc)
             supported = tuple(self._directions) if code is ErrorCode.UNSUPPORTED_DIRECTION else None
             self._outbox.append(Error(code, exc.message, supported=supported))
-            self.closed = True  # seed: "init_ok (or error, then closes)"
+            # "init_ok (or error, then closes)": a refused init is a policy violation.
+            self._close_code = CloseCode.POLICY_VIOLATION
             return
         self._setup = setup
         self._history = list(setup.history)
@@ -210,7 +220,7 @@ class MTSession:
     def _on_update(self, update: Update) -> None:
         if self._setup is None:
             self._outbox.append(Error(ErrorCode.BAD_PROTOCOL, "send init before any update", seq=update.seq))
-            self.closed = True
+            self._close_code = CloseCode.PROTOCOL_ERROR
             return
         try:
             check_update(update, last_seq=self._last_seq, last_clock_ms=self._last_clock)
@@ -232,7 +242,7 @@ class MTSession:
 
     def _pump(self) -> None:
         """Answer queued updates that need no engine call, up to the first that does."""
-        while self.has_job():
+        while self._can_plan():
             if self._plan_head() is not None:
                 return
             self._queue.popleft()
@@ -262,7 +272,7 @@ class MTSession:
             if not words:
                 self._close(update.seq, utt, utt.committed, (), forced=False)
                 return None
-            request = self._request(words, (), utt, DraftMode.FINAL, final_token_budget(len(words)))
+            request = self._request(words, (), utt, DraftMode.FINAL, budget=0)  # the engine sizes it
             frontier = build_source_accessibility_frontier(
                 [w.end_ms for w in words], 0, clock_ms=update.clock_ms, final=True, params=setup.params
             )
@@ -418,7 +428,7 @@ class MTSession:
         final: bool = False,
         forced: bool = False,
     ) -> None:
-        # Append-only (seed): previous + committed_delta == committed_text, byte for byte.
+        # Append-only (MT protocol v1): previous + committed_delta == committed_text, byte for byte.
         if not committed.startswith(utt.committed):
             raise AssertionError("committed_text must extend the accepted target")
         delta = committed[len(utt.committed) :]

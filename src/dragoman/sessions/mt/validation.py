@@ -1,6 +1,6 @@
 """Checks on MT protocol v1 `init` and `update` events beyond their wire shape.
 
-Error codes. The seed defines four: bad_protocol, unsupported_direction, busy and
+Error codes. MT protocol v1 defines four: bad_protocol, unsupported_direction, busy and
 processing_failed. Everything the client got wrong is `bad_protocol`; an
 unsupported direction is `unsupported_direction` with the `supported` list. An
 update the client got wrong (seq or clock going backwards, a timestamp after the
@@ -38,7 +38,7 @@ class _Knob:
     high: float
 
 
-#: Client `overrides` that apply (the seed's CLIENT_OVERRIDE_WHITELIST); unknown keys are
+#: Client `overrides` that apply (MT protocol v1's CLIENT_OVERRIDE_WHITELIST); unknown keys are
 #: ignored silently, a listed key with a bad value is a bad_protocol error.
 #:   translation_alignatt_frontier_margin         int 0..8: source positions held at the end
 #:   translation_alignatt_inaccessible_ms         number 0..60000: committed words this recent

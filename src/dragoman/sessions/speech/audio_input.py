@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dragoman.audio.pcm import pcm16_to_float
+from dragoman.audio.rates import SAMPLE_RATE
 from dragoman.audio.resample import StreamResampler
-from dragoman.engines.asr.base import SAMPLE_RATE, FloatAudio
+from dragoman.engines.asr.base import FloatAudio
 
 
 class AudioInput:

@@ -12,7 +12,7 @@ from dragoman.engines.asr.base import ASRCapabilities, TextTokenizer
 from dragoman.errors import InvalidValue
 from dragoman.streaming.turns import ServerVADConfig
 
-#: The seed's MIN_CHUNK_SECONDS: a shorter chunk_seconds is raised to it.
+#: MIN_CHUNK_SECONDS of the re-decode algorithm: a shorter chunk_seconds is raised to it.
 MIN_CHUNK_SECONDS = 0.5
 
 

@@ -33,7 +33,7 @@ class Item:
     decoded_clock: int = 0
     #: Samples of audio the last step decoded.
     decoded_samples: int = 0
-    #: Steps run so far (the seed's chunk_id).
+    #: Steps run so far (the re-decode algorithm's chunk_id).
     steps: int = 0
     #: The raw hypothesis of the last step, exactly as the engine returned it.
     raw: str = ""

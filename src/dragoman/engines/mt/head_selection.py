@@ -19,30 +19,24 @@ with c = anchors / (anchors + 40): anchors are exact but sparse (en-zh shares
 few strings), monotonicity is dense but only a prior (German verbs move to the
 end), so the fewer anchors the more the prior counts. The weights are a
 judgement. The top-k heads are written to a heads file (`engines.mt.heads`).
+
+The command line, with its default data, is `dragoman.tools.calibrate`.
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
 import datetime as dt
-import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from dragoman.config import Settings
 from dragoman.engines.mt import heads as mt_heads
 from dragoman.engines.mt.anchors import find_anchors
-from dragoman.engines.mt.presets import DEFAULT_MODEL
 from dragoman.errors import ConfigError
-
-if TYPE_CHECKING:
-    from dragoman.engines.mt.qwen_torch import QwenTorchMTEngine
 
 #: progress(done, total, message)
 Progress = Callable[[int, int, str], None]
@@ -60,74 +54,18 @@ DEFAULT_SENTENCES = 50
 HELD_OUT_SHARE = 0.2
 
 
-#: FLORES-200 column names of the 4-way file in ../shared/eval/mt.
-FLORES_COLUMNS = {"en": "eng_Latn", "de": "deu_Latn", "it": "ita_Latn", "zh": "zho_Hans"}
+class TeacherForcing(Protocol):
+    """An engine that reports every head's attention for a given translation."""
 
-#: Calibration data per direction, relative to the eval folder (../shared/eval/mt). The
-#: benchmark uses FLORES (first 100) and the IWSLT dev set (evaluation only), so these
-#: are newstest2020 and Tatoeba excerpts, which neither contains. en-it has no newstest.
-DEFAULT_DATA: dict[str, tuple[str, ...]] = {
-    "en-de": (
-        "excerpts/newstest2020.eng-deu.first100.tsv",
-        "excerpts/tatoeba-test-v2021-08-07.eng-deu.first200.tsv",
-    ),
-    "en-it": ("excerpts/tatoeba-test-v2021-08-07.eng-ita.first200.tsv",),
-    "en-zh": (
-        "excerpts/newstest2020.eng-zho.first100.tsv",
-        "excerpts/tatoeba-test-v2021-08-07.eng-zho.first200.tsv",
-    ),
-}
+    name: str
+    model_sha256: str | None
+
+    def teacher_forced_attention(
+        self, source_lang: str, target_lang: str, source_words: Sequence[str], target_text: str
+    ) -> tuple[npt.NDArray[np.float32], list[int], list[tuple[int, int]]]: ...
 
 
-def default_eval_dir() -> Path:
-    """`<repo>/../shared/eval/mt`, where a source checkout finds the shared parallel text."""
-    return Path(__file__).resolve().parents[3] / ".." / "shared" / "eval" / "mt"
-
-
-# -- data ----------------------------------------------------------------------------------
-
-
-def read_pairs(path: Path, direction: str) -> list[tuple[str, str]]:
-    """(source, target) pairs of a TSV: two columns, or a FLORES file with a header row
-    naming `eng_Latn`, `deu_Latn`, ... columns."""
-    source_lang, target_lang = mt_heads.split_direction(direction)
-    try:
-        with path.open(encoding="utf-8", newline="") as handle:
-            rows = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
-    except OSError as exc:
-        raise ConfigError(f"cannot read calibration data {path}: {exc}") from exc
-    if not rows:
-        return []
-    header = rows[0]
-    src_col, tgt_col = FLORES_COLUMNS.get(source_lang), FLORES_COLUMNS.get(target_lang)
-    if src_col in header and tgt_col in header:
-        s, t = header.index(str(src_col)), header.index(str(tgt_col))
-        body = rows[1:]
-    else:
-        s, t = 0, 1
-        body = rows
-    return [
-        (r[s].strip(), r[t].strip()) for r in body if len(r) > max(s, t) and r[s].strip() and r[t].strip()
-    ]
-
-
-def default_data(direction: str, eval_dir: Path | None = None) -> list[Path]:
-    names = DEFAULT_DATA.get(direction)
-    if names is None:
-        raise ConfigError(
-            f"no default calibration data for {direction}; pass a TSV of source<TAB>target lines"
-        )
-    root = eval_dir or default_eval_dir()
-    return [root / name for name in names]
-
-
-def _interleave(lists: Sequence[Sequence[tuple[str, str]]]) -> Iterator[tuple[str, str]]:
-    """Round-robin over the files, so a few sentences of each kind come first."""
-    longest = max((len(x) for x in lists), default=0)
-    for i in range(longest):
-        for items in lists:
-            if i < len(items):
-                yield items[i]
+# -- sentences -----------------------------------------------------------------------------
 
 
 def _plausible(source: str, target: str, target_lang: str) -> bool:
@@ -138,6 +76,17 @@ def _plausible(source: str, target: str, target_lang: str) -> bool:
     if target_lang in ("zh", "ja"):
         return 0.1 <= len(target) / len(source) <= 1.0
     return 0.5 <= len(target) / len(source) <= 2.0
+
+
+def usable_pairs(
+    direction: str, pairs: Iterable[tuple[str, str]], origin: str = "the data"
+) -> list[tuple[str, str]]:
+    """The plausible pairs, without repeats, in order; a ConfigError when fewer than two."""
+    _source_lang, target_lang = mt_heads.split_direction(direction)
+    usable = list(dict.fromkeys(p for p in pairs if _plausible(p[0], p[1], target_lang)))
+    if len(usable) < 2:
+        raise ConfigError(f"too little usable parallel text in {origin}")
+    return usable
 
 
 # -- scoring -------------------------------------------------------------------------------
@@ -279,43 +228,25 @@ class CalibrationResult:
 
 
 def calibrate(
+    engine: TeacherForcing,
     direction: str,
+    pairs: Sequence[tuple[str, str]],
     *,
-    cache_dir: Path,
-    model: str = DEFAULT_MODEL,
-    data: Sequence[Path] | None = None,
+    out: Path,
     sentences: int = DEFAULT_SENTENCES,
     top_k: int = DEFAULT_TOP_K,
-    out: Path | None = None,
+    data_names: Sequence[str] = (),
     progress: Progress | None = None,
-    engine: QwenTorchMTEngine | None = None,
 ) -> CalibrationResult:
-    """Select `top_k` alignment heads of `model` for `direction` and write a heads file.
+    """Select `top_k` alignment heads of `engine` for `direction` and write a heads file to `out`.
 
-    `data`: TSV files (source<TAB>target, or FLORES 4-way with a header); default:
-    `DEFAULT_DATA` under ../shared/eval/mt. The first `sentences` usable pairs are
-    taken (those with anchors first); a fifth of them is held out to measure the
-    chosen heads. `out` defaults to `<cache_dir>/heads/<model>/<direction>.json`,
-    which the engine searches before the packaged files.
+    `pairs`: (source, reference) pairs, `usable_pairs`' output. The first
+    `sentences` of them are taken (those with anchors first); a fifth of those is
+    held out to measure the chosen heads. `data_names` go into the file's record.
     """
-    from dragoman.engines.mt.qwen_torch import QwenTorchMTEngine
-    from dragoman.engines.torch_lm.files import prepare_model
-
     source_lang, target_lang = mt_heads.split_direction(direction)
     if sentences < 2:
         raise ConfigError("calibration needs at least 2 sentences")
-    files = list(data) if data else default_data(direction)
-    pairs = [
-        p
-        for p in _interleave([read_pairs(Path(f), direction) for f in files])
-        if _plausible(p[0], p[1], target_lang)
-    ]
-    pairs = list(dict.fromkeys(pairs))
-    if len(pairs) < 2:
-        raise ConfigError(f"too little usable parallel text in {', '.join(map(str, files))}")
-    if engine is None:
-        model_dir, model_id, sha = prepare_model(model, cache_dir)
-        engine = QwenTorchMTEngine(model_dir, model_id=model_id, model_sha256=sha)
     report = progress or (lambda done, total, message: None)
 
     with_anchors: list[Sample] = []
@@ -346,7 +277,7 @@ def calibrate(
             "score": f"c*({HIT_WEIGHT}*anchor_hit + {MASS_WEIGHT}*anchor_mass) + (1-c)*max(monotonicity, 0), "
             f"c = anchors/(anchors+{ANCHOR_PRIOR})",
             "prompt_version": _prompt_version(),
-            "data": [Path(f).name for f in files],
+            "data": list(data_names),
             "sentences": len(fit),
             "anchors": scores.n_anchors,
             "held_out_sentences": len(check),
@@ -355,52 +286,11 @@ def calibrate(
             "date": dt.date.today().isoformat(),
         },
     )
-    path = out or Path(cache_dir).expanduser() / "heads" / engine.name / f"{direction}.json"
-    mt_heads.save(heads_file, path)
-    return CalibrationResult(heads_file, path, scores, accuracy, checked)
+    mt_heads.save(heads_file, out)
+    return CalibrationResult(heads_file, out, scores, accuracy, checked)
 
 
 def _prompt_version() -> int:
     from dragoman.engines.mt.qwen_prompt import PROMPT_VERSION
 
     return PROMPT_VERSION
-
-
-def run_cli(args: argparse.Namespace, settings: Settings) -> int:
-    """`dragoman mt calibrate`: reads --direction, --model, --data, --sentences, --top-k, --out.
-
-    Without --out the file goes to `mt.heads_dir` when set, else to
-    `<cache_dir>/heads`; the engine searches both before the packaged files.
-    """
-    model = getattr(args, "model", None) or DEFAULT_MODEL
-    data = getattr(args, "data", None)
-    out = getattr(args, "out", None)
-    if out is None and settings.mt.heads_dir is not None:
-        from dragoman.engines.torch_lm.files import model_id_for
-
-        out = Path(settings.mt.heads_dir).expanduser() / model_id_for(model) / f"{args.direction}.json"
-
-    def progress(done: int, total: int, message: str) -> None:
-        print(f"  {done}/{total}: {message}", end="\r", file=sys.stderr, flush=True)
-
-    result = calibrate(
-        args.direction,
-        cache_dir=settings.cache_dir,
-        model=model,
-        data=[Path(path) for path in data] if data else None,
-        sentences=int(getattr(args, "sentences", DEFAULT_SENTENCES)),
-        top_k=int(getattr(args, "top_k", DEFAULT_TOP_K)),
-        out=out,
-        progress=progress,
-    )
-    print(file=sys.stderr)
-    info = result.heads_file.calibration
-    print(
-        f"{result.heads_file.model} {result.heads_file.direction}: {info['sentences']} sentences, "
-        f"{info['anchors']} anchors; held-out anchor accuracy {result.held_out_accuracy:.2f} "
-        f"({result.held_out_anchors} anchors)"
-    )
-    for head in result.heads_file.heads:
-        print(f"  layer {head.layer:2d} head {head.head:2d}  score {head.score:.3f}  {dict(head.details)}")
-    print(f"wrote {result.path}")
-    return 0

@@ -1,4 +1,4 @@
-"""The step scheduler with an in-test engine that records every call."""
+"""The engine workers (batching, turns, cancellation) with in-test engines that record every call."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dragoman.engines.asr.base import ASRCapabilities, ASREngine, PrefixMode, StepRequest, StepResult
-from dragoman.engines.workers import StepScheduler
+from dragoman.engines.workers import BatchingWorker, CancelToken, JobCancelled, Priority, SerialWorker
 from dragoman.errors import ClientError, EngineFailure, RequestRejected
 
 
@@ -58,6 +58,12 @@ class FakeEngine(ASREngine):
         return out
 
 
+def asr_worker(engine: FakeEngine, max_batch: int = 16) -> BatchingWorker[StepRequest, StepResult]:
+    return BatchingWorker(
+        engine.transcribe_batch, name="asr", max_batch=max_batch, batch_key=engine.batch_key
+    )
+
+
 def _req(name: str, *, prefix: str = "", language: str | None = "en") -> StepRequest:
     return StepRequest(np.zeros(1600, np.float32), prefix=prefix, language=language, prompt=name)
 
@@ -68,7 +74,7 @@ async def _wait_started(engine: FakeEngine) -> None:
 
 async def test_queued_requests_share_one_call() -> None:
     engine = FakeEngine(hold_first=True)
-    async with StepScheduler(engine, max_batch=16) as sched:
+    async with asr_worker(engine, max_batch=16) as sched:
         first = asyncio.create_task(sched.submit(_req("a")))
         await _wait_started(engine)
         rest = [asyncio.create_task(sched.submit(_req(n))) for n in "bcdef"]
@@ -83,7 +89,7 @@ async def test_queued_requests_share_one_call() -> None:
 
 async def test_max_batch_and_batch_key_split_calls() -> None:
     engine = FakeEngine(hold_first=True)
-    async with StepScheduler(engine, max_batch=2) as sched:
+    async with asr_worker(engine, max_batch=2) as sched:
         first = asyncio.create_task(sched.submit(_req("a")))
         await _wait_started(engine)
         rest = [
@@ -101,7 +107,7 @@ async def test_max_batch_and_batch_key_split_calls() -> None:
 
 async def test_client_error_stays_in_its_slot() -> None:
     engine = FakeEngine(hold_first=True)
-    async with StepScheduler(engine) as sched:
+    async with asr_worker(engine) as sched:
         first = asyncio.create_task(sched.submit(_req("a")))
         await _wait_started(engine)
         good = asyncio.create_task(sched.submit(_req("b")))
@@ -117,7 +123,7 @@ async def test_client_error_stays_in_its_slot() -> None:
 
 async def test_failed_call_is_engine_failure_with_error_id(caplog: pytest.LogCaptureFixture) -> None:
     engine = FakeEngine(hold_first=True)
-    async with StepScheduler(engine) as sched:
+    async with asr_worker(engine) as sched:
         first = asyncio.create_task(sched.submit(_req("a")))
         await _wait_started(engine)
         victims = [asyncio.create_task(sched.submit(_req(n))) for n in ("b", "boom")]
@@ -136,7 +142,7 @@ async def test_failed_call_is_engine_failure_with_error_id(caplog: pytest.LogCap
 
 async def test_no_batching_serves_one_per_call() -> None:
     engine = FakeEngine(hold_first=True)
-    async with StepScheduler(engine, max_batch=16, batching=False) as sched:
+    async with asr_worker(engine, max_batch=1) as sched:
         first = asyncio.create_task(sched.submit(_req("a")))
         await _wait_started(engine)
         rest = [asyncio.create_task(sched.submit(_req(n))) for n in "bcd"]
@@ -149,7 +155,7 @@ async def test_no_batching_serves_one_per_call() -> None:
 
 async def test_cancelled_submitters_do_not_break_the_worker() -> None:
     engine = FakeEngine(hold_first=True)
-    async with StepScheduler(engine) as sched:
+    async with asr_worker(engine) as sched:
         running = asyncio.create_task(sched.submit(_req("a")))
         await _wait_started(engine)
         queued = asyncio.create_task(sched.submit(_req("queued")))
@@ -167,7 +173,7 @@ async def test_cancelled_submitters_do_not_break_the_worker() -> None:
 
 async def test_close_fails_waiting_steps_and_refuses_new_ones() -> None:
     engine = FakeEngine(hold_first=True)
-    sched = StepScheduler(engine)
+    sched = asr_worker(engine)
     running = asyncio.create_task(sched.submit(_req("a")))
     await _wait_started(engine)
     waiting = asyncio.create_task(sched.submit(_req("b")))
@@ -184,7 +190,7 @@ async def test_close_fails_waiting_steps_and_refuses_new_ones() -> None:
 async def test_sessions_run_concurrently_without_a_lock() -> None:
     """Many sessions submitting at once are served in far fewer calls than steps."""
     engine = FakeEngine()
-    async with StepScheduler(engine, max_batch=8) as sched:
+    async with asr_worker(engine, max_batch=8) as sched:
 
         async def session(n: int) -> list[str]:
             return [(await sched.submit(_req(f"{n}-{i}"))).text for i in range(5)]
@@ -192,3 +198,110 @@ async def test_sessions_run_concurrently_without_a_lock() -> None:
         done = await asyncio.gather(*(session(n) for n in range(8)))
     assert done == [[f"{n}-{i}" for i in range(5)] for n in range(8)]
     assert sched.stats.requests == 40 and sched.stats.calls < 40
+
+
+async def test_a_request_cancelled_before_its_call_is_dropped() -> None:
+    engine = FakeEngine(hold_first=True)
+    async with asr_worker(engine) as worker:
+        running = asyncio.create_task(worker.submit(_req("a")))
+        await asyncio.to_thread(engine.started.wait, 5)
+        token = CancelToken()
+        dropped = asyncio.create_task(worker.submit(_req("dropped"), token))
+        kept = asyncio.create_task(worker.submit(_req("kept")))
+        await asyncio.sleep(0)
+        token.cancel()
+        engine.release.set()
+        assert (await running).text == "a" and (await kept).text == "kept"
+        with pytest.raises(JobCancelled):
+            await dropped
+    assert engine.calls == [["a"], ["kept"]]
+    assert worker.stats.cancelled == 1
+
+
+async def test_serial_turns_go_by_priority_then_arrival() -> None:
+    order: list[str] = []
+    gate = asyncio.Event()
+    worker: SerialWorker[str, str] = SerialWorker(lambda request: request.upper(), name="mt")
+
+    async def session(name: str, priority: Priority) -> None:
+        async with worker.turn(priority) as slot:
+            order.append(name)
+            if name == "first":
+                await gate.wait()  # holds the engine while the others queue
+            assert await slot.run(name) == name.upper()
+
+    first = asyncio.create_task(session("first", Priority.INTERACTIVE))
+    await asyncio.sleep(0)
+    others = [
+        asyncio.create_task(session(name, priority))
+        for name, priority in [
+            ("background", Priority.BACKGROUND),
+            ("stream-1", Priority.STREAMING),
+            ("interactive", Priority.INTERACTIVE),
+            ("stream-2", Priority.STREAMING),
+        ]
+    ]
+    await asyncio.sleep(0)
+    gate.set()
+    await asyncio.gather(first, *others)
+    assert order == ["first", "interactive", "stream-1", "stream-2", "background"]
+    assert worker.calls == 5
+
+
+async def test_a_serial_turn_abandoned_while_waiting_passes_the_engine_on() -> None:
+    worker: SerialWorker[str, str] = SerialWorker(lambda request: request, name="mt")
+    gate = asyncio.Event()
+    served: list[str] = []
+
+    async def hold() -> None:
+        async with worker.turn():
+            await gate.wait()
+
+    async def take(name: str) -> None:
+        async with worker.turn() as slot:
+            served.append(await slot.run(name))
+
+    holder = asyncio.create_task(hold())
+    await asyncio.sleep(0)
+    gone = asyncio.create_task(take("gone"))
+    after = asyncio.create_task(take("after"))
+    await asyncio.sleep(0)
+    gone.cancel()
+    gate.set()
+    await asyncio.gather(holder, after)
+    assert served == ["after"]
+
+
+async def test_a_cancelled_serial_job_never_reaches_the_engine() -> None:
+    calls: list[str] = []
+    worker: SerialWorker[str, str] = SerialWorker(lambda request: calls.append(request) or request, name="mt")
+    token = CancelToken()
+    token.cancel()
+    async with worker.turn() as slot:
+        with pytest.raises(JobCancelled):
+            await slot.run("stale", token)
+    assert calls == [] and worker.cancelled == 1
+
+
+async def test_closing_a_serial_worker_fails_the_waiting_turns() -> None:
+    worker: SerialWorker[str, str] = SerialWorker(lambda request: request, name="mt")
+    gate = asyncio.Event()
+
+    async def hold() -> None:
+        async with worker.turn():
+            await gate.wait()
+
+    holder = asyncio.create_task(hold())
+    await asyncio.sleep(0)
+
+    async def wait_turn() -> None:
+        async with worker.turn():
+            pass
+
+    waiting = asyncio.create_task(wait_turn())
+    await asyncio.sleep(0)
+    await worker.close()
+    with pytest.raises(EngineFailure):
+        await waiting
+    gate.set()
+    await holder

@@ -1,0 +1,410 @@
+"""The `session` object of a Realtime session update, in both generations, for both sessions.
+
+GA (`openai.types.realtime`) nests the audio settings: `session.audio.input.{format,
+transcription, turn_detection}` and `session.audio.output.{format, voice, speed}`, and
+names the kind of session in `session.type` ("transcription" or "realtime"). Beta
+(`openai.types.beta.realtime`) writes them flat: `input_audio_format`,
+`input_audio_transcription`, `turn_detection`, `voice`, `modalities`.
+
+Each model's `values()` is what the update sets, keyed by the session's config
+fields (`sessions.transcription.config.SessionConfig`, `sessions.agent.config.AgentConfig`);
+fields the client left out are left out, so that an update changes only what it names
+(the models' defaults are never read).
+
+The unfixed counts are non-negative integers, and numeric strings count as
+numbers; language and prompt are strings or null, language at most
+MAX_LANGUAGE_CHARS characters. Any other value is an error, and the update
+changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BeforeValidator, Discriminator, Field, Tag, ValidationInfo
+
+from dragoman.protocol.realtime.fields import (
+    AgentFormat,
+    ClientModel,
+    Count,
+    Number,
+    TranscriptionFormat,
+    UnitInterval,
+    fault,
+)
+from dragoman.protocol.realtime.generation import AGENT_PCM16_RATE, GA_RATE, TRANSCRIPTION_PCM16_RATE
+from dragoman.sessions.agent.config import (
+    AgentConfig,
+    ForcedFunction,
+    FunctionTool,
+    InputTranscription,
+    Modality,
+    ToolChoice,
+    TurnDetection,
+)
+from dragoman.streaming.turns import ServerVADConfig
+
+MAX_LANGUAGE_CHARS = 32
+MAX_PROMPT_CHARS = 4_000
+MAX_MODEL_CHARS = 200
+MAX_INSTRUCTIONS_CHARS = 32_000
+MAX_VOICE_CHARS = 64
+#: OpenAI's function names (`FunctionDefinition.name`): "Must be a-z, A-Z, 0-9, or contain
+#: underscores and dashes, with a maximum length of 64."
+FUNCTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
+MAX_DESCRIPTION_CHARS = 4_000
+MAX_TOOLS = 128
+#: GA `max_output_tokens`: "Provide an integer between 1 and 4096 to limit output tokens, or `inf`".
+MAX_OUTPUT_TOKENS = 4096
+
+Model = Annotated[str, Field(max_length=MAX_MODEL_CHARS)]
+Instructions = Annotated[str, Field(max_length=MAX_INSTRUCTIONS_CHARS)]
+Voice = Annotated[str, Field(min_length=1, max_length=MAX_VOICE_CHARS)]
+
+
+def _function_name(value: str) -> str:
+    if not FUNCTION_NAME.match(value):
+        raise fault("A function's name is 1 to 64 letters, digits, '_' or '-'.")
+    return value
+
+
+FunctionName = Annotated[str, AfterValidator(_function_name)]
+Modalities = Annotated[list[Literal["text", "audio"]], Field(min_length=1, max_length=2)]
+
+
+def _speed(value: float) -> float:
+    if not 0.25 <= value <= 1.5:
+        raise fault("speed must be between 0.25 and 1.5.")
+    return value
+
+
+Speed = Annotated[Number, AfterValidator(_speed)]
+
+
+def _max_tokens(value: Any, info: ValidationInfo) -> int | None:
+    """An integer in [1, 4096], or "inf" (None, as null is)."""
+    if value == "inf" or value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_OUTPUT_TOKENS:
+        return value
+    raise fault(f'{info.field_name} must be an integer between 1 and {MAX_OUTPUT_TOKENS}, or "inf".')
+
+
+MaxTokens = Annotated[int | None, BeforeValidator(_max_tokens)]
+
+
+def _kind(value: Any, expected: str, endpoint: str) -> str:
+    """`session.type`, which must be the kind this endpoint serves."""
+    if value != expected:
+        raise fault(
+            f"This endpoint serves {endpoint} sessions; session.type {str(value)[:40]!r} is not supported here."
+        )
+    return expected
+
+
+TranscriptionKind = Annotated[
+    str, BeforeValidator(lambda value: _kind(value, "transcription", "transcription"))
+]
+RealtimeKind = Annotated[str, BeforeValidator(lambda value: _kind(value, "realtime", "realtime (agent)"))]
+
+
+def _server_vad(value: Any) -> str:
+    if value != "server_vad":
+        raise fault(f"turn_detection type {str(value)[:40]!r} is not supported; use 'server_vad' or null.")
+    return "server_vad"
+
+
+def present(model: ClientModel, names: dict[str, str]) -> dict[str, Any]:
+    """The fields of `model` the client set, renamed by `names` (wire name -> config field)."""
+    return {key: getattr(model, name) for name, key in names.items() if name in model.model_fields_set}
+
+
+# -- shared parts -----------------------------------------------------------------
+
+
+class TurnDetectionModel(ClientModel):
+    """`server_vad` only; a field left out or null takes OpenAI's default."""
+
+    type: Annotated[str, BeforeValidator(_server_vad)] = "server_vad"
+    threshold: UnitInterval | None = None
+    prefix_padding_ms: Count | None = None
+    silence_duration_ms: Count | None = None
+    create_response: bool | None = None
+    interrupt_response: bool | None = None
+
+    def vad(self) -> ServerVADConfig:
+        defaults = ServerVADConfig()
+        return ServerVADConfig(
+            threshold=defaults.threshold if self.threshold is None else self.threshold,
+            prefix_padding_ms=(
+                defaults.prefix_padding_ms if self.prefix_padding_ms is None else self.prefix_padding_ms
+            ),
+            silence_duration_ms=(
+                defaults.silence_duration_ms if self.silence_duration_ms is None else self.silence_duration_ms
+            ),
+        )
+
+    def turn_detection(self) -> TurnDetection:
+        return TurnDetection(
+            vad=self.vad(),
+            create_response=self.create_response is not False,
+            interrupt_response=self.interrupt_response is not False,
+        )
+
+
+class TranscriptionModel(ClientModel):
+    model: Model | None = None
+    language: Annotated[str, Field(max_length=MAX_LANGUAGE_CHARS)] | None = None
+    prompt: Annotated[str, Field(max_length=MAX_PROMPT_CHARS)] | None = None
+
+    def values(self) -> dict[str, Any]:
+        """A transcription session's partial update: an empty language or prompt is none."""
+        values = present(self, {"model": "model", "language": "language", "prompt": "prompt"})
+        for key in ("language", "prompt"):
+            if key in values:
+                values[key] = values[key] or None
+        return values
+
+    def input_transcription(self) -> InputTranscription:
+        return InputTranscription(self.model, self.language or None, self.prompt or None)
+
+
+def _transcription_values(value: TranscriptionModel | None) -> dict[str, Any]:
+    """null turns the settings off: the engine's model, any language, no prompt."""
+    return {"model": None, "language": None, "prompt": None} if value is None else value.values()
+
+
+class Mstar(ClientModel):
+    """This server's extension: the re-decode algorithm's settings (`session.mstar`)."""
+
+    chunk_seconds: Number = 0.0
+    unfixed_chunks: Count = 0
+    unfixed_tokens: Count = 0
+
+    def values(self) -> dict[str, Any]:
+        return present(self, {name: name for name in ("chunk_seconds", "unfixed_chunks", "unfixed_tokens")})
+
+
+# -- transcription sessions ----------------------------------------------------------
+
+
+class TranscriptionAudioInput(ClientModel):
+    format: TranscriptionFormat = GA_RATE
+    transcription: TranscriptionModel | None = None
+    turn_detection: TurnDetectionModel | None = None
+
+    def values(self) -> dict[str, Any]:
+        values = present(self, {"format": "input_rate"})
+        if "transcription" in self.model_fields_set:
+            values.update(_transcription_values(self.transcription))
+        if "turn_detection" in self.model_fields_set:
+            values["turn_detection"] = self.turn_detection.vad() if self.turn_detection else None
+        return values
+
+
+class TranscriptionAudio(ClientModel):
+    input: TranscriptionAudioInput | None = None
+
+
+class TranscriptionSession(ClientModel):
+    """GA `session.update` with `session.type: "transcription"`."""
+
+    type: TranscriptionKind = "transcription"
+    audio: TranscriptionAudio | None = None
+    mstar: Mstar | None = None
+
+    def values(self) -> dict[str, Any]:
+        values = self.audio.input.values() if self.audio and self.audio.input else {}
+        return values | (self.mstar.values() if self.mstar else {})
+
+
+class BetaTranscriptionSession(ClientModel):
+    """Beta `transcription_session.update`."""
+
+    input_audio_format: TranscriptionFormat = TRANSCRIPTION_PCM16_RATE
+    input_audio_transcription: TranscriptionModel | None = None
+    turn_detection: TurnDetectionModel | None = None
+    mstar: Mstar | None = None
+
+    def values(self) -> dict[str, Any]:
+        values = present(self, {"input_audio_format": "input_rate"})
+        if "input_audio_transcription" in self.model_fields_set:
+            values.update(_transcription_values(self.input_audio_transcription))
+        if "turn_detection" in self.model_fields_set:
+            values["turn_detection"] = self.turn_detection.vad() if self.turn_detection else None
+        return values | (self.mstar.values() if self.mstar else {})
+
+
+# -- agent sessions --------------------------------------------------------------------
+
+
+class FunctionToolModel(ClientModel):
+    type: Literal["function"] = "function"
+    name: FunctionName
+    description: Annotated[str, Field(max_length=MAX_DESCRIPTION_CHARS)] = ""
+    parameters: dict[str, Any] = Field(default_factory=dict)
+
+    def tool(self) -> FunctionTool:
+        return FunctionTool(self.name, self.description, self.parameters)
+
+
+Tools = Annotated[list[FunctionToolModel], Field(max_length=MAX_TOOLS)]
+
+
+class ToolChoiceFunction(ClientModel):
+    type: Literal["function"]
+    name: FunctionName
+
+
+def _tool_choice_kind(value: Any) -> str:
+    return "Mode" if isinstance(value, str) else "Function"
+
+
+#: GA: "Provide one of the string modes or force a specific function".
+GAToolChoice = Annotated[
+    Annotated[Literal["auto", "none", "required"], Tag("Mode")]
+    | Annotated[ToolChoiceFunction, Tag("Function")],
+    Discriminator(_tool_choice_kind),
+]
+#: Beta types `tool_choice` as a string: "Options are `auto`, `none`, `required`, or specify a
+#: function"; a string that is no mode names the function.
+BetaToolChoice = Annotated[
+    Annotated[FunctionName, Tag("Mode")] | Annotated[ToolChoiceFunction, Tag("Function")],
+    Discriminator(_tool_choice_kind),
+]
+
+
+def tool_choice(value: str | ToolChoiceFunction) -> ToolChoice:
+    """A mode, or a function to force; beta's string form names the function."""
+    if isinstance(value, ToolChoiceFunction):
+        return ForcedFunction(value.name)
+    if value in ("auto", "none", "required"):
+        return value  # type: ignore[return-value]
+    return ForcedFunction(value)
+
+
+def modalities(value: list[Literal["text", "audio"]]) -> tuple[Modality, ...]:
+    """Audio, whose transcript is its text, whenever it is asked for (beta asks ["text", "audio"])."""
+    return ("audio",) if "audio" in value else ("text",)
+
+
+class AgentAudioInput(ClientModel):
+    format: AgentFormat = GA_RATE
+    transcription: TranscriptionModel | None = None
+    turn_detection: TurnDetectionModel | None = None
+
+    def values(self) -> dict[str, Any]:
+        values = present(self, {"format": "input_rate"})
+        if "transcription" in self.model_fields_set:
+            values["input_transcription"] = self.transcription and self.transcription.input_transcription()
+        if "turn_detection" in self.model_fields_set:
+            values["turn_detection"] = self.turn_detection and self.turn_detection.turn_detection()
+        return values
+
+
+class AgentAudioOutput(ClientModel):
+    format: AgentFormat = GA_RATE
+    voice: Voice | None = None
+    speed: Speed | None = None
+
+    def values(self) -> dict[str, Any]:
+        return _null_is_default(present(self, {"format": "output_rate", "voice": "voice", "speed": "speed"}))
+
+
+class AgentAudio(ClientModel):
+    input: AgentAudioInput | None = None
+    output: AgentAudioOutput | None = None
+
+
+class AgentSession(ClientModel):
+    """GA `session.update` with `session.type: "realtime"`."""
+
+    type: RealtimeKind = "realtime"
+    model: Model | None = None
+    instructions: Instructions | None = None
+    output_modalities: Modalities | None = None
+    audio: AgentAudio | None = None
+    tools: Tools | None = None
+    tool_choice: GAToolChoice | None = None
+    max_output_tokens: MaxTokens = None
+
+    def values(self) -> dict[str, Any]:
+        values = _agent_values(self, "output_modalities", "max_output_tokens")
+        if self.audio is not None:
+            values |= self.audio.input.values() if self.audio.input else {}
+            values |= self.audio.output.values() if self.audio.output else {}
+        return values
+
+
+class BetaAgentSession(ClientModel):
+    """Beta `session.update`: the same settings, flat."""
+
+    model: Model | None = None
+    instructions: Instructions | None = None
+    modalities: Modalities | None = None
+    voice: Voice | None = None
+    speed: Speed | None = None
+    input_audio_format: AgentFormat = AGENT_PCM16_RATE
+    output_audio_format: AgentFormat = AGENT_PCM16_RATE
+    input_audio_transcription: TranscriptionModel | None = None
+    turn_detection: TurnDetectionModel | None = None
+    tools: Tools | None = None
+    tool_choice: BetaToolChoice | None = None
+    max_response_output_tokens: MaxTokens = None
+
+    def values(self) -> dict[str, Any]:
+        values = _agent_values(self, "modalities", "max_response_output_tokens")
+        values |= _null_is_default(
+            present(
+                self,
+                {
+                    "voice": "voice",
+                    "speed": "speed",
+                    "input_audio_format": "input_rate",
+                    "output_audio_format": "output_rate",
+                },
+            )
+        )
+        if "input_audio_transcription" in self.model_fields_set:
+            transcription = self.input_audio_transcription
+            values["input_transcription"] = transcription and transcription.input_transcription()
+        if "turn_detection" in self.model_fields_set:
+            values["turn_detection"] = self.turn_detection and self.turn_detection.turn_detection()
+        return values
+
+
+def _agent_values(
+    session: AgentSession | BetaAgentSession, modalities_field: str, tokens_field: str
+) -> dict[str, Any]:
+    """The settings both generations name alike, and the two they name apart."""
+    values = present(
+        session,
+        {
+            "model": "model",
+            "instructions": "instructions",
+            modalities_field: "output_modalities",
+            tokens_field: "max_output_tokens",
+            "tools": "tools",
+            "tool_choice": "tool_choice",
+        },
+    )
+    if values.get("output_modalities") is not None:
+        values["output_modalities"] = modalities(values["output_modalities"])
+    if values.get("tools") is not None:
+        values["tools"] = tuple(tool.tool() for tool in values["tools"])
+    if values.get("tool_choice") is not None:
+        values["tool_choice"] = tool_choice(values["tool_choice"])
+    return _null_is_default(values)
+
+
+_DEFAULTS = AgentConfig()
+
+
+def _null_is_default(values: dict[str, Any]) -> dict[str, Any]:
+    """The SDK's types let these be null; null sets the default (a voice or a model of None is
+    the server's own)."""
+    for key in ("instructions", "output_modalities", "tools", "tool_choice", "speed"):
+        if key in values and values[key] is None:
+            values[key] = getattr(_DEFAULTS, key)
+    return values

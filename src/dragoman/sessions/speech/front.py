@@ -1,0 +1,343 @@
+"""The speech front: audio in, turns, and the streaming transcript of each turn.
+
+It is what a transcription session and a voice agent share, up to a committed,
+transcribed turn: appends of base64 PCM at the client's rate are resampled to the
+engine's, server VAD (when on) cuts them into turns, and each turn is an item that
+is transcribed as it grows and once more when it is committed. It is a sub-machine
+of its session: the session feeds it client events and takes its engine jobs and
+events with the same contract (`sessions/base.py`).
+
+Decoding re-transcribes the item every `chunk_seconds` of new audio "as one engine
+request whose assistant turn is prefilled with the previous hypothesis minus its
+last unfixed_tokens tokens (once unfixed_chunks chunks are in), so the tail can
+still be revised while the head is fixed". The driver runs the jobs in a task of
+its own, so audio that arrives during a step is coalesced into the next one rather
+than decoded inside the receive loop.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dragoman.audio.rates import SAMPLE_RATE
+from dragoman.audio.vad import SpeechProbability
+from dragoman.engines.asr.base import StepRequest, StepResult
+from dragoman.engines.workers import CancelToken, Priority
+from dragoman.errors import BufferTooLong, DragomanError, InvalidValue
+from dragoman.sessions.speech.audio_input import AudioInput
+from dragoman.sessions.speech.config import EngineProfile, SessionConfig
+from dragoman.sessions.speech.events import (
+    Cleared,
+    Committed,
+    Completed,
+    Delta,
+    Error,
+    Failed,
+    Partial,
+    SpeechEvent,
+    SpeechStarted,
+    SpeechStopped,
+)
+from dragoman.sessions.speech.item import Item
+from dragoman.streaming import turns
+from dragoman.streaming.stable_prefix import stable_prefix
+
+
+@dataclass(frozen=True)
+class StepJob:
+    """One engine request for one item; `final` when it finishes the item."""
+
+    item: Item
+    request: StepRequest
+    final: bool
+    #: The item's clock when the job was made: audio after it is pending for the next step.
+    clock: int
+    #: Set when the item is cleared: a step not yet started is then dropped.
+    cancel: CancelToken = field(default_factory=CancelToken, compare=False)
+    priority: Priority = Priority.STREAMING
+
+
+class SpeechFront:
+    def __init__(
+        self,
+        session_id: str,
+        engine: EngineProfile,
+        config: SessionConfig,
+        vad_factory: Callable[[], SpeechProbability] | None,
+        emit: Callable[[SpeechEvent], None],
+    ) -> None:
+        self.session_id = session_id
+        self.engine = engine
+        self.config = config
+        self._vad_factory = vad_factory
+        self._emit = emit
+        self._input = AudioInput(config.input_rate)
+        self._segmenter: turns.TurnSegmenter | None = None
+        self._item: Item | None = None
+        self._last_item_id: str | None = None
+        #: Committed items waiting for their final step, oldest first.
+        self._closed: deque[Item] = deque()
+        self._in_flight: StepJob | None = None
+        #: Steps, over all items, whose firm text contradicted deltas already sent.
+        self.revisions = 0
+        self._make_segmenter()
+
+    @property
+    def current_item(self) -> Item | None:
+        """The item audio goes into now (None between turns)."""
+        return self._item
+
+    def reconfigure(self, new: SessionConfig) -> None:
+        """Take a new config, or raise InvalidValue and keep the old one."""
+        if new.input_rate != self.config.input_rate and not self.buffer_empty():
+            raise InvalidValue(
+                "The input audio rate can change only while the input audio buffer is empty; "
+                "commit or clear it first.",
+                param="session.input_audio_format",
+            )
+        toggles_vad = (new.turn_detection is None) != (self.config.turn_detection is None)
+        if toggles_vad and not self.buffer_empty():
+            raise InvalidValue(
+                "turn_detection can be switched on or off only while the input audio buffer is empty.",
+                param="session.turn_detection",
+            )
+        if new.turn_detection is not None and self._vad_factory is None:
+            raise InvalidValue("This server has no VAD model; turn_detection must be null.")
+        old = self.config
+        self.config = new
+        if new.input_rate != old.input_rate:
+            self._input.reset()
+            self._input.set_rate(new.input_rate)
+        if new.turn_detection != old.turn_detection:
+            self._make_segmenter()
+
+    def append(self, payload: str) -> None:
+        """Take an append of base64 PCM16 at the input rate; raises ClientError (nothing changes)."""
+        samples, odd = self._input.decode(payload)
+        if self._segmenter is None:
+            item = self._open_item()
+            clock = self._input.model_samples(item.input_samples + len(samples))
+            if clock > self.item_cap_samples:
+                raise BufferTooLong(
+                    f"The input audio buffer would exceed {self.item_cap_seconds:g} s, the longest item "
+                    "this server transcribes; commit or clear the buffer.",
+                    param="audio",
+                )
+            item.add(self._input.accept(samples, odd))
+            item.input_samples += len(samples)
+            item.clock = clock
+        else:
+            self._segment(self._input.accept(samples, odd))
+
+    def commit(self) -> None:
+        """The client ends the turn: the buffer becomes a committed item; raises when it is empty."""
+        tail = self._input.drain()
+        if self._segmenter is not None:
+            self._segment(tail)
+            # The client ended the turn: what follows is a new one.
+            self._segmenter.reset()
+        elif self._item is not None:
+            self._item.add(tail)
+        item = self._item
+        if item is None or item.samples == 0:
+            raise InvalidValue(
+                "Error committing input audio buffer: the buffer is empty.",
+                code="input_audio_buffer_commit_empty",
+            )
+        self._close_item()
+
+    def clear(self) -> None:
+        """Drop the buffer; a step of the dropped item that has not started is cancelled."""
+        self._input.reset()
+        if self._segmenter is not None:
+            self._segmenter.reset()
+        if self._item is not None:
+            self._item.dropped = True
+            in_flight = self._in_flight
+            if in_flight is not None and in_flight.item is self._item:
+                in_flight.cancel.cancel()  # its result would be dropped anyway
+            self._item = None
+        self._emit(Cleared())
+
+    # -- server VAD ----------------------------------------------------------
+
+    def _make_segmenter(self) -> None:
+        vad = self.config.turn_detection
+        if vad is None or self._vad_factory is None:
+            self._segmenter = None
+            return
+        offset = self._segmenter.position if self._segmenter is not None else 0
+        self._segmenter = turns.TurnSegmenter(vad, self._vad_factory(), SAMPLE_RATE, offset_samples=offset)
+
+    def _segment(self, audio: Any) -> None:
+        assert self._segmenter is not None
+        for op in self._segmenter.push(audio):
+            if isinstance(op, turns.SpeechStarted):
+                item = self._open_item()
+                self._emit(SpeechStarted(audio_start_ms=op.audio_start_ms, item_id=item.item_id))
+                item.start_ms = op.audio_start_ms
+            elif isinstance(op, turns.TurnAudio):
+                self._add_turn_audio(op.samples)
+            elif self._item is not None:
+                self._emit(SpeechStopped(audio_end_ms=op.audio_end_ms, item_id=self._item.item_id))
+                self._close_item()
+
+    def _add_turn_audio(self, audio: Any) -> None:
+        """Add a turn's audio; "a turn that reaches the item cap is committed there instead of refused"."""
+        while len(audio):
+            item = self._open_item()
+            room = self.item_cap_samples - item.samples
+            piece, audio = audio[:room], audio[room:]
+            item.add(piece)
+            item.clock = item.samples
+            if len(audio):
+                end_ms = item.start_ms + item.samples * 1000 // SAMPLE_RATE
+                self._emit(SpeechStopped(audio_end_ms=end_ms, item_id=item.item_id))
+                self._close_item()
+                follow = self._open_item()
+                follow.start_ms = end_ms
+                self._emit(SpeechStarted(audio_start_ms=end_ms, item_id=follow.item_id))
+
+    # -- items ---------------------------------------------------------------
+
+    @property
+    def item_cap_seconds(self) -> float:
+        """The smaller of MAX_ITEM_SECONDS and the engine's max_audio_seconds."""
+        return min(self.engine.max_item_seconds, self.engine.capabilities.max_audio_seconds)
+
+    @property
+    def item_cap_samples(self) -> int:
+        return int(self.item_cap_seconds * SAMPLE_RATE)
+
+    def _open_item(self) -> Item:
+        if self._item is None:
+            self._item = Item(previous_item_id=self._last_item_id)
+            self._last_item_id = self._item.item_id
+        return self._item
+
+    def _close_item(self) -> None:
+        item = self._item
+        assert item is not None
+        self._item = None
+        item.closed = True
+        self._closed.append(item)
+        self._emit(Committed(item_id=item.item_id, previous_item_id=item.previous_item_id))
+
+    def buffer_empty(self) -> bool:
+        in_turn = self._segmenter is not None and self._segmenter.in_speech
+        return (self._item is None or self._item.clock == 0) and not in_turn and not self._input.carry
+
+    # -- decode work ------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        return self._in_flight is not None
+
+    def next_job(self) -> StepJob | None:
+        """The next engine request to run, or None; at most one is in flight per session."""
+        if self._in_flight is not None:
+            return None
+        while self._closed and (self._closed[0].dropped or self._complete_from_last_step(self._closed[0])):
+            pass
+        if self._closed:
+            job = self._job(self._closed[0], final=True)
+        elif self._item is not None and self._item.clock - self._item.decoded_clock >= self.chunk_samples:
+            # All pending audio goes in one step, however many chunks it completes.
+            job = self._job(self._item, final=False)
+        else:
+            return None
+        self._in_flight = job
+        return job
+
+    def _complete_from_last_step(self, item: Item) -> bool:
+        """Complete a committed item whose last step already decoded all of its audio.
+
+        A commit right after a chunk boundary would otherwise decode the same audio twice.
+        """
+        if item.steps == 0 or item.decoded_samples != item.samples:
+            return False
+        text = item.raw.strip()
+        self._send_delta(item, text)
+        self._completed(item, text)
+        return True
+
+    @property
+    def chunk_samples(self) -> int:
+        return round(self.config.chunk_seconds * SAMPLE_RATE)
+
+    def _job(self, item: Item, final: bool) -> StepJob:
+        prefix = item.raw_prefix if item.steps >= self.config.unfixed_chunks else ""
+        request = StepRequest(
+            audio=item.audio(),
+            prefix=prefix,
+            language=self.config.language or item.language,
+            prompt=self.config.prompt,
+            tags={"session": self.session_id, "item": item.item_id},
+        )
+        return StepJob(item=item, request=request, final=final, clock=item.clock)
+
+    def job_done(self, job: StepJob, result: StepResult) -> None:
+        self._finish_job(job)
+        item = job.item
+        if item.dropped:
+            return
+        item.raw = result.text
+        item.language = result.language or item.language
+        item.steps += 1
+        item.decoded_clock = job.clock
+        item.decoded_samples = len(job.request.audio)
+        item.raw_prefix = stable_prefix(item.raw, self.engine.tokenizer, self.config.unfixed_tokens)
+        text = item.raw.strip()
+        if job.final:
+            self._send_delta(item, text)
+            self._completed(item, text)
+            return
+        # Only text the next step will force is firm enough to send as a delta.
+        firm = item.raw_prefix.lstrip() if item.steps >= self.config.unfixed_chunks else ""
+        self._send_delta(item, firm)
+        self._emit(
+            Partial(
+                item_id=item.item_id,
+                text=text,
+                stable_chars=len(firm),
+                audio_seconds=round(job.clock / SAMPLE_RATE, 3),
+            )
+        )
+
+    def job_failed(self, job: StepJob, error: DragomanError) -> None:
+        """A step failed; the session goes on. A failed final step fails the item."""
+        self._finish_job(job)
+        item = job.item
+        if item.dropped:
+            return
+        # Don't retry the same audio at once; the next chunk (or the commit) tries again.
+        item.decoded_clock = job.clock
+        if job.final:
+            self._closed.popleft()
+            self._emit(Failed(item_id=item.item_id, error=error))
+        else:
+            self._emit(Error(error))
+
+    def _finish_job(self, job: StepJob) -> None:
+        if self._in_flight is not job:
+            raise RuntimeError("job_done/job_failed for a job that is not in flight")
+        self._in_flight = None
+
+    def _send_delta(self, item: Item, firm: str) -> None:
+        delta = item.ledger.advance(firm)
+        if delta:
+            self._emit(Delta(item_id=item.item_id, delta=delta))
+
+    def _completed(self, item: Item, transcript: str) -> None:
+        self._closed.popleft()
+        self.revisions += item.ledger.revisions
+        self._emit(
+            Completed(
+                item_id=item.item_id,
+                transcript=transcript,
+                seconds=round(item.samples / SAMPLE_RATE, 3),
+            )
+        )

@@ -1,0 +1,297 @@
+"""The one driver that runs every session over every transport.
+
+A session (`sessions/base.py`) is a sans-I/O state machine; a transport is a
+`Channel` that moves frames; a `Codec` is the protocol layer that turns frames
+into the session's events and back. The driver owns what every session needs and
+no session should write again:
+
+- the receive loop: frames in, through the codec, into the session;
+- the job loop: turns on the shared engine worker, jobs out, results back, so a
+  step never runs inside the receive loop and audio that arrives meanwhile is
+  coalesced into the next one;
+- a bounded send queue with its own sender task, so a slow reader never blocks the
+  engine worker, and unsent audio can be dropped on a barge-in (`clear`);
+- the close: what the session said last goes out, then the close code;
+- a guard around every session and codec call: a bug in one session is logged
+  under an error id, its client is told that id, and the connection, the worker and
+  every other session go on.
+
+As python-websockets' asyncio, sync and trio connections all drive one protocol,
+the WebSocket routes (and a WebRTC data channel) only adapt their frames to this.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Generic, Protocol, TypeVar
+
+from dragoman.engines.workers import CancelToken, Priority
+from dragoman.errors import ClientError, EngineFailure, ServerError
+from dragoman.logs import log_failure
+from dragoman.sessions.base import CloseCode, Job, Session
+
+ClientEventT = TypeVar("ClientEventT")
+ServerEventT = TypeVar("ServerEventT")
+JobT = TypeVar("JobT", bound=Job)
+ResultT = TypeVar("ResultT")
+
+Frame = str | bytes
+
+#: Frames a client may leave unread before the connection is closed (about a minute of
+#: 100 ms events); a client that reads nothing must not make the server buffer forever.
+DEFAULT_SEND_LIMIT = 1024
+
+
+class Channel(Protocol):
+    """One connection's frames: a WebSocket, or a WebRTC data channel."""
+
+    async def receive(self) -> Frame | None:
+        """The next frame, or None once the peer has closed."""
+
+    async def send(self, frame: str) -> None: ...
+
+    async def close(self, code: int) -> None: ...
+
+
+class Codec(Protocol[ClientEventT, ServerEventT]):
+    """A protocol's wire format for one connection (it may keep state, such as a name generation)."""
+
+    def parse(self, frame: Frame) -> ClientEventT:
+        """The session event of a frame; raises `ClientError` for a frame it refuses."""
+
+    def write(self, event: ServerEventT) -> str: ...
+
+    def refusal(self, error: ClientError, frame: Frame) -> ServerEventT:
+        """The error event answering a refused frame."""
+
+    def failure(self, error: ServerError, event: ClientEventT | None) -> ServerEventT:
+        """The error event telling the client of a server fault (while handling `event`)."""
+
+
+class Slot(Protocol):
+    async def run(self, request: Any, cancel: CancelToken | None = None) -> Any: ...
+
+
+class Worker(Protocol):
+    """An engine worker (`engines/workers.py`): a turn on the engine, then a call in it."""
+
+    def turn(self, priority: Priority) -> contextlib.AbstractAsyncContextManager[Slot]: ...
+
+
+class SendQueue:
+    """Frames waiting for the sender: bounded, and clearable by tag."""
+
+    def __init__(self, limit: int = DEFAULT_SEND_LIMIT) -> None:
+        self.limit = limit
+        self._frames: deque[tuple[str, str | None]] = deque()
+        self._ready = asyncio.Event()
+        self._closed = False
+        self.overflowed = False
+
+    def put(self, frame: str, tag: str | None = None) -> bool:
+        """Queue a frame; False (and nothing queued) once the reader is `limit` frames behind."""
+        if len(self._frames) >= self.limit:
+            self.overflowed = True
+            return False
+        self._frames.append((frame, tag))
+        self._ready.set()
+        return True
+
+    def clear(self, tag: str) -> int:
+        """Drop every unsent frame tagged `tag` (e.g. the audio of a cancelled response)."""
+        kept = deque(item for item in self._frames if item[1] != tag)
+        dropped = len(self._frames) - len(kept)
+        self._frames = kept
+        return dropped
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    def close(self) -> None:
+        """No more frames: `get` returns None once the queue is empty."""
+        self._closed = True
+        self._ready.set()
+
+    async def get(self) -> str | None:
+        while not self._frames:
+            if self._closed:
+                return None
+            self._ready.clear()
+            await self._ready.wait()
+        return self._frames.popleft()[0]
+
+
+class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
+    """Runs one session over one channel until either side ends it."""
+
+    def __init__(
+        self,
+        session: Session[ClientEventT, ServerEventT, JobT, ResultT],
+        channel: Channel,
+        codec: Codec[ClientEventT, ServerEventT],
+        worker: Worker,
+        *,
+        log: Any,
+        priority: Priority,
+        send_limit: int = DEFAULT_SEND_LIMIT,
+        tag: Callable[[ServerEventT], str | None] = lambda event: None,
+    ) -> None:
+        self.session = session
+        self.channel = channel
+        self.codec = codec
+        self.worker = worker
+        self.priority = priority
+        self.log = log
+        self.outgoing = SendQueue(send_limit)
+        self._tag = tag
+        self._wake = asyncio.Event()
+        self._in_flight: CancelToken | None = None
+
+    async def run(self, first: ClientEventT | None = None) -> None:
+        """Serve until the peer or the session closes; `first` is an event the adapter already read."""
+        sender = asyncio.create_task(self._send_loop(), name=f"send-{self.session.session_id}")
+        jobs = asyncio.create_task(self._job_loop(), name=f"jobs-{self.session.session_id}")
+        close_code: int | None = CloseCode.NORMAL
+        try:
+            self._flush()
+            if first is not None:
+                self._receive_event(first)
+            if self.session.close_code is None:
+                close_code = await self._receive_loop()
+        finally:
+            jobs.cancel()
+            if self._in_flight is not None:
+                self._in_flight.cancel()  # the session is gone: nobody wants that result
+            with contextlib.suppress(asyncio.CancelledError):
+                await jobs
+            code = self.session.close_code or close_code
+            await self._finish(sender, code)
+
+    # -- frames in -------------------------------------------------------------------
+
+    async def _receive_loop(self) -> int | None:
+        """Frames into the session until the peer closes (None) or the session does."""
+        while True:
+            frame = await self.channel.receive()
+            if frame is None:
+                return None
+            try:
+                event = self.codec.parse(frame)
+            except ClientError as exc:
+                self._send(self.codec.refusal(exc, frame))
+                continue
+            except Exception as exc:  # a protocol-layer bug: this frame is lost, the session lives
+                self._report(exc, "frame parsing failed", None)
+                continue
+            self._receive_event(event)
+            if self.session.close_code is not None:
+                return self.session.close_code
+            if self.outgoing.overflowed:
+                self.log.warning("client is not reading; closing", queued=len(self.outgoing))
+                return CloseCode.POLICY_VIOLATION
+
+    def _receive_event(self, event: ClientEventT) -> None:
+        try:
+            self.session.receive(event)
+        except Exception as exc:  # a session bug must not end the connection
+            self._report(exc, "event handling failed", event)
+        self._flush()
+        self._wake.set()
+
+    # -- engine jobs -----------------------------------------------------------------
+
+    async def _job_loop(self) -> None:
+        while True:
+            ran = await self._next_job()
+            if not ran:
+                await self._wake.wait()
+                self._wake.clear()
+
+    async def _next_job(self) -> bool:
+        """Plan and run one job inside a turn on the worker; False when there was none."""
+        async with self.worker.turn(self.priority) as slot:
+            try:
+                job = self.session.next_job()
+            except Exception as exc:
+                self._report(exc, "job planning failed", None)
+                return False
+            finally:
+                self._flush()  # planning may answer without the engine (a fast path)
+            if job is None:
+                return False
+            self._in_flight = job.cancel
+            try:
+                outcome: Any = await slot.run(job.request, job.cancel)
+            except asyncio.CancelledError:
+                raise
+            except (ClientError, ServerError) as exc:
+                outcome = exc
+            except Exception as exc:
+                error_id = log_failure(self.log, "engine job failed", exc)
+                outcome = EngineFailure("the engine job failed", error_id=error_id)
+            finally:
+                self._in_flight = None
+            self._deliver(job, outcome)
+        return True
+
+    def _deliver(self, job: JobT, outcome: Any) -> None:
+        """Hand a job's result, or its `DragomanError`, back to the session."""
+        try:
+            if isinstance(outcome, ClientError | ServerError):
+                self.session.job_failed(job, outcome)
+            else:
+                self.session.job_done(job, outcome)
+        except Exception as exc:
+            self._report(exc, "job result handling failed", None)
+        self._flush()
+
+    # -- frames out ------------------------------------------------------------------
+
+    def _flush(self) -> None:
+        """Write what the session said, now: a frame is written in the state it was said in."""
+        try:
+            events = self.session.events_to_send()
+        except Exception as exc:
+            self._report(exc, "event collection failed", None)
+            return
+        for event in events:
+            self._send(event)
+
+    def _send(self, event: ServerEventT) -> None:
+        try:
+            frame = self.codec.write(event)
+        except Exception as exc:  # a bug in the protocol layer must not end the connection either
+            error_id = log_failure(self.log, "event writing failed", exc, kind=type(event).__name__)
+            frame = self.codec.write(
+                self.codec.failure(EngineFailure("event writing failed", error_id=error_id), None)
+            )
+        self.outgoing.put(frame, self._tag(event))
+
+    def _report(self, exc: Exception, what: str, event: ClientEventT | None) -> None:
+        error_id = log_failure(self.log, what, exc)
+        self._flush_safely()
+        self.outgoing.put(self.codec.write(self.codec.failure(EngineFailure(what, error_id=error_id), event)))
+
+    def _flush_safely(self) -> None:
+        """What the session said before it failed goes first (if it can still say it)."""
+        with contextlib.suppress(Exception):
+            for event in self.session.events_to_send():
+                self._send(event)
+
+    async def _send_loop(self) -> None:
+        while (frame := await self.outgoing.get()) is not None:
+            await self.channel.send(frame)
+
+    async def _finish(self, sender: asyncio.Task[None], code: int | None) -> None:
+        """Send what is queued, then close; when the peer closed first, nothing can be sent."""
+        if code is None:
+            sender.cancel()
+        else:
+            self.outgoing.close()
+        with contextlib.suppress(asyncio.CancelledError, Exception):  # the client may be gone already
+            await sender
+            if code is not None:
+                await self.channel.close(code)

@@ -1,0 +1,184 @@
+"""The services a server runs: each one's shared engine, its worker and its limits.
+
+Engines are loaded once and shared by every session of a service, through one
+worker (`engines/workers.py`): sessions never get model copies of their own, so
+raising the session count never loads another copy. A service is loaded and warmed
+(`start`) before the server says it is ready.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from dragoman.audio.vad import SileroModel, SileroVAD, SpeechProbability
+from dragoman.config import ASRSettings, MTSettings, TranscriptionSettings
+from dragoman.engines.asr.base import ASREngine, StepRequest, StepResult
+from dragoman.engines.mt.base import MTDraft, MTEngine, MTRequest
+from dragoman.engines.registry import create_asr_engine, create_mt_engine
+from dragoman.engines.workers import BatchingWorker, Priority, SerialWorker
+from dragoman.errors import ConfigError
+from dragoman.logs import get_logger
+from dragoman.sessions.speech.config import EngineProfile
+from dragoman.streaming.alignatt import AlignAttParams
+from dragoman.streaming.alignatt_presets import policy_presets
+from dragoman.weights import resolve
+
+log = get_logger(__name__)
+
+
+class TranscriptionService:
+    """Whisper behind a batching worker, and the VAD model every session's turn detector uses."""
+
+    name = "transcription"
+
+    def __init__(self, asr: ASRSettings, transcription: TranscriptionSettings, cache_dir: Any) -> None:
+        self.asr = asr
+        self.settings = transcription
+        self.cache_dir = cache_dir
+        self.engine: ASREngine | None = None
+        self.worker: BatchingWorker[StepRequest, StepResult] | None = None
+        self.profile: EngineProfile | None = None
+        self.vad_model: SileroModel | None = None
+
+    async def start(self) -> None:
+        began = time.perf_counter()
+        # In threads: the event loop keeps answering /health while the models load.
+        engine = await asyncio.to_thread(create_asr_engine, self.asr, self.cache_dir)
+        self.vad_model = await asyncio.to_thread(SileroModel.load, resolve("silero-vad", self.cache_dir))
+        await asyncio.to_thread(engine.warm_up)
+        self.worker = asr_worker(engine, self.asr.max_batch)
+        await self.worker.start()
+        self.profile = EngineProfile(
+            name=engine.name,
+            capabilities=engine.capabilities,
+            tokenizer=engine.tokenizer,
+            max_item_seconds=self.settings.max_item_seconds,
+        )
+        self.engine = engine
+        info = engine.describe().as_dict()
+        log.info(
+            "transcription ready",
+            **info,
+            threads=self.asr.threads,
+            seconds=round(time.perf_counter() - began, 2),
+        )
+
+    def vad_factory(self) -> Callable[[], SpeechProbability] | None:
+        model = self.vad_model
+        if model is None:
+            return None
+        return lambda: SileroVAD(model)
+
+    def model_names(self) -> list[str]:
+        return [self.engine.name] if self.engine is not None else []
+
+    async def close(self) -> None:
+        if self.worker is not None:
+            await self.worker.close()
+        if self.engine is not None:
+            self.engine.close()
+        self.engine = self.worker = None
+
+
+def asr_worker(engine: ASREngine, max_batch: int) -> BatchingWorker[StepRequest, StepResult]:
+    """The worker that batches every session's steps into `transcribe_batch` calls."""
+    return BatchingWorker(
+        engine.transcribe_batch,
+        name="asr",
+        max_batch=max_batch,
+        batch_key=engine.batch_key,
+        tags=lambda request: request.tags,
+    )
+
+
+class MTService:
+    """The MT engine behind one serial worker ("the server serializes all MT work on one
+    engine"), its presets and the session limit; shared by every MT connection."""
+
+    name = "mt"
+
+    def __init__(
+        self,
+        engine_factory: Callable[[], MTEngine],
+        *,
+        default_preset: str,
+        max_sessions: int,
+        max_utterance_words: int,
+        presets: Mapping[str, AlignAttParams] | None = None,
+    ) -> None:
+        #: Preset name -> policy; None: the presets of the loaded model (`policy_presets`).
+        self._given_presets = dict(presets) if presets is not None else None
+        self.presets: dict[str, AlignAttParams] = dict(presets or {})
+        self.default_preset = default_preset
+        self.max_sessions = max_sessions
+        self.max_utterance_words = max_utterance_words
+        self._engine_factory = engine_factory
+        self.engine: MTEngine | None = None
+        self.worker: SerialWorker[MTRequest, MTDraft] | None = None
+        self.directions: list[str] = []
+        self.sessions = 0
+        self._housekeeping: set[asyncio.Task[None]] = set()
+
+    @classmethod
+    def from_settings(cls, mt: MTSettings, cache_dir: Any) -> MTService:
+        def load() -> MTEngine:
+            return create_mt_engine(mt, cache_dir)
+
+        return cls(
+            load,
+            default_preset=mt.preset,
+            max_sessions=mt.max_sessions,
+            max_utterance_words=mt.max_utterance_words,
+        )
+
+    async def start(self) -> None:
+        """Load and warm the engine (in threads: it takes seconds), then start its worker."""
+        engine = await asyncio.to_thread(self._engine_factory)
+        try:
+            presets = self._given_presets or policy_presets(engine.name, self.default_preset)
+            if self.default_preset not in presets:
+                raise ConfigError(
+                    f"unknown MT preset {self.default_preset!r}; known: {', '.join(sorted(presets))}"
+                )
+            await asyncio.to_thread(engine.warm_up)
+        except BaseException:
+            engine.close()
+            raise
+        self.presets = presets
+        self.engine = engine
+        self.directions = list(engine.directions())
+        self.worker = SerialWorker(engine.draft, name="mt")
+        log.info(
+            "mt ready", **engine.describe().as_dict(), directions=self.directions, preset=self.default_preset
+        )
+
+    def model_names(self) -> list[str]:
+        return [self.engine.name] if self.engine is not None else []
+
+    def forget(self, cache_key: str) -> None:
+        """Drop a closed session's engine cache, on the engine's thread, after the work that waits."""
+        worker, engine = self.worker, self.engine
+        if worker is None or engine is None:
+            return
+
+        async def drop() -> None:
+            async with worker.turn(Priority.BACKGROUND) as slot:
+                await slot.call(lambda: engine.forget(cache_key))
+
+        task = asyncio.create_task(drop(), name=f"mt-forget-{cache_key}")
+        self._housekeeping.add(task)
+        task.add_done_callback(self._housekeeping.discard)
+
+    async def close(self) -> None:
+        for task in list(self._housekeeping):
+            task.cancel()
+        if self.worker is not None:
+            await self.worker.close()  # waits for the call in flight before the engine goes
+        if self.engine is not None:
+            with contextlib.suppress(Exception):
+                self.engine.close()
+        self.engine = self.worker = None
