@@ -32,7 +32,7 @@ class ASRSettings(BaseModel):
     model: str = "whisper-base"
     compute_type: str = "int8"
     device: str = "cpu"
-    #: Threads per engine call (0: CTranslate2's default).
+    #: Threads per engine call (0: the server gives each engine an equal share of the cores).
     threads: int = Field(default=0, ge=0)
     beam_size: int = Field(default=1, ge=1)
     #: Most step requests one engine call may carry.
@@ -61,7 +61,7 @@ class MTSettings(BaseModel):
     #: auto: int8 where the CPU has VNNI or AMX and measures it faster, float32 elsewhere
     #: (qwen-torch; see engines/torch_lm/load); CTranslate2's own choice for ct2-seq2seq.
     compute_type: str = "auto"
-    #: Threads per engine call (0: half the cores for qwen-torch, the library's default otherwise).
+    #: Threads per engine call (0: the server gives each engine an equal share of the cores).
     threads: int = Field(default=0, ge=0)
     #: qwen-torch: verify the previous draft's tokens in the prompt pass instead of decoding them again.
     speculate: bool = True

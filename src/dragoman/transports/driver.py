@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
@@ -43,6 +44,8 @@ Frame = str | bytes
 #: Frames a client may leave unread before the connection is closed (about a minute of
 #: 100 ms events); a client that reads nothing must not make the server buffer forever.
 DEFAULT_SEND_LIMIT = 1024
+#: How long a closing connection waits for the client to take the frames still queued.
+DRAIN_TIMEOUT_S = 5.0
 
 
 class Channel(Protocol):
@@ -223,6 +226,7 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
             if job is None:
                 return False
             self._in_flight = job.cancel
+            began = time.perf_counter()
             try:
                 outcome: Any = await slot.run(job.request, job.cancel)
             except asyncio.CancelledError:
@@ -234,6 +238,8 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
                 outcome = EngineFailure("the engine job failed", error_id=error_id)
             finally:
                 self._in_flight = None
+            ms = round((time.perf_counter() - began) * 1000)
+            self.log.debug("engine job", job=type(job).__name__, ms=ms, failed=isinstance(outcome, Exception))
             self._deliver(job, outcome)
         return True
 
@@ -286,12 +292,16 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
             await self.channel.send(frame)
 
     async def _finish(self, sender: asyncio.Task[None], code: int | None) -> None:
-        """Send what is queued, then close; when the peer closed first, nothing can be sent."""
+        """Send what is queued, then close; when the peer closed first, nothing can be sent.
+
+        A client that stopped reading is given `DRAIN_TIMEOUT_S` to take what is queued.
+        """
         if code is None:
             sender.cancel()
         else:
             self.outgoing.close()
-        with contextlib.suppress(asyncio.CancelledError, Exception):  # the client may be gone already
-            await sender
-            if code is not None:
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError, Exception):  # the client may be gone
+            await asyncio.wait_for(sender, DRAIN_TIMEOUT_S)
+        if code is not None:
+            with contextlib.suppress(Exception):
                 await self.channel.close(code)

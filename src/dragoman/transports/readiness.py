@@ -19,13 +19,14 @@ from enum import StrEnum
 from typing import Any
 
 from dragoman import __version__
+from dragoman.errors import with_error_id
 from dragoman.logs import get_logger, log_failure
 
 log = get_logger(__name__)
 
 #: What a session opened before the engines are ready is told.
 LOADING_MESSAGE = "The server is still loading its models; try again when GET /health answers 200."
-FAILED_MESSAGE = "The server failed to load its models."
+FAILED_MESSAGE = "The server failed to load its models"
 
 
 class State(StrEnum):
@@ -91,7 +92,10 @@ class Readiness:
         if self.state is State.READY:
             return 200, body | {"load_seconds": self.load_seconds} | details()
         if self.state is State.FAILED:
-            body["error"] = {"message": FAILED_MESSAGE, "error_id": self.error_id}
+            body["error"] = {
+                "message": with_error_id(FAILED_MESSAGE, self.error_id),
+                "error_id": self.error_id,
+            }
         return 503, body
 
     def refusal(self) -> str | None:
@@ -99,5 +103,5 @@ class Readiness:
         if self.state is State.LOADING:
             return LOADING_MESSAGE
         if self.state is State.FAILED:
-            return f"{FAILED_MESSAGE} (error id {self.error_id})"
+            return with_error_id(FAILED_MESSAGE, self.error_id)
         return None

@@ -1,9 +1,11 @@
 """The sans-I/O state machine of one MT protocol v1 session (one WebSocket).
 
-Events go in with `receive`, events to send come out of `drain`, and engine work is
-pulled with `next_job` and reported with `job_done` / `job_failed`; the caller owns
-sockets, threads and the engine lock. Work answered without the engine (the commit
-fast path, empty utterances, errors) is answered inside `receive`.
+It keeps the session contract of `sessions/base.py`: events go in with `receive`,
+events to send come out of `events_to_send`, and engine work is pulled with
+`next_job` and reported with `job_done` / `job_failed`; the driver owns sockets,
+threads and the engine. Work answered without the engine (the commit fast path,
+empty utterances, errors) is answered inside `receive`. What a draft commits is
+decided in `sessions/mt/utterance.py`.
 
 Scheduling ("a mailbox of size one for partial updates (latest wins) plus a sticky
 ordered queue for finals"): pending updates sit in one queue in arrival order
@@ -27,8 +29,7 @@ pass (the client abandoned it). Anything else is bad_protocol.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 
 from dragoman.engines.mt.base import DraftMode, MTDraft, MTRequest
 from dragoman.errors import ClientError, DragomanError, ServerError, with_error_id
@@ -46,42 +47,22 @@ from dragoman.sessions.mt.events import (
     Update,
     Word,
 )
+from dragoman.sessions.mt.utterance import (
+    ClosedUtterance,
+    Decode,
+    Utterance,
+    commit_partial,
+    extend_target,
+    final_text,
+    prompt_key,
+)
 from dragoman.sessions.mt.validation import (
     MAX_HISTORY_PAIRS,
     SessionSetup,
     check_update,
     resolve_init,
 )
-from dragoman.streaming.alignatt import (
-    AlignAttParams,
-    CachedDraft,
-    DraftText,
-    PromptKey,
-    attended_words,
-    build_source_accessibility_frontier,
-    clean_final_text,
-    select_commit,
-)
-
-Decode = Callable[[Sequence[int]], str]
-
-
-@dataclass
-class _Utterance:
-    id: int
-    #: Accepted target: append-only, every translation's committed_text.
-    committed: str = ""
-    covered: int | None = None
-    cache: CachedDraft | None = None
-
-
-@dataclass(frozen=True)
-class _Closed:
-    id: int
-    words: tuple[str, ...]
-    text: str
-    covered: int | None
-    forced: bool
+from dragoman.streaming.alignatt import AlignAttParams, build_source_accessibility_frontier
 
 
 class MTSession:
@@ -111,10 +92,10 @@ class MTSession:
         self._in_flight: MTJob | None = None
         self._last_seq: int | None = None
         self._last_clock: float | None = None
-        self._utt: _Utterance | None = None
+        self._utt: Utterance | None = None
         #: The id the next utterance must carry once the open one closed.
         self._next_id: int | None = None
-        self._last_closed: _Closed | None = None
+        self._last_closed: ClosedUtterance | None = None
         self._history: list[tuple[str, str]] = []
         self._pending_prefix = ""
         #: Counters for the session log: engine drafts, fast-path answers, coalesced partials.
@@ -297,13 +278,13 @@ class MTSession:
             frontier_word=frontier.accessible if setup.params.stop_at_frontier else None,
         )
         cache = utt.cache
-        if setup.params.commit_fast_path and cache and cache.serves(_key(request), utt.committed):
+        if setup.params.commit_fast_path and cache and cache.serves(prompt_key(request), utt.committed):
             cut = cache.recut(frontier, setup.target_lang, setup.params)
             if cut.end == cache.consumed and cut.reason == "alignatt:max_tokens":
                 # The draft ran out before the frontier (a draft ended early, or a short
                 # one): a re-cut releases nothing that a new draft would not.
                 return MTJob(update.seq, utt.id, JobKind.PARTIAL, request, frontier)
-            committed = _extend(utt.committed, cut.text)
+            committed = extend_target(utt.committed, cut.text)
             utt.cache = cache.advanced(cut, committed)
             buffer = cache.texts.tail_text(cut.end).strip()
             self._emit(update.seq, utt, committed, buffer, cut.covered, "alignatt:commit_fast_path")
@@ -311,7 +292,7 @@ class MTSession:
             return None
         return MTJob(update.seq, utt.id, JobKind.PARTIAL, request, frontier)
 
-    def _route(self, update: Update) -> _Utterance | None:
+    def _route(self, update: Update) -> Utterance | None:
         """The utterance `update` belongs to, opening or closing utterances as its id says."""
         uid = update.utterance_id
         if self._utt is not None and uid == self._utt.id:
@@ -320,7 +301,7 @@ class MTSession:
         if expected is None or uid in (expected, expected + 1):
             if self._utt is not None:
                 self._remember(self._utt, (), forced=False)  # abandoned: no final pass
-            self._utt = _Utterance(uid, committed=self._pending_prefix)
+            self._utt = Utterance(uid, committed=self._pending_prefix)
             self._pending_prefix = ""
             return self._utt
         closed = self._last_closed
@@ -352,7 +333,7 @@ class MTSession:
         self,
         words: Sequence[Word],
         tail: Sequence[str],
-        utt: _Utterance,
+        utt: Utterance,
         mode: DraftMode,
         budget: int,
         *,
@@ -375,51 +356,35 @@ class MTSession:
             past_frontier_tokens=setup.params.past_frontier_tokens,
         )
 
-    def _apply_partial(self, job: MTJob, draft: MTDraft, utt: _Utterance) -> None:
+    def _apply_partial(self, job: MTJob, draft: MTDraft, utt: Utterance) -> None:
         setup = self._setup
         assert setup is not None
-        n_tokens, n_words = len(draft.token_ids), len(job.request.source_words)
-        if draft.attention is None or draft.attention.shape != (n_tokens, n_words):
-            shape = None if draft.attention is None else draft.attention.shape
-            raise ValueError(f"partial draft of {n_tokens} tokens over {n_words} words has attention {shape}")
-        texts = DraftText(draft.token_ids, self._decode)
-        positions = tuple(attended_words(draft.attention))
-        cut = select_commit(
-            positions,
-            texts,
-            job.frontier,
-            start=0,
-            finished=draft.finished,
-            target_lang=setup.target_lang,
-            params=setup.params,
-        )
-        committed = _extend(utt.committed, cut.text)
-        utt.cache = CachedDraft(_key(job.request), positions, texts, draft.finished, cut.end, committed)
-        self._emit(job.seq, utt, committed, texts.tail_text(cut.end).strip(), cut.covered, cut.reason)
+        cut = commit_partial(job, draft, utt, setup.params, setup.target_lang, self._decode)
+        self._emit(job.seq, utt, cut.committed, cut.buffer, cut.covered, cut.reason)
 
-    def _apply_final(self, job: MTJob, draft: MTDraft, utt: _Utterance) -> None:
-        text = _extend(utt.committed, clean_final_text(self._decode(draft.token_ids)))
+    def _apply_final(self, job: MTJob, draft: MTDraft, utt: Utterance) -> None:
+        text = final_text(draft, utt, self._decode)
         words = tuple(job.request.source_words)
         self._close(job.seq, utt, text, words, forced=job.kind is JobKind.FORCED_FINAL)
 
-    def _close(self, seq: int, utt: _Utterance, text: str, words: tuple[str, ...], *, forced: bool) -> None:
+    def _close(self, seq: int, utt: Utterance, text: str, words: tuple[str, ...], *, forced: bool) -> None:
         covered = len(words) if words else utt.covered
         self._emit(seq, utt, text, "", covered, "final", final=True, forced=forced)
         self._remember(utt, words, forced=forced)
 
-    def _remember(self, utt: _Utterance, words: tuple[str, ...], *, forced: bool) -> None:
+    def _remember(self, utt: Utterance, words: tuple[str, ...], *, forced: bool) -> None:
         """Close `utt`: it enters the history, and the next update must use id + 1."""
         if words and utt.committed:
             self._history.append((" ".join(words), utt.committed))
             del self._history[:-MAX_HISTORY_PAIRS]
-        self._last_closed = _Closed(utt.id, words, utt.committed, utt.covered, forced)
+        self._last_closed = ClosedUtterance(utt.id, words, utt.committed, utt.covered, forced)
         self._next_id = utt.id + 1
         self._utt = None
 
     def _emit(
         self,
         seq: int,
-        utt: _Utterance,
+        utt: Utterance,
         committed: str,
         buffer: str,
         covered: int | None,
@@ -445,17 +410,3 @@ def _wire_code(exc: ClientError) -> ErrorCode:
         return ErrorCode(exc.code)
     except ValueError:
         return ErrorCode.BAD_PROTOCOL
-
-
-def _extend(accepted: str, text: str) -> str:
-    """Accepted target plus newly committed text; an utterance's text starts without a space."""
-    return accepted + text if accepted else text.lstrip()
-
-
-def _key(request: MTRequest) -> PromptKey:
-    return PromptKey(
-        tuple(request.source_words),
-        request.context_text,
-        tuple((src, tgt) for src, tgt in request.history),
-        request.max_new_tokens,
-    )

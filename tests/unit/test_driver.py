@@ -1,0 +1,197 @@
+"""The one session driver with an in-test session, channel and codec: order, jobs, faults, close."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass, field
+
+import pytest
+
+from dragoman.engines.workers import CancelToken, Priority, SerialWorker
+from dragoman.errors import ClientError, DragomanError, InvalidEvent, ServerError
+from dragoman.logs import get_logger
+from dragoman.sessions.base import CloseCode
+from dragoman.transports.driver import Frame, SendQueue, SessionDriver
+
+
+@dataclass(frozen=True)
+class EchoJob:
+    request: str
+    cancel: CancelToken = field(default_factory=CancelToken)
+    priority: Priority = Priority.INTERACTIVE
+
+
+class EchoSession:
+    """ "job X" asks the engine to upper-case X; "close" ends the session; "boom" is a bug."""
+
+    session_id = "test"
+
+    def __init__(self) -> None:
+        self.out: list[str] = ["hello"]
+        self.pending: list[str] = []
+        self.in_flight: EchoJob | None = None
+        self._close: int | None = None
+
+    def receive(self, event: str) -> None:
+        if event == "boom":
+            raise RuntimeError("/srv/secret: session bug")
+        if event == "close":
+            self.out.append("bye")
+            self._close = CloseCode.NORMAL
+        elif event.startswith("job "):
+            self.pending.append(event[4:])
+        else:
+            self.out.append(f"got {event}")
+
+    def events_to_send(self) -> list[str]:
+        out, self.out = self.out, []
+        return out
+
+    def next_job(self) -> EchoJob | None:
+        if self.in_flight is not None or not self.pending:
+            return None
+        self.in_flight = EchoJob(self.pending.pop(0))
+        return self.in_flight
+
+    def job_done(self, job: EchoJob, result: str) -> None:
+        self.in_flight = None
+        self.out.append(f"result {result}")
+
+    def job_failed(self, job: EchoJob, error: DragomanError) -> None:
+        self.in_flight = None
+        self.out.append(f"failed {error.code}")
+
+    @property
+    def close_code(self) -> int | None:
+        return self._close
+
+
+class Codec:
+    def parse(self, frame: Frame) -> str:
+        if isinstance(frame, bytes):
+            raise InvalidEvent("text frames only")
+        return frame
+
+    def write(self, event: str) -> str:
+        return event
+
+    def refusal(self, error: ClientError, frame: Frame) -> str:
+        return f"refused {error.code}"
+
+    def failure(self, error: ServerError, event: str | None) -> str:
+        return f"server error {error.error_id} on {event}"
+
+
+class Channel:
+    def __init__(self, frames: list[Frame | None]) -> None:
+        self.incoming: asyncio.Queue[Frame | None] = asyncio.Queue()
+        for frame in frames:
+            self.incoming.put_nowait(frame)
+        self.sent: list[str] = []
+        self._sent = asyncio.Event()
+        self.closed: int | None = None
+
+    async def receive(self) -> Frame | None:
+        return await self.incoming.get()
+
+    async def send(self, frame: str) -> None:
+        self.sent.append(frame)
+        self._sent.set()
+
+    async def seen(self, frame: str) -> None:
+        while frame not in self.sent:
+            self._sent.clear()
+            await self._sent.wait()
+
+    async def close(self, code: int) -> None:
+        self.closed = code
+
+
+def driver(session: EchoSession, channel: Channel, worker: SerialWorker[str, str]) -> SessionDriver:  # type: ignore[type-arg]
+    return SessionDriver(
+        session, channel, Codec(), worker, log=get_logger("test"), priority=Priority.INTERACTIVE
+    )
+
+
+async def test_events_jobs_and_the_session_close_go_out_in_order() -> None:
+    session = EchoSession()
+    channel = Channel(["a", "job x", "b"])
+    worker: SerialWorker[str, str] = SerialWorker(str.upper, name="echo")
+    task = asyncio.create_task(driver(session, channel, worker).run())
+    await asyncio.wait_for(channel.seen("result X"), 5)
+    channel.incoming.put_nowait("close")
+    await asyncio.wait_for(task, 5)
+    assert channel.sent[:2] == ["hello", "got a"]
+    # The job's result and the next event race; both come before the close, once.
+    assert sorted(channel.sent[2:4]) == ["got b", "result X"]
+    assert channel.sent[4:] == ["bye"] and channel.closed == CloseCode.NORMAL
+
+
+async def test_a_refused_frame_and_a_session_bug_are_reported_and_the_session_goes_on() -> None:
+    session = EchoSession()
+    channel = Channel([b"\x00", "boom", "after", "close"])
+    worker: SerialWorker[str, str] = SerialWorker(str.upper, name="echo")
+    await asyncio.wait_for(driver(session, channel, worker).run(), 5)
+    assert channel.sent[0] == "hello" and channel.sent[1] == "refused invalid_event"
+    assert channel.sent[2].startswith("server error err_") and channel.sent[2].endswith("on boom")
+    assert "secret" not in channel.sent[2]
+    assert channel.sent[3:] == ["got after", "bye"]
+
+
+async def test_a_peer_that_goes_away_cancels_the_job_in_flight() -> None:
+    release = threading.Event()
+    started = threading.Event()
+
+    def slow(request: str) -> str:
+        started.set()
+        release.wait(5)
+        return request
+
+    session = EchoSession()
+    channel = Channel(["job slow"])
+    worker: SerialWorker[str, str] = SerialWorker(slow, name="echo")
+    task = asyncio.create_task(driver(session, channel, worker).run())
+    await asyncio.to_thread(started.wait, 5)
+    job = session.in_flight
+    assert job is not None
+    channel.incoming.put_nowait(None)  # the client closed
+    await asyncio.wait_for(task, 5)
+    release.set()
+    assert job.cancel.cancelled and channel.closed is None
+
+
+async def test_the_send_queue_is_bounded_and_drops_unsent_frames_by_tag() -> None:
+    queue = SendQueue(limit=3)
+    assert queue.put("created") and queue.put("audio-1", "audio") and queue.put("audio-2", "audio")
+    assert not queue.put("one too many") and queue.overflowed  # a client that does not read
+    assert queue.clear("audio") == 2  # a barge-in: unsent audio goes, the rest stays
+    assert queue.put("done")
+    queue.close()
+    assert [await queue.get(), await queue.get(), await queue.get()] == ["created", "done", None]
+
+
+@pytest.mark.parametrize("limit", [1, 2])
+async def test_a_client_that_reads_nothing_is_closed(limit: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dragoman.transports.driver as driver_module
+
+    monkeypatch.setattr(driver_module, "DRAIN_TIMEOUT_S", 0.2)
+
+    class Stuck(Channel):
+        async def send(self, frame: str) -> None:
+            await asyncio.Event().wait()  # a peer whose receive window never opens
+
+    session = EchoSession()
+    channel = Stuck(["a", "b", "c", "d"])
+    worker: SerialWorker[str, str] = SerialWorker(str.upper, name="echo")
+    run = SessionDriver(
+        session,
+        channel,
+        Codec(),
+        worker,
+        log=get_logger("test"),
+        priority=Priority.INTERACTIVE,
+        send_limit=limit,
+    ).run()
+    await asyncio.wait_for(run, 5)
+    assert channel.closed == CloseCode.POLICY_VIOLATION

@@ -1,0 +1,30 @@
+"""The runtime's CPU budget: engines share the cores instead of each taking its own guess."""
+
+from __future__ import annotations
+
+import pytest
+
+import dragoman.transports.runtime as runtime_module
+from dragoman.config import load_settings
+from dragoman.transports.runtime import Runtime, thread_share
+
+
+@pytest.mark.parametrize(("engines", "cores", "threads"), [(1, 2, 2), (2, 2, 1), (2, 16, 8), (3, 2, 1)])
+def test_each_engine_gets_an_equal_share_and_at_least_one_thread(
+    engines: int, cores: int, threads: int
+) -> None:
+    assert thread_share(engines, cores) == threads
+
+
+def test_two_services_on_two_cores_do_not_oversubscribe(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runtime_module, "available_cores", lambda: 2)
+    budgeted = Runtime(load_settings())._budgeted()
+    assert (budgeted.asr.threads, budgeted.mt.threads) == (1, 1)
+
+
+def test_one_service_gets_every_core_and_set_threads_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runtime_module, "available_cores", lambda: 2)
+    alone = Runtime(load_settings(services=["mt"]))._budgeted()
+    assert alone.mt.threads == 2
+    pinned = Runtime(load_settings(**{"asr.threads": 2}))._budgeted()
+    assert (pinned.asr.threads, pinned.mt.threads) == (2, 1)
