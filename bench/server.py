@@ -1,82 +1,15 @@
-"""A real `dragoman serve` in a subprocess on a free loopback port, for the load benchmarks."""
+"""A real `dragoman serve` in a subprocess on a free loopback port, for the load benchmarks.
+
+The harness is the end-to-end tests' (`tests/e2e/server.py`); this adds the context manager.
+"""
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass(frozen=True)
-class Server:
-    port: int
-    process: subprocess.Popen[bytes]
-    log: Path
-
-    @property
-    def http(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def ws(self) -> str:
-        return f"ws://127.0.0.1:{self.port}"
-
-    def log_tail(self, chars: int = 4000) -> str:
-        return self.log.read_text(errors="replace")[-chars:]
-
-
-def start(args: Sequence[str], log: Path, timeout: float = 300.0) -> Server:
-    """Start `python -m dragoman <args>` on 127.0.0.1 and wait until /health answers."""
-    port = free_port()
-    env = {**os.environ, "DRAGOMAN_LOG_FORMAT": "json"}
-    with log.open("wb") as handle:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "dragoman", *args, "--host", "127.0.0.1", "--port", str(port)],
-            cwd=REPO,
-            env=env,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-        )
-    server = Server(port, process, log)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"dragoman exited with {process.returncode}:\n{server.log_tail()}")
-        try:
-            with urllib.request.urlopen(server.http + "/health", timeout=2) as response:
-                if response.status == 200:
-                    return server
-        except OSError:
-            time.sleep(0.3)
-    stop(server)
-    raise RuntimeError(f"dragoman did not become healthy in {timeout:g} s:\n{server.log_tail()}")
-
-
-def stop(server: Server) -> None:
-    """Terminate this server (and only it); kill it if it does not exit in time."""
-    if server.process.poll() is not None:
-        return
-    server.process.terminate()
-    try:
-        server.process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        server.process.kill()
-        server.process.wait()
+from tests.e2e.server import Server, start, stop
 
 
 @contextmanager

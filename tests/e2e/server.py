@@ -1,7 +1,6 @@
 """A real `python -m dragoman <command>` in a subprocess on a free loopback port.
 
-The end-to-end tests' own copy: they do not import `bench` (bench/server.py is the
-benchmarks' copy, with its context manager).
+The end-to-end tests start servers with this; the benchmarks reuse it (bench/server.py).
 """
 
 from __future__ import annotations

@@ -2,62 +2,33 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request, WebSocket
-from fastapi.responses import JSONResponse
 
-from dragoman import __version__
 from dragoman.config import Settings
-from dragoman.cpu import cpu_info
-from dragoman.logs import get_logger
-from dragoman.transports.readiness import Readiness
+from dragoman.transports.readiness import Readiness, mount
 from dragoman.transports.runtime import Runtime
 from dragoman.transports.websocket.mt import mt_router
 from dragoman.transports.websocket.realtime import refuse, serve_transcription
-
-log = get_logger(__name__)
 
 
 def create_app(settings: Settings) -> FastAPI:
     runtime = Runtime(settings)
     readiness = Readiness(runtime.start)
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        log.info(
-            "loading",
-            host=settings.host,
-            port=settings.port,
-            services=settings.services,
-            cpu=cpu_info().describe(),
-        )
-        readiness.start()
-        try:
-            yield
-        finally:
-            await readiness.close()
-            await runtime.close()
-
-    app = FastAPI(title="dragoman", version=__version__, lifespan=lifespan)
+    app = mount(
+        "dragoman",
+        readiness,
+        runtime.close,
+        lambda: {
+            "services": {"transcription": runtime.transcription is not None, "mt": runtime.mt is not None},
+            "engines": runtime.engines(),
+        },
+        host=settings.host,
+        port=settings.port,
+        services=settings.services,
+    )
     app.state.runtime = runtime
-    app.state.readiness = readiness
-
-    @app.get("/health")
-    async def health() -> JSONResponse:
-        status, body = readiness.health(
-            lambda: {
-                "services": {
-                    "transcription": runtime.transcription is not None,
-                    "mt": runtime.mt is not None,
-                },
-                "engines": runtime.engines(),
-                "cpu": cpu_info().as_dict(),
-            }
-        )
-        return JSONResponse(body, status_code=status)
 
     @app.get("/v1/models")
     async def models(request: Request) -> dict[str, Any]:

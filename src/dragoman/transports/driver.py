@@ -168,7 +168,7 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
             jobs.cancel()
             if self._in_flight is not None:
                 self._in_flight.cancel()  # the session is gone: nobody wants that result
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await jobs
             code = self.session.close_code or close_code
             await self._finish(sender, code)
@@ -208,7 +208,13 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
 
     async def _job_loop(self) -> None:
         while True:
-            ran = await self._next_job()
+            try:
+                ran = await self._next_job()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the worker itself failed or closed (shutdown)
+                self._report(exc, "engine worker failed", None)
+                return
             if not ran:
                 await self._wake.wait()
                 self._wake.clear()

@@ -14,11 +14,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from enum import StrEnum
 from typing import Any
 
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+
 from dragoman import __version__
+from dragoman.cpu import cpu_info
 from dragoman.errors import with_error_id
 from dragoman.logs import get_logger, log_failure
 
@@ -105,3 +109,39 @@ class Readiness:
         if self.state is State.FAILED:
             return with_error_id(FAILED_MESSAGE, self.error_id)
         return None
+
+
+def mount(
+    app_title: str,
+    readiness: Readiness,
+    close: Callable[[], Awaitable[None]],
+    details: Callable[[], dict[str, Any]],
+    *,
+    always: Callable[[], dict[str, Any]] = dict,
+    **log_fields: Any,
+) -> FastAPI:
+    """A FastAPI app that loads in the background (`readiness`) and answers `GET /health`.
+
+    `details` adds what the loaded engines report once ready; `always` what holds in
+    every state. `close` releases the engines at shutdown.
+    """
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        log.info("loading", **log_fields, cpu=cpu_info().describe())
+        readiness.start()
+        try:
+            yield
+        finally:
+            await readiness.close()
+            await close()
+
+    app = FastAPI(title=app_title, version=__version__, lifespan=lifespan)
+    app.state.readiness = readiness
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        status, body = readiness.health(lambda: details() | {"cpu": cpu_info().as_dict()})
+        return JSONResponse(body | always(), status_code=status)
+
+    return app
