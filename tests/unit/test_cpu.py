@@ -6,6 +6,7 @@ import pytest
 
 from dragoman.cpu import CPUInfo, effective_flags, parse_cpuinfo
 from dragoman.engines.torch_lm.load import choose_compute_type, measure_compute_types
+from dragoman.errors import ConfigError
 
 SAPPHIRE = frozenset(
     [
@@ -137,15 +138,46 @@ def test_auto_measures_the_candidates_this_cpu_has(
         return {kind: times[kind] for kind in candidates}
 
     monkeypatch.setattr(load, "measure_compute_types", measure)
+    monkeypatch.setattr(load, "int8_matmul_is_exact", lambda: True)
     choice = choose_compute_type("auto", cpu=CPUInfo("Xeon", 2, flags))
     assert choice.compute_type == expected
     assert asked == [measured]
 
 
 @pytest.mark.parametrize("requested", ["int8", "bfloat16", "float32"])
-def test_a_requested_compute_type_is_kept(requested: str) -> None:
+def test_a_requested_compute_type_is_kept(requested: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dragoman.engines.torch_lm.load as load
+
+    monkeypatch.setattr(load, "int8_matmul_is_exact", lambda: True)
     choice = choose_compute_type(requested, cpu=CPUInfo("EPYC", 2, EPYC))
     assert (choice.compute_type, choice.reason) == (requested, "requested")
+
+
+def test_int8_is_refused_where_its_products_are_inexact(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dragoman.engines.torch_lm.load as load
+
+    monkeypatch.setattr(load, "int8_matmul_is_exact", lambda: False)
+    with pytest.raises(ConfigError, match="inexact"):
+        choose_compute_type("int8", cpu=CPUInfo("Xeon", 2, SAPPHIRE))
+    asked: list[list[str]] = []
+
+    def measure(*shape: int, candidates: list[str]) -> dict[str, float]:
+        asked.append(list(candidates))
+        return dict.fromkeys(candidates, 1.0)
+
+    monkeypatch.setattr(load, "measure_compute_types", measure)
+    choose_compute_type("auto", cpu=CPUInfo("Xeon", 2, SAPPHIRE))
+    assert asked == [["float32", "bfloat16"]]  # VNNI and AMX, but int8 is not a candidate
+
+
+def test_the_int8_check_compares_with_exact_integer_products() -> None:
+    from dragoman.cpu import cpu_info
+    from dragoman.engines.torch_lm.int8 import int8_matmul_is_exact
+
+    exact = int8_matmul_is_exact()
+    assert isinstance(exact, bool)
+    if cpu_info().vnni or cpu_info().amx:
+        assert exact  # where the CPU has int8 dot products, the kernel must be exact
 
 
 def test_the_measurement_times_each_candidate() -> None:

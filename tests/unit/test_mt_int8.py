@@ -5,9 +5,20 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dragoman.engines.torch_lm.int8 import Int8Linear, quantize_linear_int8
+from dragoman.engines.torch_lm.int8 import Int8Linear, int8_matmul_is_exact, quantize_linear_int8
 from dragoman.engines.torch_lm.load import normalize_compute_type
 from dragoman.errors import ConfigError
+
+
+@pytest.fixture(autouse=True)
+def exact_int8_products(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The exact product `torch._int_mm` computes where int8 is used (VNNI or AMX).
+
+    Without those instructions the kernel saturates and dragoman refuses int8 (see
+    test_cpu.py), so on such a CPU these tests check the layer with the exact product.
+    """
+    if not int8_matmul_is_exact():
+        monkeypatch.setattr(torch, "_int_mm", lambda a, b: a.int() @ b.int())
 
 
 def _layer(seed: int = 0, bias: bool = True) -> torch.nn.Linear:

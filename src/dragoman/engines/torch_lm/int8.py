@@ -17,10 +17,17 @@ and speculation's verification pass disagrees with the token-by-token draft.
 Per-token scales and exact integer accumulation make every row independent of
 the others, so KV reuse changes nothing. torchao's int8 configs ran 5-15x slower
 than either on this CPU without `torch.compile`.
+
+`_int_mm` is exact only where the CPU has int8 dot products (VNNI or AMX).
+Without them oneDNN's AVX2 kernel multiplies u8 by s8 pairs into saturating
+16-bit sums: a 8x64 by 64x48 product of full-range values came out wrong by up to
+26473 in 138109 under `ONEDNN_MAX_CPU_ISA=AVX2`, on top of being 8x slower than
+fp32. `int8_matmul_is_exact` checks that before int8 is used.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 
 import torch
@@ -37,6 +44,15 @@ def _quantize_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     rows = x.reshape(-1, x.shape[-1]).float()
     scale = rows.abs().amax(dim=1, keepdim=True).clamp_min(1e-8) / _INT8_MAX
     return (rows / scale).round_().clamp_(-_INT8_MAX, _INT8_MAX).to(torch.int8), scale
+
+
+@functools.cache
+def int8_matmul_is_exact() -> bool:
+    """Whether `torch._int_mm` computes exact int32 sums on this CPU (see the module docstring)."""
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randint(-127, 128, (17, 64), dtype=torch.int8, generator=generator)
+    b = torch.randint(-127, 128, (64, 48), dtype=torch.int8, generator=generator)
+    return torch.equal(torch._int_mm(a, b), a.int() @ b.int())
 
 
 class Int8Linear(torch.nn.Module):

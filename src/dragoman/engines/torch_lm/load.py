@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from dragoman.cpu import CPUInfo, available_cores, cpu_info
-from dragoman.engines.torch_lm.int8 import Int8Linear, quantize_linear_int8
+from dragoman.engines.torch_lm.int8 import Int8Linear, int8_matmul_is_exact, quantize_linear_int8
 from dragoman.errors import ConfigError, ModelUnavailable
 from dragoman.logs import get_logger
 
@@ -85,13 +85,16 @@ def choose_compute_type(
     name = normalize_compute_type(requested)
     cpu = cpu or cpu_info()
     if name != AUTO:
-        if name == "int8" and not (cpu.vnni or cpu.amx):
-            log.warning("int8 requested on a CPU without VNNI or AMX: expect it slower than float32")
+        if name == "int8" and not int8_matmul_is_exact():
+            raise ConfigError(
+                "int8 products are inexact on this CPU (it has no VNNI or AMX, and torch's int8 "
+                "kernel saturates); use the compute type auto or float32"
+            )
         if name == "bfloat16" and not cpu.bf16:
             log.warning("bfloat16 requested on a CPU without native bf16: expect it slower than float32")
         return ComputeChoice(name, "requested")
     candidates = ["float32"]
-    if cpu.vnni or cpu.amx:
+    if (cpu.vnni or cpu.amx) and int8_matmul_is_exact():
         candidates.append("int8")
     if cpu.bf16:
         candidates.append("bfloat16")
