@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import FastAPI, Request, WebSocket
 
 from dragoman.config import Settings
+from dragoman.sessions.base import CloseCode
 from dragoman.transports.readiness import Readiness, mount
 from dragoman.transports.runtime import Runtime
 from dragoman.transports.websocket.mt import mt_router
@@ -52,7 +53,13 @@ def create_app(settings: Settings) -> FastAPI:
             return
         not_ready = readiness.refusal()
         if not_ready is not None:
-            await refuse(websocket, "server_not_ready", not_ready, error_type="server_error", close_code=1013)
+            await refuse(
+                websocket,
+                "server_not_ready",
+                not_ready,
+                error_type="server_error",
+                close_code=CloseCode.TRY_AGAIN_LATER,
+            )
             return
         if service is None:
             await refuse(websocket, "service_unavailable", "Transcription is not enabled on this server.")

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from pathlib import Path
 
 from dragoman.audio.vad import SileroModel, SileroVAD, SpeechProbability
 from dragoman.config import ASRSettings, MTSettings, TranscriptionSettings
@@ -35,7 +35,7 @@ class TranscriptionService:
 
     name = "transcription"
 
-    def __init__(self, asr: ASRSettings, transcription: TranscriptionSettings, cache_dir: Any) -> None:
+    def __init__(self, asr: ASRSettings, transcription: TranscriptionSettings, cache_dir: Path) -> None:
         self.asr = asr
         self.settings = transcription
         self.cache_dir = cache_dir
@@ -124,7 +124,7 @@ class MTService:
         self._housekeeping: set[asyncio.Task[None]] = set()
 
     @classmethod
-    def from_settings(cls, mt: MTSettings, cache_dir: Any) -> MTService:
+    def from_settings(cls, mt: MTSettings, cache_dir: Path) -> MTService:
         def load() -> MTEngine:
             return create_mt_engine(mt, cache_dir)
 
