@@ -9,14 +9,16 @@ server path ever reaches a client except through `ClientError.message`.
 
 from __future__ import annotations
 
-import os
 import re
 import uuid
 
 #: Longest error message a client is sent (MAX_ERROR_CHARS of the transcription session).
 MAX_ERROR_CHARS = 500
 
-_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][^\s\\/'\":,;()\[\]]+)+[\\/]?")
+_SEGMENT = r"[^\s\\/'\":,;()\[\]]+"
+#: A file path: folders may hold spaces ("/srv/my models/x"), the last segment may not, so
+#: the words after a path are never taken for part of its name.
+_PATH = re.compile(rf"(?:[A-Za-z]:)?(?:[\\/](?:{_SEGMENT}(?: {_SEGMENT})*(?=[\\/])|{_SEGMENT}))+[\\/]?")
 
 
 def new_error_id() -> str:
@@ -27,7 +29,8 @@ def scrub(message: str, limit: int = MAX_ERROR_CHARS) -> str:
     """Reduce server paths in `message` to their base names and cut it to `limit` characters."""
 
     def base(match: re.Match[str]) -> str:
-        return os.path.basename(match.group(0).rstrip("/\\")) or match.group(0)
+        # Both separators, whatever the server's OS: a Windows path in a message is a path too.
+        return re.split(r"[\\/]", match.group(0).rstrip("/\\"))[-1] or match.group(0)
 
     text = _PATH.sub(base, message).strip()
     if len(text) > limit:
