@@ -131,6 +131,13 @@ def test_a_bad_init_is_an_error_and_closes(fields: dict[str, Any], code: ErrorCo
     assert d.session.closed and d.session.next_job() is None
 
 
+def test_a_huge_client_string_is_not_echoed_whole() -> None:
+    d = Driver(preset="p" * 100_000)
+    error = only(d.out, Error)
+    assert error.code is ErrorCode.BAD_PROTOCOL and "unknown preset 'ppp" in error.message
+    assert len(error.message) < 200
+
+
 def test_unsupported_direction_lists_the_supported_ones() -> None:
     d = Driver(source_lang="de", target_lang="en")
     assert only(d.out, Error).supported == ("en-de", "en-it", "en-zh")

@@ -129,6 +129,9 @@ def test_a_bad_frame_gets_an_error_and_the_session_goes_on(client: TestClient) -
         assert (error["code"], error["event_id"]) == ("input_audio_buffer_commit_empty", "e1")
         ws.send_json({"type": "input_audio_buffer.clear"})
         assert ws.receive_json()["type"] == "input_audio_buffer.cleared"
+        ws.send_json({"type": "x" * 100_000})  # a client string in an error comes back cut
+        error = ws.receive_json()["error"]
+        assert error["code"] == "invalid_event" and len(error["message"]) < 200
 
 
 def test_a_session_bug_is_an_error_with_an_id_and_the_connection_lives(

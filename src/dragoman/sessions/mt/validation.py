@@ -129,7 +129,7 @@ def resolve_init(
         )
     preset = init.preset or default_preset
     if preset not in presets:
-        raise _bad(f"unknown preset {preset!r}; known: {', '.join(sorted(presets))}", param="preset")
+        raise _bad(f"unknown preset {preset[:40]!r}; known: {', '.join(sorted(presets))}", param="preset")
     texts = [init.context_text or "", init.accepted_target_prefix]
     texts += [text for pair in init.history for text in pair]
     if any(len(text) > MAX_TEXT_CHARS for text in texts):
