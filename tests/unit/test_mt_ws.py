@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,6 +21,7 @@ from dragoman.streaming.alignatt_presets import policy_presets
 from dragoman.transports.mt_app import create_mt_app
 from dragoman.transports.services import MTService
 from tests.unit.mt_fakes import FakeEngine
+from tests.unit.polling import wait_for
 
 INIT = {"type": "init", "protocol_version": 1, "source_lang": "en", "target_lang": "de"}
 
@@ -89,13 +89,6 @@ def update(
     if tail:
         payload["tail"] = {"words": [[w, None, None] for w in tail]}
     return json.dumps(payload)
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.01)
 
 
 def test_health_and_a_session_round_trip(client: TestClient) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable
 
 from starlette.testclient import TestClient
@@ -15,6 +14,7 @@ from dragoman.streaming.alignatt import AlignAttParams
 from dragoman.transports.mt_app import create_mt_app
 from dragoman.transports.services import MTService
 from tests.unit.mt_fakes import FakeEngine
+from tests.unit.polling import wait_for
 
 INIT = {"type": "init", "protocol_version": 1, "source_lang": "en", "target_lang": "de"}
 
@@ -39,13 +39,6 @@ def service_of(factory: Callable[[], FakeEngine]) -> MTService:
         max_utterance_words=50,
         presets={"plain": AlignAttParams(frontier_margin=0)},
     )
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.01)
 
 
 def test_health_is_503_and_sessions_are_refused_until_the_engine_is_warm() -> None:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import base64
 import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from dragoman.engines.asr.base import ASRCapabilities, ASREngine, PrefixMode, St
 from dragoman.errors import ClientError
 from dragoman.transports.app import create_app
 from tests.unit.fakes import WordTokenizer
+from tests.unit.polling import wait_for
 
 URL = "/v1/realtime?intent=transcription"
 RATE = 24_000
@@ -57,19 +57,12 @@ def create_counting(settings: ASRSettings, cache_dir: Path) -> ASREngine:
     return ENGINES[-1]
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.01)
-
-
 @pytest.fixture
 def client(monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
     monkeypatch.setitem(registry.ASR_BACKENDS, "counting", f"{__name__}:create_counting")
     settings = Settings(services=["transcription"], asr=ASRSettings(backend="counting", model="counting"))
     with TestClient(create_app(settings)) as test_client:
-        wait_for(lambda: test_client.get("/health").status_code == 200)
+        wait_for(lambda: test_client.get("/health").status_code == 200, timeout=10)
         yield test_client
 
 
@@ -177,6 +170,6 @@ def test_sessions_are_refused_until_the_engine_is_loaded(monkeypatch: pytest.Mon
             error = ws.receive_json()["error"]
         assert (error["type"], error["code"]) == ("server_error", "server_not_ready")
         LOADING.set()
-        wait_for(lambda: test_client.get("/health").status_code == 200)
+        wait_for(lambda: test_client.get("/health").status_code == 200, timeout=10)
         with test_client.websocket_connect(URL) as ws:
             assert ws.receive_json()["type"] == "session.created"

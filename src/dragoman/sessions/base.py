@@ -35,7 +35,7 @@ from typing import Protocol, TypeVar
 from dragoman.engines.workers import CancelToken, Priority
 from dragoman.errors import DragomanError
 
-__all__ = ["CancelToken", "CloseCode", "Job", "Priority", "Session"]
+__all__ = ["CloseCode", "Job", "Session"]
 
 
 class CloseCode(IntEnum):

@@ -52,20 +52,10 @@ class Readiness:
         self.on_failure: Callable[[], None] | None = None
         self._task: asyncio.Task[None] | None = None
 
-    @property
-    def ready(self) -> bool:
-        return self.state is State.READY
-
     def start(self) -> None:
         """Begin loading; returns at once (call from the app's lifespan)."""
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name=f"load-{self._what}")
-
-    async def wait(self) -> State:
-        """Until loading has ended, either way (tests, and the standalone drivers)."""
-        if self._task is not None:
-            await asyncio.shield(self._task)
-        return self.state
 
     async def close(self) -> None:
         """Stop waiting for a load that is still going (shutdown)."""

@@ -48,7 +48,9 @@ _MARGIN = 0.9
 
 
 def default_threads() -> int:
-    """Half the cores, at least one: a torch engine shares the CPU with the ASR engine.
+    """Half the cores, at least one: the threads of an engine built outside the server (bench, tests).
+
+    The server sets `threads` itself, from its CPU budget (`transports/runtime.py`).
 
     Measured on 2 shared cores: with other processes busy, 2 torch threads decoded
     at 0.3 tok/s (OpenMP threads spinning against each other) and 1 thread at 7.6.

@@ -232,10 +232,6 @@ class SpeechFront:
 
     # -- decode work ------------------------------------------------------------
 
-    @property
-    def busy(self) -> bool:
-        return self._in_flight is not None
-
     def next_job(self) -> StepJob | None:
         """The next engine request to run, or None; at most one is in flight per session."""
         if self._in_flight is not None:

@@ -94,10 +94,6 @@ class TranscriptionSession:
 
     # -- engine jobs: the front's ----------------------------------------------
 
-    @property
-    def busy(self) -> bool:
-        return self.front.busy
-
     def next_job(self) -> StepJob | None:
         return self.front.next_job()
 

@@ -19,10 +19,11 @@ from collections.abc import Callable
 from fastapi import APIRouter
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from dragoman.engines.workers import Priority
 from dragoman.errors import ClientError, ServerError, with_error_id
 from dragoman.logs import get_logger
 from dragoman.protocol.mt import encode, error_frame, parse_client_message, peek_seq
-from dragoman.sessions.base import CloseCode, Priority
+from dragoman.sessions.base import CloseCode
 from dragoman.sessions.mt.events import ClientEvent, Error, ErrorCode, ServerEvent
 from dragoman.sessions.mt.session import MTSession
 from dragoman.transports.driver import Frame, SessionDriver

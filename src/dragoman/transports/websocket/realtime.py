@@ -14,11 +14,12 @@ from typing import Literal
 from starlette.websockets import WebSocket
 
 from dragoman.config import TranscriptionSettings
+from dragoman.engines.workers import Priority
 from dragoman.errors import ClientError, ServerError
 from dragoman.logs import get_logger
 from dragoman.protocol.realtime.client_events import ClientParser, default_input_rate, generation_of
 from dragoman.protocol.realtime.server_events import ErrorDetail, ErrorEvent, wire_event
-from dragoman.sessions.base import CloseCode, Priority
+from dragoman.sessions.base import CloseCode
 from dragoman.sessions.transcription.events import ClientEvent, Error, ServerEvent
 from dragoman.sessions.transcription.session import SessionConfig, TranscriptionSession
 from dragoman.transports.driver import Frame, SessionDriver
