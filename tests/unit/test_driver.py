@@ -48,7 +48,7 @@ class EchoSession:
         out, self.out = self.out, []
         return out
 
-    def next_job(self) -> EchoJob | None:
+    def next_job(self, lane: str = "engine") -> EchoJob | None:
         if self.in_flight is not None or not self.pending:
             return None
         self.in_flight = EchoJob(self.pending.pop(0))

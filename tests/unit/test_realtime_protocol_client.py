@@ -360,25 +360,25 @@ def _user(*parts: dict[str, Any], role: str = "user") -> dict[str, Any]:
 MALFORMED: list[tuple[str, Generation, Any, str, str | None]] = [
     # The envelope, in both sessions.
     (T, GA, b"\x00\x01", "invalid_event", None),
-    (A, GA, b"{}", "invalid_event", None),
+    (A, GA, b"{}", "unknown_or_invalid_event", None),
     (T, BETA, "{not json", "invalid_event", None),
-    (A, GA, "[1, 2]", "invalid_event", None),
+    (A, GA, "[1, 2]", "unknown_or_invalid_event", None),
     (T, GA, {"event_id": "e1"}, "invalid_event", "type"),
-    (A, BETA, {"type": ["session.update"]}, "invalid_event", "type"),
+    (A, BETA, {"type": ["session.update"]}, "unknown_or_invalid_event", "type"),
     (T, GA, {"type": "input_audio_buffer.commit", "event_id": 7}, "invalid_value", "event_id"),
     (A, GA, {"type": "input_audio_buffer.commit", "event_id": LONG_ID}, "invalid_value", "event_id"),
     # Events a session does not serve.
     (T, GA, {"type": "response.create"}, "invalid_event", "type"),
     (T, BETA, _user({"type": "input_text", "text": "hi"}), "invalid_event", "type"),
-    (A, GA, {"type": "transcription_session.update", "session": {}}, "invalid_event", "type"),
+    (A, GA, {"type": "transcription_session.update", "session": {}}, "unknown_or_invalid_event", "type"),
     (
         A,
         GA,
         {"type": "conversation.item.truncate", "item_id": "i", "content_index": 0},
-        "invalid_event",
+        "unknown_or_invalid_event",
         "type",
     ),
-    (A, GA, {"type": "x" * 10_000}, "invalid_event", "type"),
+    (A, GA, {"type": "x" * 10_000}, "unknown_or_invalid_event", "type"),
     # Buffer events.
     (T, GA, {"type": "input_audio_buffer.append"}, "invalid_value", "audio"),
     (A, BETA, {"type": "input_audio_buffer.append", "audio": ["AAAA"]}, "invalid_value", "audio"),
@@ -439,7 +439,8 @@ MALFORMED: list[tuple[str, Generation, Any, str, str | None]] = [
         "session.mstar.chunk_seconds",
     ),
     # Agent updates.
-    (A, GA, _ga(type="transcription"), "invalid_value", "session.type"),
+    (A, GA, _ga(type="transcription"), "invalid_session_type", "session.type"),
+    (A, GA, _ga(type="translation"), "invalid_value", "session.type"),
     (A, GA, _ga(instructions="x" * (MAX_INSTRUCTIONS_CHARS + 1)), "invalid_value", "session.instructions"),
     (A, GA, _ga(instructions=["Be brief."]), "invalid_value", "session.instructions"),
     (A, GA, _ga(output_modalities=[]), "invalid_value", "session.output_modalities"),

@@ -84,6 +84,16 @@ class CancelToken:
         return self._event.is_set()
 
 
+@dataclass(frozen=True)
+class Streamed(Generic[RequestT]):
+    """A streaming engine call's request: the engine calls `emit` with each piece it makes,
+    from its own thread, and checks `cancel` between pieces."""
+
+    request: RequestT
+    cancel: CancelToken
+    emit: Callable[[object], None]
+
+
 class JobCancelled(ServerError):
     """The job was cancelled before or while it ran; its session already moved on."""
 

@@ -7,10 +7,14 @@ results in and out, always in this order:
 
 1. A client event arrives: `receive(event)`.
 2. Then `events_to_send()`: what the session says now goes out, in order.
-3. Then, while `next_job()` returns a job, run it on the engine worker (at most
-   the number of jobs the session allows in flight; every session here allows one).
-4. An engine call ends: `job_done(job, result)` or `job_failed(job, error)`; then
-   back to step 2.
+3. Then, for each of the session's lanes (one engine worker each), while
+   `next_job(lane)` returns a job, run it on that lane's worker (at most the number
+   of jobs the session allows in flight per lane; every session here allows one).
+   A transcription or MT session has one lane; a voice agent has three (speech to
+   text, the LLM and text to speech), so it listens while it thinks and speaks.
+4. A streaming job (`streaming` true: LLM tokens, TTS chunks) reports each piece as
+   the engine makes it: `job_progress(job, piece)`, then step 2. An engine call
+   ends: `job_done(job, result)` or `job_failed(job, error)`; then back to step 2.
 5. After each of these, `close_code`: when it is set, the driver sends what is
    left and closes the connection with it.
 
@@ -35,7 +39,10 @@ from typing import Protocol, TypeVar
 from dragoman.engines.workers import CancelToken, Priority
 from dragoman.errors import DragomanError
 
-__all__ = ["CloseCode", "Job", "Session"]
+__all__ = ["DEFAULT_LANE", "CloseCode", "Job", "Session", "StreamingSession"]
+
+#: The lane of a session with one engine.
+DEFAULT_LANE = "engine"
 
 
 class CloseCode(IntEnum):
@@ -80,10 +87,10 @@ class Session(Protocol[ClientEventT, ServerEventT, JobT, ResultT]):
     def events_to_send(self) -> list[ServerEventT]:
         """The server events produced since the last call, oldest first; the driver sends them in order."""
 
-    def next_job(self) -> JobT | None:
-        """The next engine job to run, or None when there is none or one is still in flight.
+    def next_job(self, lane: str = DEFAULT_LANE) -> JobT | None:
+        """The next engine job to run on `lane`, or None when there is none or one is still in flight.
 
-        The driver runs it on the engine worker and reports its outcome with
+        The driver runs it on the lane's engine worker and reports its outcome with
         `job_done` or `job_failed`; it calls `next_job()` again after each outcome
         and after each client event.
         """
@@ -99,3 +106,19 @@ class Session(Protocol[ClientEventT, ServerEventT, JobT, ResultT]):
     @property
     def close_code(self) -> int | None:
         """Set once the session is over: the driver sends what is left and closes with it."""
+
+
+PieceT = TypeVar("PieceT", contravariant=True)
+
+
+class StreamingSession(
+    Session[ClientEventT, ServerEventT, JobT, ResultT],
+    Protocol[ClientEventT, ServerEventT, JobT, ResultT, PieceT],
+):
+    """A session whose jobs may stream (`job.streaming`): pieces arrive before the job ends."""
+
+    def job_progress(self, job: JobT, piece: PieceT) -> None:
+        """The engine made the next piece of `job` (in order, before `job_done`).
+
+        Then `events_to_send()`, then `next_job()` on every lane: a piece may make work
+        for another engine (a clause of LLM text becomes a TTS job)."""

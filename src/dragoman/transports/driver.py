@@ -6,9 +6,13 @@ into the session's events and back. The driver owns what every session needs and
 no session should write again:
 
 - the receive loop: frames in, through the codec, into the session;
-- the job loop: turns on the shared engine worker, jobs out, results back, so a
-  step never runs inside the receive loop and audio that arrives meanwhile is
-  coalesced into the next one;
+- one job loop per lane (each engine the session uses): turns on the shared
+  engine worker, jobs out, results back, so a step never runs inside the receive
+  loop and audio that arrives meanwhile is coalesced into the next one; a voice
+  agent's lanes (speech to text, LLM, TTS) run at once, so it listens while it
+  thinks and speaks;
+- the pieces of a streaming job (LLM tokens, TTS chunks), handed from the engine's
+  thread to the session in order, as they are made;
 - a bounded send queue with its own sender task, so a slow reader never blocks the
   engine worker, and unsent audio can be dropped on a barge-in (`clear`);
 - the close: what the session said last goes out, then the close code;
@@ -26,13 +30,14 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Callable
-from typing import Any, Generic, Protocol, TypeVar
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar, cast
 
-from dragoman.engines.workers import CancelToken, Priority
+from dragoman.engines.workers import CancelToken, Priority, Streamed
 from dragoman.errors import ClientError, EngineFailure, ServerError
 from dragoman.logs import log_failure
-from dragoman.sessions.base import CloseCode, Job, Session
+from dragoman.sessions.base import DEFAULT_LANE, CloseCode, Job, Session
 
 ClientEventT = TypeVar("ClientEventT")
 ServerEventT = TypeVar("ServerEventT")
@@ -127,6 +132,14 @@ class SendQueue:
         return self._frames.popleft()[0]
 
 
+@dataclass(frozen=True)
+class Lane:
+    """One engine a session uses: its worker, and the priority its jobs take turns at."""
+
+    worker: Worker
+    priority: Priority
+
+
 class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
     """Runs one session over one channel until either side ends it."""
 
@@ -135,28 +148,38 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
         session: Session[ClientEventT, ServerEventT, JobT, ResultT],
         channel: Channel,
         codec: Codec[ClientEventT, ServerEventT],
-        worker: Worker,
+        worker: Worker | None = None,
         *,
         log: Any,
-        priority: Priority,
+        priority: Priority = Priority.STREAMING,
+        lanes: Mapping[str, Lane] | None = None,
         send_limit: int = DEFAULT_SEND_LIMIT,
         tag: Callable[[ServerEventT], str | None] = lambda event: None,
     ) -> None:
+        """A session of one engine passes its `worker` and `priority`; one of several, `lanes`."""
+        if lanes is None:
+            if worker is None:
+                raise ValueError("a session driver needs a worker or lanes")
+            lanes = {DEFAULT_LANE: Lane(worker, priority)}
         self.session = session
         self.channel = channel
         self.codec = codec
-        self.worker = worker
-        self.priority = priority
+        self.lanes = dict(lanes)
         self.log = log
         self.outgoing = SendQueue(send_limit)
         self._tag = tag
-        self._wake = asyncio.Event()
-        self._in_flight: CancelToken | None = None
+        self._wake = {name: asyncio.Event() for name in self.lanes}
+        self._in_flight: dict[str, CancelToken] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._running = False
 
     async def run(self, first: ClientEventT | None = None) -> None:
         """Serve until the peer or the session closes; `first` is an event the adapter already read."""
-        sender = asyncio.create_task(self._send_loop(), name=f"send-{self.session.session_id}")
-        jobs = asyncio.create_task(self._job_loop(), name=f"jobs-{self.session.session_id}")
+        self._loop = asyncio.get_running_loop()
+        self._running = True
+        sid = self.session.session_id
+        sender = asyncio.create_task(self._send_loop(), name=f"send-{sid}")
+        jobs = [asyncio.create_task(self._job_loop(lane), name=f"{lane}-{sid}") for lane in self.lanes]
         close_code: int | None = CloseCode.NORMAL
         try:
             self._flush()
@@ -165,11 +188,13 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
             if self.session.close_code is None:
                 close_code = await self._receive_loop()
         finally:
-            jobs.cancel()
-            if self._in_flight is not None:
-                self._in_flight.cancel()  # the session is gone: nobody wants that result
+            self._running = False
+            for task in jobs:
+                task.cancel()
+            for token in self._in_flight.values():
+                token.cancel()  # the session is gone: nobody wants those results
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await jobs
+                await asyncio.gather(*jobs, return_exceptions=True)
             code = self.session.close_code or close_code
             await self._finish(sender, code)
 
@@ -202,28 +227,34 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
         except Exception as exc:  # a session bug must not end the connection
             self._report(exc, "event handling failed", event)
         self._flush()
-        self._wake.set()
+        self._wake_all()
 
     # -- engine jobs -----------------------------------------------------------------
 
-    async def _job_loop(self) -> None:
+    def _wake_all(self) -> None:
+        for event in self._wake.values():
+            event.set()
+
+    async def _job_loop(self, lane: str) -> None:
+        wake = self._wake[lane]
         while True:
             try:
-                ran = await self._next_job()
+                ran = await self._next_job(lane)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the worker itself failed or closed (shutdown)
                 self._report(exc, "engine worker failed", None)
                 return
             if not ran:
-                await self._wake.wait()
-                self._wake.clear()
+                await wake.wait()
+                wake.clear()
 
-    async def _next_job(self) -> bool:
-        """Plan and run one job inside a turn on the worker; False when there was none."""
-        async with self.worker.turn(self.priority) as slot:
+    async def _next_job(self, lane: str) -> bool:
+        """Plan and run one job inside a turn on the lane's worker; False when there was none."""
+        spec = self.lanes[lane]
+        async with spec.worker.turn(spec.priority) as slot:
             try:
-                job = self.session.next_job()
+                job = self.session.next_job(lane)
             except Exception as exc:
                 self._report(exc, "job planning failed", None)
                 return False
@@ -231,10 +262,13 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
                 self._flush()  # planning may answer without the engine (a fast path)
             if job is None:
                 return False
-            self._in_flight = job.cancel
+            self._in_flight[lane] = job.cancel
+            request: Any = job.request
+            if getattr(job, "streaming", False):
+                request = Streamed(job.request, job.cancel, self._piece_sink(job))
             began = time.perf_counter()
             try:
-                outcome: Any = await slot.run(job.request, job.cancel)
+                outcome: Any = await slot.run(request, job.cancel)
             except asyncio.CancelledError:
                 raise
             except (ClientError, ServerError) as exc:
@@ -243,11 +277,38 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
                 error_id = log_failure(self.log, "engine job failed", exc)
                 outcome = EngineFailure("the engine job failed", error_id=error_id)
             finally:
-                self._in_flight = None
+                self._in_flight.pop(lane, None)
             ms = round((time.perf_counter() - began) * 1000)
-            self.log.debug("engine job", job=type(job).__name__, ms=ms, failed=isinstance(outcome, Exception))
+            self.log.debug(
+                "engine job", lane=lane, job=type(job).__name__, ms=ms, failed=isinstance(outcome, Exception)
+            )
             self._deliver(job, outcome)
         return True
+
+    def _piece_sink(self, job: JobT) -> Callable[[Any], None]:
+        """What the engine calls, from its thread, with each piece of a streaming job.
+
+        Pieces are queued on the event loop in the order they were made, and all of
+        them before the job's own result (which comes through the same queue after
+        the call returns).
+        """
+        loop = self._loop
+        assert loop is not None
+
+        def emit(piece: Any) -> None:
+            loop.call_soon_threadsafe(self._progress, job, piece)
+
+        return emit
+
+    def _progress(self, job: JobT, piece: Any) -> None:
+        if not self._running:
+            return
+        try:
+            cast(Any, self.session).job_progress(job, piece)
+        except Exception as exc:
+            self._report(exc, "job progress handling failed", None)
+        self._flush()
+        self._wake_all()
 
     def _deliver(self, job: JobT, outcome: Any) -> None:
         """Hand a job's result, or its `DragomanError`, back to the session."""
@@ -259,6 +320,7 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
         except Exception as exc:
             self._report(exc, "job result handling failed", None)
         self._flush()
+        self._wake_all()  # a result on one lane may make work for another
 
     # -- frames out ------------------------------------------------------------------
 

@@ -62,6 +62,8 @@ __all__ = [
     "generation_of",
 ]
 
+#: The reference voice agent's error code for a frame it cannot take.
+UNKNOWN_OR_INVALID_EVENT = "unknown_or_invalid_event"
 #: Longest text a message part, or a function's output, may carry.
 MAX_TEXT_CHARS = 32_000
 MAX_CONTENT_PARTS = 16
@@ -358,8 +360,22 @@ class AgentClientParser:
         self.generation = generation
 
     def parse(self, raw: str | bytes) -> agent.ClientEvent:
-        """The session event in a frame; a bad one becomes `Rejected` (this never raises ClientError)."""
-        return _parse(raw, self._event, agent.Rejected)
+        """The session event in a frame; a bad one becomes `Rejected` (this never raises ClientError).
+
+        The reference agent's error table names a frame it cannot take
+        `unknown_or_invalid_event`, so the agent's refusals carry that code.
+        """
+        event = _parse(raw, self._event, agent.Rejected)
+        if (
+            isinstance(event, agent.Rejected)
+            and type(event.error) is InvalidEvent
+            and event.error.code == InvalidEvent.code
+        ):
+            event = agent.Rejected(
+                InvalidEvent(event.error.message, code=UNKNOWN_OR_INVALID_EVENT, param=event.error.param),
+                event.event_id,
+            )
+        return event
 
     def _event(self, kind: str, event_id: str | None, data: dict[str, Any]) -> agent.ClientEvent:
         if kind == "session.update":
@@ -387,6 +403,13 @@ class AgentClientParser:
 
     def _update(self, event_id: str | None, data: dict[str, Any]) -> agent.UpdateSession:
         session = data.get("session")
+        if isinstance(session, dict) and session.get("type") == "transcription":
+            raise InvalidValue(
+                "This endpoint serves voice-agent (realtime) sessions; for a transcription session "
+                "connect to /v1/realtime?intent=transcription.",
+                code="invalid_session_type",
+                param="session.type",
+            )
         if self.generation is Generation.GA or (isinstance(session, dict) and "type" in session):
             values = _validate(AgentSessionUpdate, data).session.values()
             self.generation = Generation.GA

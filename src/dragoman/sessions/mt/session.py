@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 
 from dragoman.engines.mt.base import DraftMode, MTDraft, MTRequest
 from dragoman.errors import ClientError, DragomanError, ServerError, with_error_id
-from dragoman.sessions.base import CloseCode
+from dragoman.sessions.base import DEFAULT_LANE, CloseCode
 from dragoman.sessions.mt.events import (
     ClientEvent,
     Error,
@@ -129,7 +129,7 @@ class MTSession:
     def _can_plan(self) -> bool:
         return self._in_flight is None and bool(self._queue) and not self.closed
 
-    def next_job(self) -> MTJob | None:
+    def next_job(self, lane: str = DEFAULT_LANE) -> MTJob | None:
         """The engine call to make next (at most one at a time), or None.
 
         The driver asks for it when its turn on the engine comes, so the job is

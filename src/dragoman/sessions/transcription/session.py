@@ -19,6 +19,7 @@ from typing import Any
 from dragoman.audio.vad import SpeechProbability
 from dragoman.engines.asr.base import StepResult
 from dragoman.errors import ClientError, DragomanError
+from dragoman.sessions.base import DEFAULT_LANE
 from dragoman.sessions.speech.config import EngineProfile, SessionConfig
 from dragoman.sessions.speech.front import SpeechFront, StepJob
 from dragoman.sessions.transcription.events import (
@@ -94,7 +95,7 @@ class TranscriptionSession:
 
     # -- engine jobs: the front's ----------------------------------------------
 
-    def next_job(self) -> StepJob | None:
+    def next_job(self, lane: str = DEFAULT_LANE) -> StepJob | None:
         return self.front.next_job()
 
     def job_done(self, job: StepJob, result: StepResult) -> None:

@@ -1,0 +1,143 @@
+"""An agent session's conversation: its items in order, and the LLM's view of them.
+
+Items are OpenAI's: messages (user, assistant, system), function calls and their
+outputs. The client adds items with `conversation.item.create` (OpenAI:
+"previous_item_id ... If set to `root`, the new item will be added to the beginning
+of the conversation. If set to an existing ID, it allows an item to be inserted
+mid-conversation. If the ID cannot be found, an error will be returned"), the
+speech front adds the user's spoken turns, and responses add the assistant's.
+
+The LLM sees the conversation as chat messages: the instructions as the system
+prompt, then every item in order. What the assistant was cut off saying in a
+barge-in is kept as far as it was spoken, so the model knows what the user heard.
+When the conversation outgrows the model's context, its oldest items are left out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+
+from dragoman.engines.llm.base import ChatMessage, ToolCall
+from dragoman.errors import InvalidValue
+from dragoman.sessions.agent.events import FunctionCall, FunctionCallOutput, Item, Message
+
+#: OpenAI: "If set to `root`, the new item will be added to the beginning of the conversation."
+ROOT = "root"
+
+
+def new_id(prefix: str) -> str:
+    """An id in OpenAI's style (`item_…`, `resp_…`, `call_…`)."""
+    return f"{prefix}_{secrets.token_hex(10)}"
+
+
+class Conversation:
+    def __init__(self) -> None:
+        self._items: list[Item] = []
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @property
+    def items(self) -> tuple[Item, ...]:
+        return tuple(self._items)
+
+    @property
+    def last_id(self) -> str | None:
+        return self._items[-1].id if self._items else None
+
+    def add(self, item: Item, previous_item_id: str | None = None) -> tuple[Item, str | None]:
+        """Insert `item` (given an id when it has none) after `previous_item_id`, at the
+        end when None; returns the item and the id of the item before it. Raises InvalidValue."""
+        if item.id is None:
+            item = dataclasses.replace(item, id=new_id("item"))
+        elif self._index(item.id) is not None:
+            raise InvalidValue(
+                f"An item with id {item.id!r} is already in the conversation.", param="item.id"
+            )
+        if isinstance(item, FunctionCallOutput) and not self._has_call(item.call_id):
+            raise InvalidValue(
+                f"No function call with call_id {item.call_id[:64]!r} is in the conversation.",
+                param="item.call_id",
+            )
+        if previous_item_id is None:
+            position = len(self._items)
+        elif previous_item_id == ROOT:
+            position = 0
+        else:
+            found = self._index(previous_item_id)
+            if found is None:
+                raise InvalidValue(
+                    f"previous_item_id {previous_item_id[:64]!r} is not in the conversation.",
+                    param="previous_item_id",
+                )
+            position = found + 1
+        self._items.insert(position, item)
+        previous = self._items[position - 1].id if position > 0 else None
+        return item, previous
+
+    def replace(self, item: Item) -> None:
+        """Put the new state of an item already in the conversation in its place."""
+        assert item.id is not None
+        index = self._index(item.id)
+        if index is None:
+            raise KeyError(item.id)
+        self._items[index] = item
+
+    def get(self, item_id: str) -> Item | None:
+        index = self._index(item_id)
+        return None if index is None else self._items[index]
+
+    def _index(self, item_id: str) -> int | None:
+        for index, item in enumerate(self._items):
+            if item.id == item_id:
+                return index
+        return None
+
+    def _has_call(self, call_id: str) -> bool:
+        return any(isinstance(item, FunctionCall) and item.call_id == call_id for item in self._items)
+
+    # -- the LLM's view ------------------------------------------------------------
+
+    def messages(self, instructions: str, max_chars: int) -> tuple[ChatMessage, ...]:
+        """The chat the LLM continues: the instructions, then the newest items that fit in
+        `max_chars` (a bound on the prompt; the oldest items are left out first)."""
+        turns: list[ChatMessage] = []
+        for item in self._items:
+            message = _chat_message(item)
+            if message is None:
+                continue
+            if message.tool_calls and turns and turns[-1].role == "assistant" and not turns[-1].tool_calls:
+                # The model's lead-in and the call it then made are one assistant turn.
+                lead = turns.pop()
+                message = dataclasses.replace(message, content=lead.content)
+            turns.append(message)
+        budget = max_chars - len(instructions)
+        kept: list[ChatMessage] = []
+        for message in reversed(turns):
+            budget -= len(message.content) + sum(len(c.arguments) for c in message.tool_calls)
+            if budget < 0 and kept:
+                break
+            kept.append(message)
+        kept.reverse()
+        while kept and kept[0].role == "tool":
+            kept.pop(0)  # a tool result without its call would confuse the model
+        system = (ChatMessage("system", instructions),) if instructions else ()
+        return system + tuple(kept)
+
+
+def _chat_message(item: Item) -> ChatMessage | None:
+    if isinstance(item, FunctionCall):
+        call = ToolCall(call_id=item.call_id, name=item.name, arguments=item.arguments)
+        return ChatMessage("assistant", "", tool_calls=(call,))
+    if isinstance(item, FunctionCallOutput):
+        return ChatMessage("tool", item.output, tool_call_id=item.call_id)
+    text = _text(item)
+    if not text:
+        return None  # a turn not yet (or never) transcribed, or a response that said nothing
+    return ChatMessage(item.role, text)
+
+
+def _text(message: Message) -> str:
+    parts = [part.text if part.text is not None else part.transcript for part in message.content]
+    return " ".join(part.strip() for part in parts if part and part.strip())

@@ -1,0 +1,351 @@
+"""The voice agent's session: a sans-I/O state machine over three engines.
+
+It keeps the session contract of `sessions/base.py` on three lanes (`jobs.py`):
+the speech front (`sessions/speech/front.py`, shared with transcription) turns the
+client's audio into the user's turns and their transcripts on `asr`; a response
+(`response.py`) generates on `llm` and speaks on `tts`.
+
+What the reference agent's event table asks of the session:
+
+- `session.update` is deep-merged into the running settings: each field the client
+  names replaces that field, and every stage reads the settings when it next
+  works, so a change applies without a reconnect.
+- `conversation.item.create` adds to the context, answers `conversation.item.created`
+  (GA: `conversation.item.added`), "and never starts generation"; `response.create`
+  does, with its overrides for that one response.
+- One response at a time: a second `response.create` while one is active gets
+  `conversation_already_has_active_response`.
+- Barge-in: when the user starts speaking during a response and
+  `turn_detection.interrupt_response` is on (the default), the response is closed
+  first (`output_audio.done`, `output_audio_transcript.done`, `response.done`
+  cancelled with `turn_detected`) and only then is `speech_started` sent. With it
+  off, the user's speech is still transcribed and delivered while the response
+  plays on, and the turn is answered once the response ends.
+- Cancellation by generations: every response takes the next value of a monotonic
+  counter, and every job carries it. A piece of a superseded generation is dropped;
+  a piece of the current one always passes, so a response that did not finish
+  cleanly can never silence the next.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from dragoman.audio.vad import SpeechProbability
+from dragoman.engines.asr.base import StepResult
+from dragoman.engines.llm.base import (
+    ChatRequest,
+    Finished,
+    ForcedTool,
+    LLMPiece,
+    TextPiece,
+    ToolCallPiece,
+    ToolSpec,
+)
+from dragoman.errors import ClientError, DragomanError, InvalidEvent, InvalidValue
+from dragoman.sessions.agent import events as out
+from dragoman.sessions.agent.config import AgentConfig
+from dragoman.sessions.agent.conversation import Conversation
+from dragoman.sessions.agent.jobs import ASR, LLM, TTS, LLMJob, SpeechJob
+from dragoman.sessions.agent.limits import AgentLimits
+from dragoman.sessions.agent.response import Reason, ResponseRun
+from dragoman.sessions.speech import events as speech
+from dragoman.sessions.speech.config import EngineProfile, SessionConfig
+from dragoman.sessions.speech.front import SpeechFront, StepJob
+
+AgentJob = StepJob | LLMJob | SpeechJob
+
+
+class ActiveResponse(ClientError):
+    code = "conversation_already_has_active_response"
+
+
+class AgentSession:
+    def __init__(
+        self,
+        session_id: str,
+        engine: EngineProfile,
+        config: AgentConfig,
+        limits: AgentLimits,
+        vad_factory: Callable[[], SpeechProbability] | None = None,
+        voices: Callable[[str | None], str] = lambda voice: voice or "",
+    ) -> None:
+        """`voices` checks a voice name the client asks for (raising InvalidValue for an
+        unknown one) and gives the catalog name it speaks with."""
+        self.session_id = session_id
+        self.engine = engine
+        self.limits = limits
+        self._voices = voices
+        self.config = dataclasses.replace(config, voice=voices(config.voice))
+        self.conversation = Conversation()
+        self._events: list[out.ServerEvent] = []
+        self.front = SpeechFront(
+            session_id, engine, self._front_config(self.config), vad_factory, self._heard
+        )
+        self.generation = 0
+        self.response: ResponseRun | None = None
+        #: A turn that ended while a response it could not interrupt played: answered next.
+        self._answer_next = False
+        self._close_code: int | None = None
+        self.stats = {"responses": 0, "cancelled": 0, "tool_calls": 0, "barge_ins": 0}
+        self._emit(self._configured(created=True))
+
+    # -- events in ------------------------------------------------------------------
+
+    def receive(self, event: out.ClientEvent) -> None:
+        """Handle one client event; a client fault becomes an `error` event and changes nothing."""
+        try:
+            if isinstance(event, out.AppendAudio):
+                self.front.append(event.audio)
+            elif isinstance(event, out.UpdateSession):
+                self._update(event.values)
+            elif isinstance(event, out.CommitBuffer):
+                self.front.commit()
+            elif isinstance(event, out.ClearBuffer):
+                self.front.clear()
+            elif isinstance(event, out.CreateItem):
+                item, previous = self.conversation.add(event.item, event.previous_item_id)
+                self._emit(out.ItemAdded(item, previous))
+            elif isinstance(event, out.CreateResponse):
+                self._create_response(event.overrides)
+            elif isinstance(event, out.CancelResponse):
+                self._cancel_response(event.response_id)
+            elif isinstance(event, out.ClearOutputAudio):
+                raise InvalidEvent(
+                    "output_audio_buffer.clear is for WebRTC connections, where the server plays "
+                    "the audio out; over a WebSocket, stop playing on response.done.",
+                    code="invalid_event_for_transport",
+                )
+            else:  # Rejected: only its error goes out, in order with the rest
+                self._emit(speech.Error(event.error, event.event_id))
+        except ClientError as exc:
+            self._emit(speech.Error(exc, event.event_id))
+
+    def _update(self, values: Mapping[str, Any]) -> None:
+        """Merge an update into the settings, all or nothing."""
+        new = dataclasses.replace(self.config, **values)
+        if "voice" in values:
+            new = dataclasses.replace(new, voice=self._voices(new.voice))
+        if self.response is not None and new.output_rate != self.config.output_rate:
+            raise InvalidValue(
+                "The output audio format can change only while no response is in progress.",
+                param="session.audio.output.format",
+            )
+        self.front.reconfigure(self._front_config(new))
+        self.config = new
+        self._emit(self._configured(created=False))
+
+    def _front_config(self, config: AgentConfig) -> SessionConfig:
+        """The speech front's settings: the agent's input audio and turns, the server's decoding.
+
+        Without input transcription the client is sent only each turn's final
+        transcript, so the front decodes a turn once, when it ends, and leaves the
+        cores to the LLM and TTS while the user speaks.
+        """
+        transcription = config.input_transcription
+        streaming = transcription is not None
+        return dataclasses.replace(
+            self.limits.speech,
+            input_rate=config.input_rate,
+            language=transcription.language if transcription else None,
+            prompt=transcription.prompt if transcription else None,
+            turn_detection=config.turn_detection.vad if config.turn_detection else None,
+            chunk_seconds=self.limits.speech.chunk_seconds if streaming else self._item_cap_seconds,
+        )
+
+    @property
+    def _item_cap_seconds(self) -> float:
+        return min(self.engine.max_item_seconds, self.engine.capabilities.max_audio_seconds)
+
+    def _configured(self, created: bool) -> out.SessionConfigured:
+        return out.SessionConfigured(
+            created=created,
+            session_id=self.session_id,
+            config=self.config,
+            engine_name=self.limits.model_name,
+        )
+
+    # -- responses --------------------------------------------------------------------
+
+    def _create_response(self, overrides: Mapping[str, Any]) -> None:
+        if self.response is not None:
+            raise ActiveResponse(
+                f"Conversation already has an active response in progress: {self.response.id}. "
+                "Wait until the response is finished before creating a new one."
+            )
+        config = dataclasses.replace(self.config, **overrides)
+        if "voice" in overrides:
+            config = dataclasses.replace(config, voice=self._voices(config.voice))
+        self._start(config)
+
+    def _start(self, config: AgentConfig) -> None:
+        self.generation += 1
+        self.stats["responses"] += 1
+        self.response = ResponseRun(
+            config, self._chat(config), self.generation, self.conversation, self._emit
+        )
+
+    def _chat(self, config: AgentConfig) -> ChatRequest:
+        choice = config.tool_choice
+        tools = tuple(ToolSpec(t.name, t.description, t.parameters) for t in config.tools)
+        return ChatRequest(
+            messages=self.conversation.messages(config.instructions, self.limits.context_chars),
+            tools=tools,
+            tool_choice=choice if isinstance(choice, str) else ForcedTool(choice.name),
+            max_tokens=config.max_output_tokens or self.limits.max_output_tokens,
+            conversation=self.session_id,
+        )
+
+    def _cancel_response(self, response_id: str | None) -> None:
+        response = self.response
+        if response is None:
+            raise InvalidValue(
+                "There is no response in progress to cancel.", code="response_cancel_not_active"
+            )
+        if response_id is not None and response_id != response.id:
+            raise InvalidValue(
+                f"Response {response_id[:64]!r} is not the one in progress.", param="response_id"
+            )
+        self._stop(response, "client_cancelled")
+
+    def _stop(self, response: ResponseRun, reason: Reason) -> None:
+        """Cancel the response now; its jobs' later pieces belong to a stale generation."""
+        self.stats["cancelled"] += 1
+        self.generation += 1
+        response.cancel(reason)
+        self._ended(response)
+
+    def _ended(self, response: ResponseRun) -> None:
+        if self.response is response:
+            self.response = None
+        if self._answer_next and self.response is None:
+            self._answer_next = False
+            self._start(self.config)
+
+    def _live(self, job: LLMJob | SpeechJob) -> ResponseRun | None:
+        """The response a job's piece is for, or None when its generation is stale."""
+        response = self.response
+        if response is None or job.generation != self.generation or job.response_id != response.id:
+            return None
+        return response
+
+    # -- what the speech front heard ------------------------------------------------------
+
+    def _heard(self, event: speech.SpeechEvent) -> None:
+        turns = self.config.turn_detection
+        interrupts = turns is not None and turns.interrupt_response
+        if isinstance(event, speech.SpeechStarted) and self.response is not None and interrupts:
+            self.stats["barge_ins"] += 1
+            self._answer_next = False  # the user is saying something new
+            self._stop(self.response, "turn_detected")
+        if isinstance(event, speech.Committed):
+            self._emit(event)
+            turn = out.Message(event.item_id, "user", (out.ContentPart("input_audio", transcript=None),))
+            added, previous = self.conversation.add(turn)
+            self._emit(out.ItemAdded(added, previous))
+            return
+        if isinstance(event, speech.Completed):
+            self._emit(event)
+            self._transcribed(event)
+            return
+        if isinstance(event, speech.Partial):
+            return  # the transcription session's own extension
+        if isinstance(event, speech.Delta) and self.config.input_transcription is None:
+            return  # OpenAI sends transcription deltas only when input transcription is on
+        self._emit(event)
+
+    def _transcribed(self, event: speech.Completed) -> None:
+        part = out.ContentPart("input_audio", transcript=event.transcript)
+        item = out.Message(event.item_id, "user", (part,))
+        if self.conversation.get(event.item_id) is not None:
+            self.conversation.replace(item)
+        turns = self.config.turn_detection
+        if not event.transcript.strip() or turns is None or not turns.create_response:
+            return
+        if self.response is None:
+            self._start(self.config)
+        else:
+            self._answer_next = True
+
+    # -- engine jobs --------------------------------------------------------------------
+
+    def next_job(self, lane: str = ASR) -> AgentJob | None:
+        if lane == ASR:
+            return self.front.next_job()
+        response = self.response
+        if response is None:
+            return None
+        if lane == LLM:
+            return response.next_llm_job()
+        if lane == TTS:
+            return response.next_speech_job()
+        raise ValueError(f"unknown lane {lane!r}")
+
+    def job_progress(self, job: AgentJob, piece: LLMPiece | bytes) -> None:
+        if isinstance(job, StepJob):
+            return
+        response = self._live(job)
+        if response is None:
+            return  # a superseded generation's output is dropped
+        if isinstance(job, SpeechJob) and isinstance(piece, bytes):
+            response.speech_chunk(job, piece)
+        elif isinstance(piece, TextPiece):
+            response.text(piece.text)
+        elif isinstance(piece, ToolCallPiece):
+            self.stats["tool_calls"] += 1
+            response.tool_call(piece.call)
+        self._after(response)
+
+    def job_done(self, job: AgentJob, result: StepResult | Finished | None) -> None:
+        if isinstance(job, StepJob):
+            assert isinstance(result, StepResult)
+            self.front.job_done(job, result)
+            return
+        response = self._live(job)
+        if response is None:
+            return
+        if isinstance(job, LLMJob):
+            assert isinstance(result, Finished)
+            response.llm_done(result)
+        else:
+            response.speech_done(job)
+        self._after(response)
+
+    def job_failed(self, job: AgentJob, error: DragomanError) -> None:
+        if isinstance(job, StepJob):
+            self.front.job_failed(job, error)
+            return
+        response = self._live(job)
+        if response is None:
+            return
+        if isinstance(job, LLMJob):
+            response.llm_failed(error)
+        else:
+            self._emit(speech.Error(error))
+            response.speech_failed(job)
+        self._after(response)
+
+    def _after(self, response: ResponseRun) -> None:
+        if response.done:
+            self._ended(response)
+
+    # -- out ------------------------------------------------------------------------------
+
+    def _emit(self, event: out.ServerEvent) -> None:
+        self._events.append(event)
+
+    def events_to_send(self) -> list[out.ServerEvent]:
+        events, self._events = self._events, []
+        return events
+
+    def close(self) -> None:
+        """The connection is gone: stop the response's engine work now."""
+        if self.response is not None:
+            for job in self.response.in_flight():
+                job.cancel.cancel()
+
+    @property
+    def close_code(self) -> int | None:
+        return self._close_code

@@ -1,0 +1,62 @@
+"""Cutting streamed LLM text into speakable clauses."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dragoman.streaming.clauses import ClauseCutter, speakable
+
+
+def cut(pieces: list[str], **params: int) -> list[str]:
+    cutter = ClauseCutter(**params)
+    clauses = [clause for piece in pieces for clause in cutter.push(piece)]
+    rest = cutter.finish()
+    return clauses + ([rest] if rest else [])
+
+
+def test_sentences_are_cut_as_soon_as_they_end() -> None:
+    cutter = ClauseCutter(first_min_chars=20)
+    assert cutter.push("Hello there, my friend") == [], "a short first clause waits for more"
+    assert cutter.push(".") == [], "a period is an end only once white space follows"
+    assert cutter.push(" How are you?") == ["Hello there, my friend."]
+    assert cutter.finish() == "How are you?"
+
+
+def test_numbers_abbreviations_and_initials_do_not_end_a_sentence() -> None:
+    text = "It costs 3.50 dollars, said Dr. Smith of J. Doe Inc. to me. Then he left."
+    assert cut([text], first_min_chars=200, min_chars=200) == [
+        "It costs 3.50 dollars, said Dr. Smith of J. Doe Inc. to me.",
+        "Then he left.",
+    ]
+
+
+def test_commas_cut_only_long_enough_clauses_and_the_first_may_be_shorter() -> None:
+    text = "Well, first of all, you should take the train to the city, then walk north, and ask."
+    clauses = cut([text], first_min_chars=10, min_chars=40)
+    assert clauses[0] == "Well, first of all,", "the first clause is short, for a quick first sound"
+    assert all(len(c) >= 40 for c in clauses[1:-1])
+    assert " ".join(clauses) == text
+
+
+def test_cjk_marks_cut_without_a_space() -> None:
+    assert cut(["你好。今天天气很好！我们走吧"]) == ["你好。", "今天天气很好！", "我们走吧"]
+
+
+def test_a_long_run_without_marks_is_cut_at_a_space() -> None:
+    words = " ".join(["word"] * 60)
+    clauses = cut([words], max_chars=50)
+    assert all(len(c) <= 50 for c in clauses)
+    assert " ".join(clauses) == words
+
+
+@given(st.lists(st.text(alphabet="ab .,!?\n我。", max_size=12), max_size=20))
+def test_nothing_is_lost_or_reordered_whatever_the_pieces(pieces: list[str]) -> None:
+    clauses = cut(pieces)
+    assert "".join("".join(pieces).split()) == "".join("".join(clauses).split())
+    assert all(c == c.strip() and c for c in clauses)
+
+
+def test_speakable_drops_markdown_a_voice_would_read_out() -> None:
+    text = "## Steps\n- **Open** the `door`\n1. Walk in\n```python\n"
+    assert speakable(text).split() == ["Steps", "Open", "the", "door", "Walk", "in"]
