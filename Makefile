@@ -11,6 +11,13 @@ STAMP := $(VENV)/.installed
 # metadata worth resolving) and WhisperLiveKit, whose AlignAtt MT client the
 # end-to-end tests drive (its own heavy dependencies are not needed for that).
 NODEPS := requirements-nodeps.txt
+# llama-cpp-python (the embedded LLM) has no binary wheel, and its default build, tuned to the
+# build machine's CPU, crashes on the others (AMX kernels). This portable AVX2 build is made once
+# (about 5 minutes on 2 cores) into a wheel cache outside the repo, keyed by version and flags.
+LLAMA_CPP_VERSION := 0.3.36
+LLAMA_CPP_FLAGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+DRAGOMAN_WHEEL_CACHE ?= $(HOME)/.cache/dragoman-wheels
+LLAMA_CPP_WHEELS := $(DRAGOMAN_WHEEL_CACHE)/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(shell printf '%s' '$(LLAMA_CPP_FLAGS)' | sha256sum | cut -c1-12)
 
 .PHONY: install install-1.5b serve test test-fast lint typecheck unit bench models clean
 
@@ -21,6 +28,11 @@ $(STAMP): pyproject.toml $(NODEPS)
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch first, pinned to the CPU build on disk, so nothing pulls a CUDA build.
 	$(BIN)/pip install --quiet torch==2.13.0
+	test -d $(LLAMA_CPP_WHEELS) || { rm -rf $(LLAMA_CPP_WHEELS).tmp && \
+	  CMAKE_ARGS="$(LLAMA_CPP_FLAGS)" $(BIN)/pip wheel --quiet --no-deps --no-cache-dir \
+	    -w $(LLAMA_CPP_WHEELS).tmp llama-cpp-python==$(LLAMA_CPP_VERSION) && \
+	  mv $(LLAMA_CPP_WHEELS).tmp $(LLAMA_CPP_WHEELS); }
+	$(BIN)/pip install --quiet $(LLAMA_CPP_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl
 	$(BIN)/pip install --quiet -e '.[dev]'
 	$(BIN)/pip install --quiet --no-deps -r $(NODEPS)
 	$(BIN)/dragoman models install

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from dragoman import __version__
-from dragoman.config import Settings, load_settings
+from dragoman.config import SERVICES, Settings, load_settings
 from dragoman.errors import DragomanError
 from dragoman.logs import configure, get_logger
 
@@ -57,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
     serve.add_argument(
-        "--services", nargs="+", choices=["transcription", "mt"], help="services to load (default: all)"
+        "--services", nargs="+", choices=list(SERVICES), help="services to load (default: all)"
     )
     serve.add_argument("--asr-backend", dest="asr.backend", help="ASR backend name (default whisper-ct2)")
     serve.add_argument(
@@ -68,6 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--chunk-seconds", dest="transcription.chunk_seconds", type=float)
     serve.add_argument("--max-item-seconds", dest="transcription.max_item_seconds", type=float)
     _mt_flags(serve)
+    _agent_flags(serve)
     serve.set_defaults(run=_serve)
 
     mt_server = commands.add_parser(
@@ -108,6 +109,31 @@ def _parser() -> argparse.ArgumentParser:
             if "." in action.dest and action.metavar is None and action.option_strings:
                 action.metavar = action.dest.rsplit(".", 1)[-1].upper()
     return parser
+
+
+def _agent_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--num-pipelines",
+        dest="agent.num_pipelines",
+        type=int,
+        help="concurrent voice-agent sessions (default 1); they share one copy of each engine",
+    )
+    parser.add_argument(
+        "--llm-backend", dest="llm.backend", help="llama-cpp (default), chat-completions or responses"
+    )
+    parser.add_argument(
+        "--llm-model", dest="llm.model", help="packaged model name, a GGUF path, or a remote model"
+    )
+    parser.add_argument("--llm-base-url", dest="llm.base_url", help="an OpenAI-compatible server's /v1 URL")
+    parser.add_argument("--voice", dest="tts.voice", help="the default voice (see `dragoman voices`)")
+    parser.add_argument(
+        "--enable-llm-proxy",
+        dest="agent.enable_llm_proxy",
+        action="store_const",
+        const=True,
+        help="expose a remote LLM backend at /v1/chat/completions or /v1/responses "
+        "(no authentication, no rate limiting: trusted networks only)",
+    )
 
 
 def _mt_flags(parser: argparse.ArgumentParser) -> None:

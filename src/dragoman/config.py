@@ -14,8 +14,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-Service = Literal["transcription", "mt"]
-SERVICES: tuple[Service, ...] = ("transcription", "mt")
+Service = Literal["transcription", "mt", "agent"]
+SERVICES: tuple[Service, ...] = ("transcription", "mt", "agent")
 
 
 def default_cache_dir() -> Path:
@@ -69,6 +69,68 @@ class MTSettings(BaseModel):
     heads_dir: Path | None = None
 
 
+class LLMSettings(BaseModel):
+    """The voice agent's LLM (see dragoman.engines.llm)."""
+
+    #: Backend name: llama-cpp (embedded), chat-completions or responses (an OpenAI-compatible server).
+    backend: str = "llama-cpp"
+    #: llama-cpp: a packaged model name (`dragoman models`) or a path to the user's own GGUF file.
+    model: str = "qwen2.5-0.5b-instruct-gguf"
+    #: llama-cpp: threads per engine call (0: the server gives each engine an equal share of the cores).
+    threads: int = Field(default=0, ge=0)
+    #: llama-cpp: the context of a conversation, prompt and reply (the model's own limit applies).
+    context_tokens: int = Field(default=4096, ge=256)
+    #: llama-cpp: conversations whose KV cache is kept between turns, least recently used dropped
+    #: first, and the memory they may take (about 12 KB a token for the 0.5B, 28 KB for the 1.5B).
+    max_conversations: int = Field(default=16, ge=0)
+    cache_mb: int = Field(default=512, ge=0)
+    #: The sampling temperature of the agent's requests (0: greedy, the most reliable tool calls).
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    #: llama-cpp: a system note put after tool results when they end the conversation. Without it
+    #: the packaged 0.5B calls the same tool again instead of answering (8 of 8 tries); with it, it
+    #: answered from the result 8 of 8 times. Empty: none.
+    tool_result_note: str = (
+        "The tool answered. Now answer the user in one sentence from the tool result; "
+        "do not call a tool again."
+    )
+    #: Remote backends: the server's OpenAI-compatible base URL, its API key (may be empty; never
+    #: logged) and the model name to ask for (empty: the first model the server lists).
+    base_url: str = "http://127.0.0.1:8080/v1"
+    api_key: str = ""
+    remote_model: str = ""
+    #: Remote backends: seconds to wait for the server to connect and to answer.
+    timeout_s: float = Field(default=60.0, gt=0)
+
+
+class TTSSettings(BaseModel):
+    #: The voice of a session that names none: a name of dragoman.engines.tts.voices.
+    voice: str = "hibari"
+    #: TTS backends to load (see dragoman.engines.registry); the others' voices are unknown.
+    backends: list[str] = Field(default_factory=lambda: ["hibari", "piper", "espeak-ng"])
+    #: onnxruntime threads per backend (0: the server gives each engine an equal share of the cores).
+    threads: int = Field(default=0, ge=0)
+
+
+class AgentSettings(BaseModel):
+    """The voice agent on `/v1/realtime` (its STT is the transcription service's engine)."""
+
+    #: Concurrent agent sessions (`--num-pipelines`); the units share one copy of each engine.
+    num_pipelines: int = Field(default=1, ge=1)
+    #: The instructions of a session that sets none.
+    instructions: str = (
+        "You are a helpful voice assistant. Your answers are spoken aloud, so keep them short: "
+        "one to three plain sentences, no lists, no markdown. Before you call a tool, say in a few "
+        "words what you are about to do."
+    )
+    #: Most characters of conversation shown to the LLM (the oldest items go first).
+    context_chars: int = Field(default=12_000, ge=500)
+    #: A response's token cap when the client sets none.
+    max_output_tokens: int = Field(default=512, ge=1)
+    #: Expose a remote LLM backend as `POST /v1/chat/completions` or `/v1/responses`. It adds no
+    #: authentication and no rate limiting: enable it only on a trusted network or behind a gateway.
+    enable_llm_proxy: bool = False
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="DRAGOMAN_", env_nested_delimiter="__", extra="forbid")
 
@@ -83,6 +145,9 @@ class Settings(BaseSettings):
     asr: ASRSettings = Field(default_factory=ASRSettings)
     transcription: TranscriptionSettings = Field(default_factory=TranscriptionSettings)
     mt: MTSettings = Field(default_factory=MTSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    agent: AgentSettings = Field(default_factory=AgentSettings)
+    tts: TTSSettings = Field(default_factory=TTSSettings)
 
     @classmethod
     def settings_customise_sources(

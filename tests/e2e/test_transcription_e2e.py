@@ -167,6 +167,43 @@ async def test_server_vad_splits_utterances_joined_with_silence(server: Server) 
         check_item(transcript, item)
 
 
+async def test_semantic_vad_ends_turns_of_real_recordings(server: Server) -> None:
+    files = [EN_3, EN_2]
+    gap = np.zeros(int(1.5 * 24_000), dtype=np.float32)
+    tail = np.zeros(5 * 24_000, dtype=np.float32)  # past auto's 4 s max timeout
+    audio = np.concatenate(
+        [gap[: 24_000 // 2], load_audio(files[0], 24_000), gap, load_audio(files[1], 24_000), tail]
+    )
+    async with client(server).realtime.connect(
+        model="whisper-base", extra_query={"intent": "transcription"}
+    ) as conn:
+        transcript = await read_until(conn, Transcript(), lambda e: e["type"] == "session.created")
+        semantic = {"type": "semantic_vad", "eagerness": "auto"}
+        await conn.session.update(
+            session={
+                "type": "transcription",
+                "audio": {"input": {"transcription": {"language": "en"}, "turn_detection": semantic}},
+            }
+        )
+        await read_until(conn, transcript, lambda e: e["type"] in ("session.updated", "error"))
+        assert transcript.events[-1]["type"] == "session.updated", transcript.events[-1]
+        assert transcript.events[-1]["session"]["audio"]["input"]["turn_detection"] == semantic
+        await stream(conn, audio, 24_000, piece_seconds=0.2)
+        await read_until(conn, transcript, lambda e: len(transcript.completed) == 2)
+    started = transcript.of("input_audio_buffer.speech_started")
+    stopped = transcript.of("input_audio_buffer.speech_stopped")
+    assert len(started) == len(stopped) == 2
+    # A whole sentence ends at its first pause (200 ms), before server_vad's 500 ms of silence
+    # would, and long before auto's 4 s max timeout.
+    first_end = 500 + 3500
+    assert abs(started[0]["audio_start_ms"] - 500) <= 500
+    assert first_end - 300 <= stopped[0]["audio_end_ms"] <= first_end + 400
+    assert started[1]["audio_start_ms"] >= stopped[0]["audio_end_ms"]
+    for item, file in zip(transcript.completed, files, strict=True):
+        assert wer([reference(file)], [item["transcript"]]) <= 0.2, item["transcript"]
+        check_item(transcript, item)
+
+
 async def test_error_paths_leave_the_session_usable(server: Server) -> None:
     async with client(server).realtime.connect(
         model="whisper-base", extra_query={"intent": "transcription"}

@@ -143,7 +143,9 @@ def test_created_then_updates_merge_field_by_field() -> None:
 def test_an_unknown_voice_is_an_error_and_changes_nothing() -> None:
     agent = Agent()
     agent.events()
-    (error,) = agent.send("session.update", session={"type": "realtime", "audio": {"output": {"voice": "zz"}}})
+    (error,) = agent.send(
+        "session.update", session={"type": "realtime", "audio": {"output": {"voice": "zz"}}}
+    )
     assert error["type"] == "error" and error["error"]["param"] == "session.audio.output.voice"
     assert agent.session.config.voice == "hibari"
 
@@ -333,7 +335,7 @@ def test_a_failed_llm_call_fails_the_response_and_the_session_goes_on() -> None:
     agent.send("response.create")
     llm: LLMJob = agent.job(LLM)
     agent.session.job_failed(llm, EngineFailure("boom", error_id="err_1"))
-    (created, done) = agent.events()
+    (_created, done) = agent.events()
     assert done["response"]["status"] == "failed"
     assert "err_1" in done["response"]["status_details"]["error"]["message"]
     agent.send("response.create")
@@ -435,7 +437,9 @@ def barge_in_setup(interrupt: bool) -> tuple[Agent, LLMJob]:
     agent.events()
     if not interrupt:
         turns = {"type": "server_vad", "interrupt_response": False}
-        agent.send("session.update", session={"type": "realtime", "audio": {"input": {"turn_detection": turns}}})
+        agent.send(
+            "session.update", session={"type": "realtime", "audio": {"input": {"turn_detection": turns}}}
+        )
     speak_turn(agent, "Tell me a story.")
     llm: LLMJob = agent.job(LLM)
     agent.session.job_progress(llm, TextPiece("Once upon a time, there was a fox. It lived "))

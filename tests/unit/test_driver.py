@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from dataclasses import dataclass, field
 
 import pytest
@@ -139,26 +140,51 @@ async def test_a_refused_frame_and_a_session_bug_are_reported_and_the_session_go
     assert channel.sent[3:] == ["got after", "bye"]
 
 
-async def test_a_peer_that_goes_away_cancels_the_job_in_flight() -> None:
-    release = threading.Event()
+async def test_a_peer_that_goes_away_cancels_the_job_in_flight_and_waits_for_it() -> None:
     started = threading.Event()
+    session = EchoSession()
 
     def slow(request: str) -> str:
+        # An engine that checks its job's token between tokens.
         started.set()
-        release.wait(5)
+        while not (session.in_flight is not None and session.in_flight.cancel.cancelled):
+            time.sleep(0.01)
         return request
 
-    session = EchoSession()
     channel = Channel(["job slow"])
     worker: SerialWorker[str, str] = SerialWorker(slow, name="echo")
-    task = asyncio.create_task(driver(session, channel, worker).run())
+    run = driver(session, channel, worker)
+    task = asyncio.create_task(run.run())
     await asyncio.to_thread(started.wait, 5)
     job = session.in_flight
     assert job is not None
     channel.incoming.put_nowait(None)  # the client closed
     await asyncio.wait_for(task, 5)
-    release.set()
     assert job.cancel.cancelled and channel.closed is None
+    assert run.drained, "the engine call ended before the driver did"
+    assert not worker._busy, "and the engine is free for the next caller"
+
+
+async def test_an_engine_call_that_does_not_stop_leaves_the_session_undrained(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("dragoman.transports.driver.DRAIN_TIMEOUT_S", 0.2)
+    release, started = threading.Event(), threading.Event()
+
+    def stuck(request: str) -> str:
+        started.set()
+        release.wait(5)  # ignores its token
+        return request
+
+    session = EchoSession()
+    channel = Channel(["job stuck"])
+    run = driver(session, channel, SerialWorker(stuck, name="echo"))
+    task = asyncio.create_task(run.run())
+    await asyncio.to_thread(started.wait, 5)
+    channel.incoming.put_nowait(None)
+    await asyncio.wait_for(task, 5)
+    release.set()
+    assert not run.drained
 
 
 async def test_the_send_queue_is_bounded_and_drops_unsent_frames_by_tag() -> None:

@@ -35,7 +35,7 @@ from dragoman.sessions.agent.config import (
 )
 from dragoman.sessions.speech import events as speech
 from dragoman.sessions.transcription import events as transcription
-from dragoman.streaming.turns import ServerVADConfig
+from dragoman.streaming.turns import SemanticVADConfig, ServerVADConfig
 from tests.unit.realtime_sdk import Sent, validate
 
 GA, BETA = Generation.GA, Generation.BETA
@@ -97,6 +97,34 @@ def test_beta_transcription_update_from_the_sdk() -> None:
         "turn_detection": ServerVADConfig(0.3, 200, 700),
     }
     assert parser.generation is BETA
+
+
+@pytest.mark.parametrize("generation", [GA, BETA])
+@pytest.mark.parametrize("eagerness", ["low", "medium", "high", "auto", None])
+def test_semantic_vad_from_the_sdk(generation: Generation, eagerness: str | None) -> None:
+    """semantic_vad, as each generation's SDK writes it, for both kinds of session."""
+    semantic: dict[str, Any] = {"type": "semantic_vad", "create_response": False, "interrupt_response": True}
+    if eagerness is not None:
+        semantic["eagerness"] = eagerness
+    # Any server_vad field is ignored: "Used only for `server_vad` mode".
+    semantic["silence_duration_ms"] = 900
+    config = SemanticVADConfig(eagerness=eagerness or "auto")  # type: ignore[arg-type]
+    sent = Sent(generation)
+    if generation is GA:
+        audio = {"input": {"turn_detection": semantic}}
+        sent.conn.session.update(session={"type": "transcription", "audio": audio})
+        transcription_raw = sent.last()
+        sent.conn.session.update(session={"type": "realtime", "audio": audio})
+    else:
+        sent.conn.transcription_session.update(session={"turn_detection": semantic})
+        transcription_raw = sent.last()
+        sent.conn.session.update(session={"turn_detection": semantic})
+    assert ClientParser(generation).parse(transcription_raw) == transcription.UpdateSession(
+        {"turn_detection": config}
+    )
+    assert AgentClientParser(generation).parse(sent.last()) == agent.UpdateSession(
+        {"turn_detection": TurnDetection(config, create_response=False, interrupt_response=True)}
+    )
 
 
 @pytest.mark.parametrize("generation", [GA, BETA])
@@ -406,6 +434,26 @@ MALFORMED: list[tuple[str, Generation, Any, str, str | None]] = [
     (
         T,
         GA,
+        {
+            "type": "session.update",
+            "session": {"audio": {"input": {"turn_detection": {"type": "semantic_vad", "eagerness": "max"}}}},
+        },
+        "invalid_value",
+        "session.audio.input.turn_detection.eagerness",
+    ),
+    (
+        T,
+        BETA,
+        {
+            "type": "transcription_session.update",
+            "session": {"turn_detection": {"type": "semantic_vad", "eagerness": "fast"}},
+        },
+        "invalid_value",
+        "session.turn_detection.eagerness",
+    ),
+    (
+        T,
+        GA,
         {"type": "session.update", "session": {"audio": {"input": {"format": {"type": "audio/pcmu"}}}}},
         "invalid_value",
         "session.audio.input.format",
@@ -458,9 +506,23 @@ MALFORMED: list[tuple[str, Generation, Any, str, str | None]] = [
     (
         A,
         GA,
-        _ga(audio={"input": {"turn_detection": {"type": "semantic_vad"}}}),
+        _ga(audio={"input": {"turn_detection": {"type": "push_to_talk"}}}),
         "invalid_value",
         "session.audio.input.turn_detection.type",
+    ),
+    (
+        A,
+        GA,
+        _ga(audio={"input": {"turn_detection": {"type": "semantic_vad", "eagerness": "eager"}}}),
+        "invalid_value",
+        "session.audio.input.turn_detection.eagerness",
+    ),
+    (
+        A,
+        BETA,
+        {"type": "session.update", "session": {"turn_detection": {"type": "semantic_vad", "eagerness": 1}}},
+        "invalid_value",
+        "session.turn_detection.eagerness",
     ),
     (
         A,

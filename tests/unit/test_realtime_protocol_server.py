@@ -33,7 +33,7 @@ from dragoman.sessions.agent.config import (
 from dragoman.sessions.speech import events as speech
 from dragoman.sessions.speech.config import SessionConfig
 from dragoman.sessions.transcription import events as out
-from dragoman.streaming.turns import ServerVADConfig
+from dragoman.streaming.turns import SemanticVADConfig, ServerVADConfig
 from tests.unit.realtime_sdk import validate
 
 GENERATIONS = [Generation.GA, Generation.BETA]
@@ -80,6 +80,10 @@ CONFIGS = [
         max_output_tokens=512,
     ),
     AgentConfig(turn_detection=None, tool_choice="required"),
+    *(
+        AgentConfig(turn_detection=TurnDetection(SemanticVADConfig(eagerness), interrupt_response=False))
+        for eagerness in ("low", "medium", "high", "auto")
+    ),
 ]
 #: Rates beyond OpenAI's 24 kHz are this server's extension: no SDK type allows them.
 EXTENDED_CONFIGS = [AgentConfig(input_rate=16_000, output_rate=48_000)]
@@ -253,6 +257,7 @@ TRANSCRIPTION_CONFIGS = [
         unfixed_chunks=3,
         unfixed_tokens=4,
     ),
+    *(SessionConfig(turn_detection=SemanticVADConfig(eagerness)) for eagerness in ("low", "high", "auto")),
 ]
 TRANSCRIPTION_EVENTS: list[out.ServerEvent] = [
     *(
@@ -303,6 +308,30 @@ def test_transcription_session_object_reads_back_as_the_same_config(
     assert isinstance(update, out.UpdateSession), update
     expected = dataclasses.replace(config, model=config.model or "whisper-base")
     assert SessionConfig().patched(update.values, cap=30.0) == expected
+
+
+def test_semantic_vad_is_reported_as_the_sdks_semantic_vad() -> None:
+    semantic = SemanticVADConfig("high")
+    transcription_wire = wire_event(
+        out.SessionConfigured(
+            False, "s", SessionConfig(input_rate=24_000, turn_detection=semantic), "m", 30.0
+        ),
+        Generation.GA,
+    )
+    model: Any = validate(transcription_wire, Generation.GA)
+    detection = model.session.audio.input.turn_detection
+    assert type(detection).__name__ == "SemanticVad" and detection.eagerness == "high"
+    config = AgentConfig(turn_detection=TurnDetection(semantic, create_response=False))
+    agent_wire = agent_wire_event(agent.SessionConfigured(False, "s", config, "m"), Generation.GA)
+    assert agent_wire is not None
+    agent_model: Any = validate(agent_wire, Generation.GA)
+    detection = agent_model.session.audio.input.turn_detection
+    assert type(detection).__name__ == "SemanticVad"
+    assert (detection.eagerness, detection.create_response, detection.interrupt_response) == (
+        "high",
+        False,
+        True,
+    )
 
 
 def test_item_failures_quote_no_client_event() -> None:

@@ -49,6 +49,7 @@ def make_session(
     tokenizer: Any = None,
     max_item_seconds: float = 300.0,
     vad: bool = True,
+    turn_model: Any = None,
     **settings: Any,
 ) -> WireSession:
     profile = EngineProfile(
@@ -58,7 +59,8 @@ def make_session(
         max_item_seconds=max_item_seconds,
     )
     config = SessionConfig.defaults(TranscriptionSettings(**settings), default_input_rate(generation))
-    session = TranscriptionSession("sess_test", profile, config, EnergyVAD if vad else None)
+    factory = (lambda: turn_model) if turn_model is not None else None
+    session = TranscriptionSession("sess_test", profile, config, EnergyVAD if vad else None, factory)
     return WireSession(session, generation)
 
 
@@ -179,6 +181,12 @@ def test_chunk_seconds_is_raised_to_the_minimum() -> None:
         ({"input_audio_transcription": {"prompt": ["a"]}}, "session.input_audio_transcription.prompt"),
         ({"input_audio_format": "g711_ulaw"}, "session.input_audio_format"),
         ({"input_audio_format": {"type": "audio/pcm", "rate": 12345}}, "session.input_audio_format"),
+        ({"turn_detection": {"type": "push_to_talk"}}, "session.turn_detection.type"),
+        (
+            {"turn_detection": {"type": "semantic_vad", "eagerness": "max"}},
+            "session.turn_detection.eagerness",
+        ),
+        # This session has no turn model.
         ({"turn_detection": {"type": "semantic_vad"}}, "session.turn_detection.type"),
         ({"turn_detection": {"type": "server_vad", "threshold": 2}}, "session.turn_detection.threshold"),
     ],
@@ -476,6 +484,52 @@ def test_server_vad_ends_turns_with_timeline_events() -> None:
     assert job.final and events[-1]["transcript"] == "first"
     job, events = run_step(session, " second")
     assert job.final and events[-1]["transcript"] == "second"
+
+
+def test_semantic_vad_ends_a_complete_turn_at_its_pause() -> None:
+    heard: list[int] = []
+
+    def turn_model(audio: np.ndarray) -> float:
+        heard.append(len(audio))
+        return 0.9 if len(heard) > 1 else 0.1  # the first pause is judged incomplete
+
+    session = make_session(vad=True, turn_model=turn_model)
+    session.events_to_send()
+    semantic = {"type": "semantic_vad", "eagerness": "high"}
+    events = send(session, "transcription_session.update", session={"turn_detection": semantic})
+    assert events[-1]["session"]["turn_detection"] == semantic
+    # Speech, a 0.6 s pause (high: P 0.1 waits about 1.5 s), more speech, then a long silence.
+    audio = np.concatenate([silence(1.0), tone(1.0), silence(0.6), tone(0.5), silence(3.0)])
+    events = send(session, "input_audio_buffer.append", audio=b64(audio))
+    kinds = [t for t in types(events) if t.startswith("input_audio_buffer")]
+    assert kinds == [
+        "input_audio_buffer.speech_started",
+        "input_audio_buffer.speech_stopped",
+        "input_audio_buffer.committed",
+    ]
+    (started,) = [e for e in events if e["type"].endswith("speech_started")]
+    (stopped,) = [e for e in events if e["type"].endswith("speech_stopped")]
+    assert abs(started["audio_start_ms"] - 700) <= 40
+    # The second pause is judged complete: the turn ends about 200 ms into it, not at a timeout.
+    assert 3100 + 200 <= stopped["audio_end_ms"] <= 3100 + 300
+    assert len(heard) == 2
+    job, events = run_step(session, " one turn")
+    assert job.final and events[-1]["transcript"] == "one turn"
+
+
+def test_a_commit_takes_speech_held_short_of_the_gate() -> None:
+    session = make_session(vad=True)
+    session.events_to_send()
+    send(session, "transcription_session.update", session={"turn_detection": {"type": "server_vad"}})
+    # 0.2 s of speech: less than min_speech_ms, so no turn has started yet.
+    assert "input_audio_buffer.speech_started" not in types(
+        send(session, "input_audio_buffer.append", audio=b64(np.concatenate([silence(0.5), tone(0.2)])))
+    )
+    events = send(session, "input_audio_buffer.commit")
+    assert types(events) == ["input_audio_buffer.speech_started", "input_audio_buffer.committed"]
+    job = session.next_job()
+    # From 300 ms before the first speech window (the 16th) to the last whole window (the 21st).
+    assert job is not None and job.final and len(job.request.audio) == 21 * 512 - (15 * 512 - 4800)
 
 
 def test_a_turn_reaching_the_cap_is_committed_there() -> None:

@@ -1,4 +1,8 @@
-"""The server-VAD turn segmenter, driven by deterministic speech scorers on synthetic audio."""
+"""The server-VAD turn segmenter, driven by deterministic speech scorers on synthetic audio.
+
+Every tone that should open a turn lasts at least GATE_WINDOWS: shorter speech opens none
+(`min_speech_ms`, tested below).
+"""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ RATE = 16000
 W = 512  # window samples
 PAD = 300 * RATE // 1000  # default prefix padding in samples
 SILENCE_WINDOWS = -(-500 * RATE // 1000 // W)  # windows for the default 500 ms: 16
+GATE_WINDOWS = 384 * RATE // 1000 // W  # windows of speech for the default min_speech_ms: 12
 
 
 class EnergyVAD:
@@ -127,53 +132,54 @@ def test_one_turn_with_padding_and_trailing_silence() -> None:
 
 
 def test_padding_is_clamped_at_the_start_of_the_stream() -> None:
-    audio = signal(("silence", 3), ("tone", 10), ("silence", 30))
+    audio = signal(("silence", 3), ("tone", 15), ("silence", 30))
     [(start, end, turn_audio)] = turns(run(audio))
     assert start == 0
-    assert end == ms((13 + SILENCE_WINDOWS) * W)
-    np.testing.assert_array_equal(turn_audio, audio[: (13 + SILENCE_WINDOWS) * W])
+    assert end == ms((18 + SILENCE_WINDOWS) * W)
+    np.testing.assert_array_equal(turn_audio, audio[: (18 + SILENCE_WINDOWS) * W])
 
 
 def test_speech_from_the_first_sample_and_no_padding() -> None:
-    audio = signal(("tone", 10), ("silence", 30))
+    audio = signal(("tone", 15), ("silence", 30))
     [(start, _, turn_audio)] = turns(run(audio, prefix_padding_ms=0))
     assert start == 0
-    assert len(turn_audio) == (10 + SILENCE_WINDOWS) * W
+    assert len(turn_audio) == (15 + SILENCE_WINDOWS) * W
 
 
 def test_a_pause_shorter_than_silence_duration_keeps_the_turn() -> None:
     short = SILENCE_WINDOWS - 1
-    audio = signal(("silence", 20), ("tone", 10), ("silence", short), ("tone", 10), ("silence", 40))
+    # The second tone, inside the turn, needs no gate: 4 windows keep the turn going.
+    audio = signal(("silence", 20), ("tone", 15), ("silence", short), ("tone", 4), ("silence", 40))
     [(start, end, turn_audio)] = turns(run(audio))
     assert start == ms(20 * W - PAD)
-    assert end == ms((40 + short + SILENCE_WINDOWS) * W)
-    np.testing.assert_array_equal(turn_audio, audio[20 * W - PAD : (40 + short + SILENCE_WINDOWS) * W])
+    assert end == ms((39 + short + SILENCE_WINDOWS) * W)
+    np.testing.assert_array_equal(turn_audio, audio[20 * W - PAD : (39 + short + SILENCE_WINDOWS) * W])
 
 
 def test_silence_duration_is_configurable() -> None:
-    audio = signal(("silence", 20), ("tone", 10), ("silence", 8), ("tone", 10), ("silence", 40))
+    audio = signal(("silence", 20), ("tone", 15), ("silence", 8), ("tone", 15), ("silence", 40))
     assert len(turns(run(audio))) == 1  # 8 windows = 256 ms < 500 ms
     two = turns(run(audio, silence_duration_ms=200))  # 7 windows = 224 ms >= 200 ms
     assert len(two) == 2
-    assert two[0][1] == ms((30 + 7) * W)
+    assert two[0][1] == ms((35 + 7) * W)
     # The second turn's padding reaches back only to the first turn's stop.
-    assert two[1][0] == ms((30 + 7) * W)
-    np.testing.assert_array_equal(two[1][2][:W], audio[37 * W : 38 * W])
+    assert two[1][0] == ms((35 + 7) * W)
+    np.testing.assert_array_equal(two[1][2][:W], audio[42 * W : 43 * W])
     # 256 ms is exactly 8 windows: a silence as long as silence_duration_ms ends the turn.
     exact = turns(run(audio, silence_duration_ms=256))
-    assert [end for _, end, _ in exact] == [ms(38 * W), ms(56 * W)]
+    assert [end for _, end, _ in exact] == [ms(43 * W), ms(66 * W)]
 
 
 def test_several_turns_partition_the_audio_they_cover() -> None:
-    layout = [("silence", 25), ("tone", 12), ("silence", 50), ("tone", 5), ("silence", 20), ("tone", 30)]
+    layout = [("silence", 25), ("tone", 12), ("silence", 50), ("tone", 13), ("silence", 20), ("tone", 30)]
     audio = np.concatenate([signal(*layout), silence(40 * W, seed=9)])
     found = turns(run(audio))
     assert len(found) == 3
-    # Speech runs over windows [25, 37), [87, 92) and [112, 142). The last gap (20 windows)
+    # Speech runs over windows [25, 37), [87, 100) and [120, 150). The last gap (20 windows)
     # leaves only 4 windows between the second turn's stop and the third turn's speech, so the
     # third turn's padding is cut short there instead of reaching into the second turn.
-    firsts = [25 * W - PAD, 87 * W - PAD, (92 + SILENCE_WINDOWS) * W]
-    lasts = [(37 + SILENCE_WINDOWS) * W, (92 + SILENCE_WINDOWS) * W, (142 + SILENCE_WINDOWS) * W]
+    firsts = [25 * W - PAD, 87 * W - PAD, (100 + SILENCE_WINDOWS) * W]
+    lasts = [(37 + SILENCE_WINDOWS) * W, (100 + SILENCE_WINDOWS) * W, (150 + SILENCE_WINDOWS) * W]
     for (start, end, turn_audio), first, last in zip(found, firsts, lasts, strict=True):
         assert (start, end) == (ms(first), ms(last))
         np.testing.assert_array_equal(turn_audio, audio[first:last])
@@ -183,8 +189,8 @@ def test_several_turns_partition_the_audio_they_cover() -> None:
 @pytest.mark.parametrize("seed", range(6))
 def test_push_sizes_do_not_change_the_ops(seed: int) -> None:
     rng = np.random.default_rng(seed)
-    audio = signal(("silence", 7), ("tone", 20), ("silence", 30), ("tone", 9), ("silence", 25))
-    audio = np.concatenate([audio, tone(5 * W + 333, seed=5)])  # ends mid-window, inside a turn
+    audio = signal(("silence", 7), ("tone", 20), ("silence", 30), ("tone", 14), ("silence", 25))
+    audio = np.concatenate([audio, tone(15 * W + 333, seed=5)])  # ends mid-window, inside a turn
     reference = normalize(run(audio))
     sizes = rng.integers(0, 1500, size=len(audio) // 300 + 10)
     sizes = sizes[np.cumsum(sizes) < len(audio)]
@@ -203,7 +209,7 @@ def test_push_sizes_do_not_change_the_ops(seed: int) -> None:
 def test_unaligned_audio_is_conserved() -> None:
     rng = np.random.default_rng(11)
     lengths = [
-        int(rng.integers(100, 30000)) if k % 2 == 0 else int(rng.integers(3000, 20000)) for k in range(9)
+        int(rng.integers(100, 30000)) if k % 2 == 0 else int(rng.integers(7000, 20000)) for k in range(9)
     ]
     parts = [silence(n, seed=k) if k % 2 == 0 else tone(n, seed=k) for k, n in enumerate(lengths)]
     audio = np.concatenate(parts)
@@ -233,20 +239,21 @@ def test_hysteresis_between_the_thresholds() -> None:
             op for op in segmenter.push(np.zeros(200 * W, dtype=np.float32)) if not isinstance(op, TurnAudio)
         ]
 
+    speech = [0.9] * GATE_WINDOWS
     # Wavering between 0.35 and 0.5 never starts a silence: the turn does not end.
-    assert stops([0.9] * 5) == [SpeechStarted(0)]
+    assert stops(speech) == [SpeechStarted(0)]
     # Once a silence has begun (< 0.35), in-between windows do not break it.
-    assert stops([0.9] * 5 + [0.2]) == [SpeechStarted(0), SpeechStopped(ms((5 + SILENCE_WINDOWS) * W))]
+    assert stops([*speech, 0.2]) == [SpeechStarted(0), SpeechStopped(ms((12 + SILENCE_WINDOWS) * W))]
     # A window at or above the threshold does, and the silence starts again later.
-    assert stops([0.9] * 5 + [0.2] * 10 + [0.5] + [0.1]) == [
+    assert stops([*speech, *[0.2] * 10, 0.5, 0.1]) == [
         SpeechStarted(0),
-        SpeechStopped(ms((16 + SILENCE_WINDOWS) * W)),
+        SpeechStopped(ms((23 + SILENCE_WINDOWS) * W)),
     ]
 
 
 def test_threshold_is_configurable() -> None:
     audio = np.zeros(60 * W, dtype=np.float32)
-    probs = [0.1] * 10 + [0.65] * 10 + [0.1] * 40
+    probs = [0.1] * 10 + [0.65] * 15 + [0.1] * 40
     loud = TurnSegmenter(ServerVADConfig(threshold=0.7), ScriptedVAD(probs)).push(audio)
     assert loud == []
     quiet = TurnSegmenter(ServerVADConfig(threshold=0.6), ScriptedVAD(probs)).push(audio)
@@ -257,22 +264,23 @@ def test_reset_mid_turn_drops_the_turn_and_keeps_the_timeline() -> None:
     vad = EnergyVAD()
     segmenter = TurnSegmenter(ServerVADConfig(), vad)
     audio = signal(("silence", 20), ("tone", 40), ("silence", 40))
-    head = segmenter.push(audio[: 30 * W + 100])
+    cut = 35 * W + 100
+    head = segmenter.push(audio[:cut])
     assert [type(op) for op in head] == [SpeechStarted, TurnAudio]
     assert segmenter.in_speech
     segmenter.reset()
-    assert not segmenter.in_speech and vad.resets == 1
-    assert segmenter.position == 30 * W + 100
+    assert not segmenter.in_speech and not segmenter.holding and vad.resets == 1
+    assert segmenter.position == cut
     # The tone goes on: a new turn starts where the audio resumes, with no padding from before.
-    tail = turns(segmenter.push(audio[30 * W + 100 :]))
+    tail = turns(segmenter.push(audio[cut:]))
     [(start, end, turn_audio)] = tail
-    assert start == ms(30 * W + 100)
-    assert end == ms(30 * W + 100 + (30 + SILENCE_WINDOWS) * W)
-    np.testing.assert_array_equal(turn_audio, audio[30 * W + 100 : 30 * W + 100 + len(turn_audio)])
+    assert start == ms(cut)
+    assert end == ms(cut + (25 + SILENCE_WINDOWS) * W)
+    np.testing.assert_array_equal(turn_audio, audio[cut : cut + len(turn_audio)])
 
 
 def test_offset_puts_ops_on_the_session_timeline() -> None:
-    audio = signal(("silence", 20), ("tone", 10), ("silence", 20))
+    audio = signal(("silence", 20), ("tone", 15), ("silence", 20))
     plain = turns(run(audio))
     segmenter = TurnSegmenter(ServerVADConfig(), EnergyVAD(), offset_samples=RATE * 7)
     shifted = turns(segmenter.push(audio))
@@ -282,7 +290,7 @@ def test_offset_puts_ops_on_the_session_timeline() -> None:
 
 def test_silence_only_gives_nothing_and_ops_are_fresh_arrays() -> None:
     assert run(silence(100 * W)) == []
-    audio = signal(("tone", 10), ("silence", 20))
+    audio = signal(("tone", 15), ("silence", 20))
     ops = run(audio)
     turn_audio = next(op for op in ops if isinstance(op, TurnAudio))
     audio[:] = 0.0
@@ -290,8 +298,72 @@ def test_silence_only_gives_nothing_and_ops_are_fresh_arrays() -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", [{"threshold": 1.5}, {"threshold": -0.1}, {"prefix_padding_ms": -1}, {"silence_duration_ms": -5}]
+    "bad",
+    [
+        {"threshold": 1.5},
+        {"threshold": -0.1},
+        {"prefix_padding_ms": -1},
+        {"silence_duration_ms": -5},
+        {"min_speech_ms": -1},
+    ],
 )
 def test_config_rejects_values_out_of_range(bad: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         ServerVADConfig(**bad)  # type: ignore[arg-type]
+
+
+# -- the speech-duration gate (min_speech_ms) --------------------------------------------
+
+
+def test_speech_shorter_than_min_speech_ms_opens_no_turn() -> None:
+    short = signal(("silence", 20), ("tone", GATE_WINDOWS - 1), ("silence", 40))
+    assert run(short) == []
+    assert run(short, min_speech_ms=0) != []  # the gate off: server_vad's every-window start
+    exact = signal(("silence", 20), ("tone", GATE_WINDOWS), ("silence", 40))
+    [(start, end, turn_audio)] = turns(run(exact))
+    assert (start, end) == (ms(20 * W - PAD), ms((20 + GATE_WINDOWS + SILENCE_WINDOWS) * W))
+    np.testing.assert_array_equal(turn_audio, exact[20 * W - PAD : (32 + SILENCE_WINDOWS) * W])
+
+
+def test_the_gate_delays_speech_started_but_loses_no_audio() -> None:
+    audio = signal(("silence", 20), ("tone", 30), ("silence", 40))
+    segmenter = TurnSegmenter(ServerVADConfig(), EnergyVAD())
+    # 11 windows of speech: held, nothing said yet.
+    assert segmenter.push(audio[: 31 * W]) == []
+    assert segmenter.holding and not segmenter.in_speech
+    # The 12th: SpeechStarted, dated at the first speech window less the padding, and all the
+    # audio since then.
+    ops = segmenter.push(audio[31 * W : 32 * W])
+    assert [type(op) for op in ops] == [SpeechStarted, TurnAudio]
+    assert ops[0] == SpeechStarted(ms(20 * W - PAD))
+    np.testing.assert_array_equal(ops[1].samples, audio[20 * W - PAD : 32 * W])  # type: ignore[union-attr]
+
+
+def test_short_gaps_do_not_restart_the_count() -> None:
+    # Two bursts of 8 windows, 5 quiet windows apart: 16 windows of speech before any quiet
+    # long enough to end a turn (500 ms): one turn from the first burst.
+    audio = signal(("silence", 20), ("tone", 8), ("silence", 5), ("tone", 8), ("silence", 40))
+    [(start, end, _)] = turns(run(audio))
+    assert (start, end) == (ms(20 * W - PAD), ms((41 + SILENCE_WINDOWS) * W))
+    # Apart by 500 ms or more, each burst is dropped on its own.
+    apart = signal(("silence", 20), ("tone", 8), ("silence", SILENCE_WINDOWS), ("tone", 8), ("silence", 40))
+    assert run(apart) == []
+
+
+def test_a_dropped_candidate_can_be_the_next_turns_padding() -> None:
+    # A 5-window click, then (after 20 quiet windows) a turn whose 1 s padding reaches back over it.
+    audio = signal(("silence", 20), ("tone", 5), ("silence", 20), ("tone", 20), ("silence", 40))
+    pad = RATE  # 1000 ms
+    [(start, _, turn_audio)] = turns(run(audio, prefix_padding_ms=1000))
+    assert start == ms(45 * W - pad)
+    np.testing.assert_array_equal(turn_audio[: pad + W], audio[45 * W - pad : 46 * W])
+
+
+def test_open_candidate_announces_a_held_turn_for_a_commit() -> None:
+    audio = signal(("silence", 20), ("tone", 5))
+    segmenter = TurnSegmenter(ServerVADConfig(), EnergyVAD())
+    assert segmenter.push(audio) == [] and segmenter.holding
+    ops = segmenter.open_candidate()
+    assert [type(op) for op in ops] == [SpeechStarted, TurnAudio] and segmenter.in_speech
+    np.testing.assert_array_equal(ops[1].samples, audio[20 * W - PAD :])  # type: ignore[union-attr]
+    assert segmenter.open_candidate() == []  # nothing held any more

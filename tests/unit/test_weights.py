@@ -222,6 +222,9 @@ def test_registry_pins_full_hashes() -> None:
         "silero-vad",
         "qwen2.5-0.5b-instruct-gguf",
         "qwen2.5-1.5b-instruct-gguf",
+        "hibari-heart",
+        "piper-en_US-joe-medium",
+        "smart-turn-v3.2",
     }
     assert [name for name, spec in MODELS.items() if spec.optional] == ["qwen2.5-1.5b-instruct-gguf"]
     for spec in MODELS.values():

@@ -5,6 +5,8 @@ Whisper backend never imports the MT stack (torch, transformers) and vice versa.
 Factories take the backend's settings section and the model cache folder:
     create(settings: ASRSettings, cache_dir: Path) -> ASREngine
     create(settings: MTSettings, cache_dir: Path) -> MTEngine
+    create(settings: LLMSettings, cache_dir: Path) -> LLMEngine
+    create(settings: TTSSettings, cache_dir: Path) -> TTSEngine
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from dragoman.config import ASRSettings, MTSettings
+from dragoman.config import ASRSettings, LLMSettings, MTSettings, TTSSettings
 from dragoman.engines.asr.base import ASREngine
+from dragoman.engines.llm.base import LLMEngine
 from dragoman.engines.mt.base import MTEngine
+from dragoman.engines.tts.base import TTSEngine
 from dragoman.errors import ConfigError
 
 ASR_BACKENDS: dict[str, str] = {
@@ -28,6 +32,18 @@ MT_BACKENDS: dict[str, str] = {
     "ct2-seq2seq": "dragoman.engines.mt.ct2_seq2seq:create",
 }
 
+TTS_BACKENDS: dict[str, str] = {
+    "hibari": "dragoman.engines.tts.hibari:create",
+    "piper": "dragoman.engines.tts.piper:create",
+    "espeak-ng": "dragoman.engines.tts.espeak:create",
+}
+
+LLM_BACKENDS: dict[str, str] = {
+    "llama-cpp": "dragoman.engines.llm.llama_cpp:create",
+    "chat-completions": "dragoman.engines.llm.chat_completions:create",
+    "responses": "dragoman.engines.llm.responses:create",
+}
+
 
 def asr_backends() -> list[str]:
     return sorted(ASR_BACKENDS)
@@ -35,6 +51,14 @@ def asr_backends() -> list[str]:
 
 def mt_backends() -> list[str]:
     return sorted(MT_BACKENDS)
+
+
+def llm_backends() -> list[str]:
+    return sorted(LLM_BACKENDS)
+
+
+def tts_backends() -> list[str]:
+    return sorted(TTS_BACKENDS)
 
 
 def _factory(kind: str, name: str, table: Mapping[str, str]) -> Callable[..., Any]:
@@ -68,4 +92,22 @@ def create_mt_engine(settings: MTSettings, cache_dir: Path) -> MTEngine:
     engine = _factory("MT", settings.backend, MT_BACKENDS)(settings, cache_dir)
     if not isinstance(engine, MTEngine):
         raise ConfigError(f"MT backend {settings.backend!r} built a {type(engine).__name__}, not an MTEngine")
+    return engine
+
+
+def create_llm_engine(settings: LLMSettings, cache_dir: Path) -> LLMEngine:
+    """Build the LLM backend named by `settings.backend`."""
+    engine = _factory("LLM", settings.backend, LLM_BACKENDS)(settings, cache_dir)
+    if not isinstance(engine, LLMEngine):
+        raise ConfigError(
+            f"LLM backend {settings.backend!r} built a {type(engine).__name__}, not an LLMEngine"
+        )
+    return engine
+
+
+def create_tts_engine(settings: TTSSettings, cache_dir: Path, backend: str) -> TTSEngine:
+    """Build the TTS backend named `backend` (one of `settings.backends`; several serve at once)."""
+    engine = _factory("TTS", backend, TTS_BACKENDS)(settings, cache_dir)
+    if not isinstance(engine, TTSEngine):
+        raise ConfigError(f"TTS backend {backend!r} built a {type(engine).__name__}, not a TTSEngine")
     return engine

@@ -366,6 +366,11 @@ class SerialWorker(Generic[RequestT, ResultT]):
         try:
             # Shielded: a session that goes away must not release the engine under a running call.
             return await asyncio.shield(in_flight)
+        except asyncio.CancelledError:
+            # The turn ends when this returns, and the next caller must not run beside the
+            # thread; its job's CancelToken is set, so the engine stops within a token or chunk.
+            await asyncio.wait([in_flight])
+            raise
         finally:
             if in_flight.done():
                 self._in_flight = None

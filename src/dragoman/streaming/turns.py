@@ -1,25 +1,47 @@
-"""Server-VAD turn segmentation: where a user's turn starts and stops in a stream of audio.
+"""Turn segmentation: where a user's turn starts and stops in a stream of audio.
 
-The Realtime transcription session: `{"type": "server_vad", "threshold", "prefix_padding_ms", "silence_duration_ms"}`
-"lets the server end [an utterance], adding input_audio_buffer.speech_started / .speech_stopped
-events with audio_start_ms / audio_end_ms on the session's audio timeline".
+Two modes, as OpenAI's Realtime `turn_detection`:
+
+- `server_vad` (`ServerVADConfig`) "lets the server end [an utterance], adding
+  input_audio_buffer.speech_started / .speech_stopped events with audio_start_ms /
+  audio_end_ms on the session's audio timeline" after `silence_duration_ms` of silence.
+- `semantic_vad` (`SemanticVADConfig`) "uses a turn detection model (in conjunction with VAD)
+  to semantically estimate whether the user has finished speaking, then dynamically sets a
+  timeout based on this probability".
 
 The segmenter is pure: audio in, operations out, no clock and no I/O. It scores fixed windows
-with a `SpeechProbability` and emits, in timeline order:
+with a `SpeechProbability` (and, for semantic_vad, whole turns with a `TurnCompletion`) and
+emits, in timeline order:
 
-- `SpeechStarted` when a window scores at or above `threshold`. The turn begins
-  `prefix_padding_ms` before that window (less when the stream, or the audio since the last
-  turn or reset, is shorter). OpenAI: audio_start_ms "will correspond to the beginning of audio
-  sent to the model, and thus includes the prefix_padding_ms".
+- `SpeechStarted` once a candidate turn holds `min_speech_ms` of active speech (windows at or
+  above `threshold`; 384 ms by default, so a cough or a click opens no turn and barges into no
+  response). The turn still begins `prefix_padding_ms` before its first speech window (less
+  when the stream, or the audio since the last turn or reset, is shorter): the candidate's
+  audio is held, never lost. OpenAI: audio_start_ms "will correspond to the beginning of audio
+  sent to the model, and thus includes the prefix_padding_ms". A candidate is dropped (its
+  audio left outside turns) once it has been quiet, below `threshold`, for as long as would
+  first end a turn: `silence_duration_ms` (server_vad) or the pause (semantic_vad).
 - `TurnAudio` with the turn's samples, in order: the padding, the speech, and the silence up to
   the stop point. Audio outside turns is never emitted.
-- `SpeechStopped` once `silence_duration_ms` of audio has gone by since the first window below
-  `threshold - 0.15` with no window at or above `threshold` in between (the hysteresis of
-  Silero's own VADIterator: windows between the two thresholds neither start nor break a
-  silence). audio_end_ms is the end of the window that completed the silence, i.e. the end of
-  the turn's audio, so the turn spans exactly [audio_start_ms, audio_end_ms). OpenAI:
-  audio_end_ms "will correspond to the end of audio sent to the model, and thus includes the
-  min_silence_duration_ms".
+- `SpeechStopped` when the turn ends; audio_end_ms is the end of the window that ended it, so
+  the turn spans exactly [audio_start_ms, audio_end_ms). OpenAI: audio_end_ms "will correspond
+  to the end of audio sent to the model, and thus includes the min_silence_duration_ms".
+
+Silence in a turn runs from the first window below `threshold - 0.15` with no window at or
+above `threshold` since (the hysteresis of Silero's own VADIterator: windows between the two
+thresholds neither start nor break a silence). server_vad ends the turn once the silence
+reaches `silence_duration_ms`. semantic_vad asks the turn model once, when the silence reaches
+the eagerness's pause (`PAUSE_MS`, 200 ms; low: 400 ms), on the turn's last
+`TURN_CONTEXT_SECONDS`: at P(complete) >= the eagerness's threshold the turn ends there;
+otherwise the turn is soft-ended and waits `SemanticVADConfig.wait_ms(P)` of silence, from the
+pause's start, before it ends. The model is not asked again as that pause grows.
+
+A soft-ended turn is the one reopenable turn: it is neither stopped nor committed, so speech
+resuming in its wait continues it, unseen on the wire (no event, the same item). Resuming needs
+only `min_speech_continuation_ms` (192 ms) of active speech; shorter speech leaves the wait
+running. The turn model is asked again at the next pause. A turn that has stopped is
+committed, and OpenAI's protocol cannot reopen a committed item: speech after it is a new turn
+(or a barge-in) and always needs the full `min_speech_ms`.
 
 Times are whole milliseconds (rounded down) since the start of the timeline: `offset_samples`
 plus every sample pushed, including those a `reset()` dropped.
@@ -28,7 +50,8 @@ plus every sample pushed, including those a `reset()` dropped.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TypeAlias
 
 import numpy as np
@@ -36,32 +59,40 @@ from numpy.typing import NDArray
 
 from dragoman.audio.rates import SAMPLE_RATE
 from dragoman.audio.vad import SpeechProbability
+from dragoman.streaming.turn_config import (
+    EAGERNESS,
+    HYSTERESIS,
+    MIN_SPEECH_CONTINUATION_MS,
+    MIN_SPEECH_MS,
+    PAUSE_MS,
+    TURN_CONTEXT_SECONDS,
+    Eagerness,
+    SemanticVADConfig,
+    ServerVADConfig,
+    TurnConfig,
+)
 
-#: Silero's VADIterator ends speech only below threshold - 0.15, so a probability wavering
-#: around the threshold does not flap between speech and silence.
-HYSTERESIS = 0.15
+__all__ = [
+    "EAGERNESS",
+    "HYSTERESIS",
+    "MIN_SPEECH_CONTINUATION_MS",
+    "MIN_SPEECH_MS",
+    "PAUSE_MS",
+    "TURN_CONTEXT_SECONDS",
+    "Eagerness",
+    "SemanticVADConfig",
+    "ServerVADConfig",
+    "SpeechStarted",
+    "SpeechStopped",
+    "TurnAudio",
+    "TurnCompletion",
+    "TurnConfig",
+    "TurnOp",
+    "TurnSegmenter",
+]
 
-
-@dataclass(frozen=True)
-class ServerVADConfig:
-    """OpenAI's `server_vad` settings, with OpenAI's defaults."""
-
-    threshold: float = 0.5
-    prefix_padding_ms: int = 300
-    silence_duration_ms: int = 500
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.threshold <= 1.0:
-            raise ValueError(f"threshold must be within [0, 1], got {self.threshold}")
-        if self.prefix_padding_ms < 0:
-            raise ValueError(f"prefix_padding_ms must be >= 0, got {self.prefix_padding_ms}")
-        if self.silence_duration_ms < 0:
-            raise ValueError(f"silence_duration_ms must be >= 0, got {self.silence_duration_ms}")
-
-    @property
-    def negative_threshold(self) -> float:
-        """Below this a window counts as silence (floored like Silero's get_speech_timestamps)."""
-        return max(self.threshold - HYSTERESIS, 0.01)
+#: P(the turn is complete) of a turn's 16 kHz audio: the turn model of semantic_vad.
+TurnCompletion: TypeAlias = Callable[[NDArray[np.float32]], float]
 
 
 @dataclass(frozen=True)
@@ -84,37 +115,93 @@ class SpeechStopped:
 TurnOp: TypeAlias = SpeechStarted | TurnAudio | SpeechStopped
 
 
+@dataclass
+class _Run:
+    """Speech not yet past its gate: how much of it is active, and since when it is quiet."""
+
+    active: int = 0
+    quiet_since: int | None = None
+
+    def add(self, speech: bool, start: int, length: int) -> None:
+        if speech:
+            self.active += length
+            self.quiet_since = None
+        elif self.quiet_since is None:
+            self.quiet_since = start
+
+    def quiet(self, now: int) -> int:
+        return 0 if self.quiet_since is None else now - self.quiet_since
+
+
+@dataclass
+class _Candidate:
+    """A turn not yet announced: where it will begin, and its audio so far (copies)."""
+
+    first: int
+    held: list[NDArray[np.float32]]
+    run: _Run = field(default_factory=_Run)
+
+
 class TurnSegmenter:
     """Split a stream of 16 kHz float32 audio into turns (see the module docstring)."""
 
     def __init__(
         self,
-        config: ServerVADConfig,
+        config: TurnConfig,
         vad: SpeechProbability,
         sample_rate: int = SAMPLE_RATE,
         offset_samples: int = 0,
+        turn_model: TurnCompletion | None = None,
     ) -> None:
         if sample_rate <= 0 or offset_samples < 0:
             raise ValueError("sample_rate must be positive and offset_samples non-negative")
+        self.semantic = isinstance(config, SemanticVADConfig)
+        if self.semantic and turn_model is None:
+            raise ValueError("semantic_vad needs a turn model")
         self.config = config
         self.vad = vad
+        self.turn_model = turn_model
         self.sample_rate = sample_rate
         self._window = vad.window_samples
-        self._padding = config.prefix_padding_ms * sample_rate // 1000
-        self._silence = config.silence_duration_ms * sample_rate // 1000
+        self._padding = self._samples(config.prefix_padding_ms)
+        self._gate = self._samples(config.min_speech_ms)
+        if isinstance(config, SemanticVADConfig):
+            self._pause = self._samples(config.pause_ms)
+            self._resume_gate = self._samples(config.min_speech_continuation_ms)
+            self._silence = self._pause  # the first point a turn may end
+        else:
+            self._pause = self._resume_gate = 0
+            self._silence = self._samples(config.silence_duration_ms)
+        self._context_limit = TURN_CONTEXT_SECONDS * sample_rate
         # Timeline position of the next window's first sample; the leftover starts there.
         self._cursor = offset_samples
         self._leftover = np.zeros(0, dtype=np.float32)
-        # Up to `_padding` of the latest audio outside a turn, as whole windows.
+        # Up to `_padding` of the latest audio outside a turn (and outside any candidate).
         self._ring: deque[NDArray[np.float32]] = deque()
         self._ring_samples = 0
+        self._candidate: _Candidate | None = None
         self._in_speech = False
         # Where the current run of silence inside a turn began, if one is running.
         self._silence_start: int | None = None
+        # semantic_vad: the silence that ends a soft-ended turn, and speech that may resume it.
+        self._wait: int | None = None
+        self._resume = _Run()
+        # semantic_vad: the end of the open turn's audio, for the turn model.
+        self._context: deque[NDArray[np.float32]] = deque()
+        self._context_samples = 0
+
+    def _samples(self, ms: int) -> int:
+        return ms * self.sample_rate // 1000
 
     @property
     def in_speech(self) -> bool:
+        """A turn is open (its SpeechStarted is out)."""
         return self._in_speech
+
+    @property
+    def holding(self) -> bool:
+        """A turn is open, or a candidate turn holds audio not yet emitted."""
+        return self._in_speech or self._candidate is not None
 
     @property
     def position(self) -> int:
@@ -126,7 +213,8 @@ class TurnSegmenter:
         return samples * 1000 // self.sample_rate
 
     def reset(self) -> None:
-        """Drop the current turn, the unscored leftover and the VAD's state; keep the timeline.
+        """Drop the current turn (or candidate), the unscored leftover and the VAD's state; keep
+        the timeline.
 
         For an input_audio_buffer.clear: the dropped audio still counts on the timeline, and the
         next turn's padding cannot reach back before this point.
@@ -135,9 +223,19 @@ class TurnSegmenter:
         self._leftover = np.zeros(0, dtype=np.float32)
         self._ring.clear()
         self._ring_samples = 0
-        self._in_speech = False
-        self._silence_start = None
+        self._candidate = None
+        self._end_turn()
         self.vad.reset()
+
+    def open_candidate(self) -> list[TurnOp]:
+        """Announce a candidate turn short of its gate now (the client commits the buffer, which
+        says its audio counts); returns its SpeechStarted and audio, or nothing."""
+        ops: list[TurnOp] = []
+        pieces: list[NDArray[np.float32]] = []
+        if self._candidate is not None:
+            self._open(ops, pieces)
+        _flush(ops, pieces)
+        return ops
 
     def push(self, audio: NDArray[np.float32]) -> list[TurnOp]:
         """Add audio of any length; returns the operations it completes, in timeline order.
@@ -166,26 +264,113 @@ class TurnSegmenter:
         start = self._cursor
         self._cursor += self._window
         prob = self.vad(window)
+        speech = prob >= self.config.threshold
         if not self._in_speech:
-            if prob >= self.config.threshold:
-                padding = self._take_padding()
-                ops.append(SpeechStarted(self.ms(start - len(padding))))
-                pieces.extend((padding, window))
-                self._in_speech = True
-                self._silence_start = None
-            else:
-                self._remember(window)
+            self._step_candidate(window, start, speech, ops, pieces)
             return
         pieces.append(window)
-        if prob >= self.config.threshold:
+        if self.semantic:
+            self._keep(window.copy())
+        if self._wait is not None:
+            self._step_soft_ended(start, speech, ops, pieces)
+            return
+        if speech:
             self._silence_start = None
         elif prob < self.config.negative_threshold and self._silence_start is None:
             self._silence_start = start
-        if self._silence_start is not None and self._cursor - self._silence_start >= self._silence:
-            _flush(ops, pieces)
-            ops.append(SpeechStopped(self.ms(self._cursor)))
-            self._in_speech = False
-            self._silence_start = None
+        if self._silence_start is None:
+            return
+        silence = self._cursor - self._silence_start
+        if not self.semantic and silence >= self._silence:
+            self._stop(ops, pieces)
+        elif self.semantic and silence >= self._pause:
+            self._judge(ops, pieces)
+
+    def _step_candidate(
+        self,
+        window: NDArray[np.float32],
+        start: int,
+        speech: bool,
+        ops: list[TurnOp],
+        pieces: list[NDArray[np.float32]],
+    ) -> None:
+        """Outside a turn: start, grow, open or drop the candidate turn."""
+        candidate = self._candidate
+        if candidate is None:
+            if not speech:
+                self._remember(window)
+                return
+            padding = self._take_padding()
+            candidate = self._candidate = _Candidate(start - len(padding), [padding])
+        candidate.held.append(window.copy())
+        candidate.run.add(speech, start, len(window))
+        if candidate.run.active >= self._gate:
+            self._open(ops, pieces)
+        elif candidate.run.quiet(self._cursor) >= self._silence:
+            # Too little speech before the quiet that would have ended it: no turn. Its audio
+            # is outside turns, and may be the next turn's padding.
+            self._candidate = None
+            for piece in candidate.held:
+                self._remember(piece)
+
+    def _open(self, ops: list[TurnOp], pieces: list[NDArray[np.float32]]) -> None:
+        candidate = self._candidate
+        assert candidate is not None
+        self._candidate = None
+        ops.append(SpeechStarted(self.ms(candidate.first)))
+        pieces.extend(candidate.held)
+        if self.semantic:
+            for piece in candidate.held:
+                self._keep(piece)
+        self._in_speech = True
+        self._silence_start = None
+
+    def _judge(self, ops: list[TurnOp], pieces: list[NDArray[np.float32]]) -> None:
+        """semantic_vad at a pause: end the turn, or soft-end it with a timeout from P(complete)."""
+        assert isinstance(self.config, SemanticVADConfig) and self.turn_model is not None
+        audio = np.concatenate(self._context)
+        probability = self.turn_model(audio[len(audio) - min(len(audio), self._context_limit) :])
+        if probability >= self.config.completion_threshold:
+            self._stop(ops, pieces)
+        else:
+            self._wait = self._samples(self.config.wait_ms(probability))
+            self._resume = _Run()
+
+    def _step_soft_ended(
+        self, start: int, speech: bool, ops: list[TurnOp], pieces: list[NDArray[np.float32]]
+    ) -> None:
+        """A soft-ended turn: resumed by `min_speech_continuation_ms` of speech, else timed out."""
+        assert self._wait is not None and self._silence_start is not None
+        self._resume.add(speech, start, self._window)
+        if self._resume.active >= max(self._resume_gate, 1):
+            self._silence_start = self._wait = None
+            return
+        if self._resume.quiet(self._cursor) >= self._pause:
+            self._resume = _Run()  # speech too short to resume the turn is forgotten
+        # Speech still deciding whether it resumes the turn holds the timeout (192 ms at most),
+        # so that a turn never ends inside it and splits it.
+        resuming = self._resume.active > 0 and self._resume.quiet_since is None
+        if self._cursor - self._silence_start >= self._wait and not resuming:
+            self._stop(ops, pieces)
+
+    def _stop(self, ops: list[TurnOp], pieces: list[NDArray[np.float32]]) -> None:
+        _flush(ops, pieces)
+        ops.append(SpeechStopped(self.ms(self._cursor)))
+        self._end_turn()
+
+    def _end_turn(self) -> None:
+        self._in_speech = False
+        self._silence_start = self._wait = None
+        self._resume = _Run()
+        self._context.clear()
+        self._context_samples = 0
+
+    def _keep(self, piece: NDArray[np.float32]) -> None:
+        """Keep `piece` (a copy) as the end of the turn, forgetting what the model cannot see."""
+        self._context.append(piece)
+        self._context_samples += len(piece)
+        while self._context_samples - len(self._context[0]) >= self._context_limit:
+            self._context_samples -= len(self._context.popleft())
 
     def _remember(self, window: NDArray[np.float32]) -> None:
         """Keep `window` as possible padding, forgetting windows no padding can reach."""

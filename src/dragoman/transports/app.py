@@ -1,15 +1,20 @@
-"""The FastAPI application: `GET /health`, `GET /v1/models`, `/v1/realtime` and `/v1/mt`."""
+"""The FastAPI application: `GET /health`, `GET /v1/models`, `/v1/realtime` (the voice agent,
+and transcription with `?intent=transcription`), `/v1/mt`, and the agent's `GET /v1/pool` and
+`GET /v1/usage`."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from fastapi import FastAPI, Request, WebSocket
+from fastapi.responses import JSONResponse
 
 from dragoman.config import Settings
 from dragoman.sessions.base import CloseCode
+from dragoman.transports.llm_proxy import llm_proxy_router
 from dragoman.transports.readiness import Readiness, mount
 from dragoman.transports.runtime import Runtime
+from dragoman.transports.websocket.agent import serve_agent
 from dragoman.transports.websocket.mt import mt_router
 from dragoman.transports.websocket.realtime import refuse, serve_transcription
 
@@ -22,7 +27,11 @@ def create_app(settings: Settings) -> FastAPI:
         readiness,
         runtime.close,
         lambda: {
-            "services": {"transcription": runtime.transcription is not None, "mt": runtime.mt is not None},
+            "services": {
+                "transcription": runtime.transcription is not None,
+                "mt": runtime.mt is not None,
+                "agent": runtime.agent is not None,
+            },
             "engines": runtime.engines(),
         },
         host=settings.host,
@@ -42,15 +51,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     @app.websocket("/v1/realtime")
     async def realtime(websocket: WebSocket) -> None:
-        service = runtime.transcription
-        intent = websocket.query_params.get("intent")
-        if intent != "transcription":
-            await refuse(
-                websocket,
-                "unsupported_intent",
-                "This server serves transcription sessions on /v1/realtime?intent=transcription.",
-            )
-            return
+        transcription = websocket.query_params.get("intent") == "transcription"
         not_ready = readiness.refusal()
         if not_ready is not None:
             await refuse(
@@ -61,12 +62,44 @@ def create_app(settings: Settings) -> FastAPI:
                 close_code=CloseCode.TRY_AGAIN_LATER,
             )
             return
-        if service is None:
-            await refuse(websocket, "service_unavailable", "Transcription is not enabled on this server.")
+        if transcription:
+            if runtime.transcription is None:
+                await refuse(websocket, "service_unavailable", "Transcription is not enabled on this server.")
+                return
+            await websocket.accept()
+            await serve_transcription(websocket, runtime.transcription, settings.transcription)
             return
-        await websocket.accept()
-        await serve_transcription(websocket, service, settings.transcription)
+        if runtime.agent is None:
+            await refuse(
+                websocket,
+                "service_unavailable",
+                "The voice agent is not enabled on this server; transcription is served on "
+                "/v1/realtime?intent=transcription.",
+            )
+            return
+        await serve_agent(websocket, runtime.agent)
+
+    @app.get("/v1/pool")
+    async def pool() -> JSONResponse:
+        if runtime.agent is None:
+            return _not_served("The voice agent is not enabled on this server.")
+        return JSONResponse(runtime.agent.pool.snapshot())
+
+    @app.get("/v1/usage")
+    async def usage() -> JSONResponse:
+        if runtime.agent is None:
+            return _not_served("The voice agent is not enabled on this server.")
+        return JSONResponse(runtime.agent.usage_report())
+
+    if settings.agent.enable_llm_proxy:
+        app.include_router(llm_proxy_router(settings.llm))
 
     # MT protocol v1; the standalone `dragoman mt-server` serves the same router at "/".
     app.include_router(mt_router(lambda: runtime.mt, path="/v1/mt", readiness=readiness))
     return app
+
+
+def _not_served(message: str) -> JSONResponse:
+    """OpenAI's error body, for a route whose service this server does not run."""
+    body = {"error": {"type": "invalid_request_error", "code": "service_unavailable", "message": message}}
+    return JSONResponse(body, status_code=404)

@@ -70,7 +70,8 @@ class Codec(Protocol[ClientEventT, ServerEventT]):
     def parse(self, frame: Frame) -> ClientEventT:
         """The session event of a frame; raises `ClientError` for a frame it refuses."""
 
-    def write(self, event: ServerEventT) -> str: ...
+    def write(self, event: ServerEventT) -> str | None:
+        """The frame of `event`, or None when the client's protocol has no such event."""
 
     def refusal(self, error: ClientError, frame: Frame) -> ServerEventT:
         """The error event answering a refused frame."""
@@ -172,6 +173,8 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
         self._in_flight: dict[str, CancelToken] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._running = False
+        #: Set when `run` ends: whether every engine call of the session ended in time.
+        self.drained = True
 
     async def run(self, first: ClientEventT | None = None) -> None:
         """Serve until the peer or the session closes; `first` is an event the adapter already read."""
@@ -193,8 +196,10 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
                 task.cancel()
             for token in self._in_flight.values():
                 token.cancel()  # the session is gone: nobody wants those results
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.gather(*jobs, return_exceptions=True)
+            # Drained once every engine call of the session has ended (the engines see the
+            # cancelled tokens within a token or a chunk); the pool quarantines a unit that is not.
+            _, pending = await asyncio.wait(jobs, timeout=DRAIN_TIMEOUT_S)
+            self.drained = not pending
             code = self.session.close_code or close_code
             await self._finish(sender, code)
 
@@ -342,12 +347,13 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
             frame = self.codec.write(
                 self.codec.failure(EngineFailure("event writing failed", error_id=error_id), None)
             )
-        self.outgoing.put(frame, self._tag(event))
+        if frame is not None:  # None: the client's generation has no such event
+            self.outgoing.put(frame, self._tag(event))
 
     def _report(self, exc: Exception, what: str, event: ClientEventT | None) -> None:
         error_id = log_failure(self.log, what, exc)
         self._flush_safely()
-        self.outgoing.put(self.codec.write(self.codec.failure(EngineFailure(what, error_id=error_id), event)))
+        self._send(self.codec.failure(EngineFailure(what, error_id=error_id), event))
 
     def _flush_safely(self) -> None:
         """What the session said before it failed goes first (if it can still say it)."""

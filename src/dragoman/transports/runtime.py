@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from dragoman.config import Settings
 from dragoman.cpu import available_cores
 from dragoman.logs import get_logger
+from dragoman.transports.agent_service import AgentService
 from dragoman.transports.services import MTService, TranscriptionService
 
 log = get_logger(__name__)
@@ -42,45 +43,73 @@ class Runtime:
     started: float = field(default_factory=time.time)
     transcription: TranscriptionService | None = None
     mt: MTService | None = None
+    agent: AgentService | None = None
+    #: The ASR engine's service, loaded for transcription or as the agent's STT.
+    listening: TranscriptionService | None = None
     #: The services in start order, once started.
     services: list[Service] = field(default_factory=list)
 
+    @property
+    def _listens(self) -> bool:
+        """Whether the ASR engine is loaded: for transcription, and as the agent's STT."""
+        return "transcription" in self.settings.services or "agent" in self.settings.services
+
     def _budgeted(self) -> Settings:
-        """The settings with each enabled engine's `threads` = its share of the cores, unless set."""
-        enabled = [name for name in ("transcription", "mt") if name in self.settings.services]
+        """The settings with each enabled engine's `threads` = its share of the cores, unless set.
+
+        The agent's LLM and TTS are not counted: within a turn they run after the final
+        transcript, one after the other, and the LLM is where a reply's latency goes, so
+        it gets every core; each TTS voice gets one.
+        """
+        services = self.settings.services
+        enabled = [name for name, on in (("asr", self._listens), ("mt", "mt" in services)) if on]
         share = thread_share(len(enabled))
         updates: dict[str, Any] = {}
-        if "transcription" in enabled and self.settings.asr.threads == 0:
+        if self._listens and self.settings.asr.threads == 0:
             updates["asr"] = self.settings.asr.model_copy(update={"threads": share})
-        if "mt" in enabled and self.settings.mt.threads == 0:
+        if "mt" in services and self.settings.mt.threads == 0:
             updates["mt"] = self.settings.mt.model_copy(update={"threads": share})
+        if "agent" in services and self.settings.llm.threads == 0:
+            updates["llm"] = self.settings.llm.model_copy(update={"threads": available_cores()})
+        if "agent" in services and self.settings.tts.threads == 0:
+            updates["tts"] = self.settings.tts.model_copy(update={"threads": 1})
         log.info("cpu budget", cores=available_cores(), engines=len(enabled), threads_each=share)
         return self.settings.model_copy(update=updates)
 
     async def start(self) -> None:
         """Load and warm every enabled service; a service is published only once it is warm."""
         settings = self._budgeted()
-        if "transcription" in settings.services:
-            transcription = TranscriptionService(settings.asr, settings.transcription, settings.cache_dir)
-            await transcription.start()
-            self.services.append(transcription)
-            self.transcription = transcription
+        listening: TranscriptionService | None = None
+        if self._listens:
+            listening = TranscriptionService(settings.asr, settings.transcription, settings.cache_dir)
+            await listening.start()
+            self.services.append(listening)
+            self.listening = listening
+            if "transcription" in settings.services:
+                self.transcription = listening
         if "mt" in settings.services:
             mt = MTService.from_settings(settings.mt, settings.cache_dir)
             await mt.start()
             self.services.append(mt)
             self.mt = mt
+        if "agent" in settings.services:
+            assert listening is not None
+            agent = AgentService(settings.agent, settings.llm, settings.tts, settings.cache_dir, listening)
+            await agent.start()
+            self.services.append(agent)
+            self.agent = agent
 
     def engines(self) -> list[dict[str, Any]]:
         """Each loaded engine's service, name, backend, device and compute type (for /health)."""
         out: list[dict[str, Any]] = []
-        if self.transcription is not None and self.transcription.engine is not None:
-            info = self.transcription.engine.describe().as_dict()
-            out.append(
-                {"service": "transcription", "role": "asr", "threads": self.transcription.asr.threads} | info
-            )
+        listening = self.listening
+        if listening is not None and listening.engine is not None:
+            info = listening.engine.describe().as_dict()
+            out.append({"service": "transcription", "role": "asr", "threads": listening.asr.threads} | info)
         if self.mt is not None and self.mt.engine is not None:
             out.append({"service": "mt", "role": "mt"} | self.mt.engine.describe().as_dict())
+        if self.agent is not None:
+            out += self.agent.engines()
         return out
 
     def model_names(self) -> list[str]:
@@ -90,4 +119,4 @@ class Runtime:
         for service in reversed(self.services):
             await service.close()
         self.services.clear()
-        self.transcription = self.mt = None
+        self.transcription = self.listening = self.mt = self.agent = None

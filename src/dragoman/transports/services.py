@@ -19,19 +19,22 @@ from dragoman.config import ASRSettings, MTSettings, TranscriptionSettings
 from dragoman.engines.asr.base import ASREngine, StepRequest, StepResult
 from dragoman.engines.mt.base import MTDraft, MTEngine, MTRequest
 from dragoman.engines.registry import create_asr_engine, create_mt_engine
+from dragoman.engines.turn.smart_turn import SmartTurnModel
 from dragoman.engines.workers import BatchingWorker, Priority, SerialWorker
-from dragoman.errors import ConfigError
+from dragoman.errors import ConfigError, ModelUnavailable
 from dragoman.logs import get_logger
 from dragoman.sessions.speech.config import EngineProfile
 from dragoman.streaming.alignatt import AlignAttParams
 from dragoman.streaming.alignatt_presets import policy_presets
+from dragoman.streaming.turns import TurnCompletion
 from dragoman.weights import resolve
 
 log = get_logger(__name__)
 
 
 class TranscriptionService:
-    """Whisper behind a batching worker, and the VAD model every session's turn detector uses."""
+    """Whisper behind a batching worker, and the VAD and turn models every session's turn
+    detector uses."""
 
     name = "transcription"
 
@@ -43,12 +46,14 @@ class TranscriptionService:
         self.worker: BatchingWorker[StepRequest, StepResult] | None = None
         self.profile: EngineProfile | None = None
         self.vad_model: SileroModel | None = None
+        self.turn_model: SmartTurnModel | None = None
 
     async def start(self) -> None:
         began = time.perf_counter()
         # In threads: the event loop keeps answering /health while the models load.
         engine = await asyncio.to_thread(create_asr_engine, self.asr, self.cache_dir)
         self.vad_model = await asyncio.to_thread(SileroModel.load, resolve("silero-vad", self.cache_dir))
+        self.turn_model = await asyncio.to_thread(load_turn_model, self.cache_dir)
         await asyncio.to_thread(engine.warm_up)
         self.worker = asr_worker(engine, self.asr.max_batch)
         await self.worker.start()
@@ -73,6 +78,13 @@ class TranscriptionService:
             return None
         return lambda: SileroVAD(model)
 
+    def turn_model_factory(self) -> Callable[[], TurnCompletion] | None:
+        """semantic_vad's turn model: one shared, stateless instance (None: semantic_vad is refused)."""
+        model = self.turn_model
+        if model is None:
+            return None
+        return lambda: model.completion_probability
+
     def model_names(self) -> list[str]:
         return [self.engine.name] if self.engine is not None else []
 
@@ -82,6 +94,16 @@ class TranscriptionService:
         if self.engine is not None:
             self.engine.close()
         self.engine = self.worker = None
+
+
+def load_turn_model(cache_dir: Path) -> SmartTurnModel | None:
+    """The packaged Smart Turn model, or None (logged) when its package is missing: the server
+    still serves server_vad, and refuses semantic_vad."""
+    try:
+        return SmartTurnModel.load(resolve("smart-turn-v3.2", cache_dir))
+    except ModelUnavailable as exc:
+        log.warning("no turn model: semantic_vad is off", reason=str(exc))
+        return None
 
 
 def asr_worker(engine: ASREngine, max_batch: int) -> BatchingWorker[StepRequest, StepResult]:

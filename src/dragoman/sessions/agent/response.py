@@ -97,6 +97,8 @@ class ResponseRun:
         self._message_id: str | None = None
         self._message_index = 0
         self._said = ""
+        #: Seconds of audio sent.
+        self.audio_seconds = 0.0
         self.done = False
 
     # -- jobs -------------------------------------------------------------------
@@ -136,6 +138,11 @@ class ResponseRun:
             self._said += piece
             self._emit(out.TextDelta(**self._where(), delta=piece))
 
+    @property
+    def finished(self) -> Finished | None:
+        """How the LLM's turn ended (None while it runs, or when it never ended)."""
+        return self._llm_finished
+
     def tool_call(self, call: ToolCall) -> None:
         self._calls.append(call)
 
@@ -172,6 +179,7 @@ class ResponseRun:
             joiner = "" if not self._said or _joins_without_space(clause) else " "
             self._said += joiner + clause
             self._emit(out.AudioTranscriptDelta(**self._where(), delta=joiner + clause))
+        self.audio_seconds += len(pcm) / 2 / job.request.rate
         step = int(AUDIO_DELTA_SECONDS * job.request.rate) * 2
         for start in range(0, len(pcm), step):
             delta = base64.b64encode(pcm[start : start + step]).decode("ascii")

@@ -30,6 +30,7 @@ What the reference agent's event table asks of the session:
 from __future__ import annotations
 
 import dataclasses
+from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -54,8 +55,11 @@ from dragoman.sessions.agent.response import Reason, ResponseRun
 from dragoman.sessions.speech import events as speech
 from dragoman.sessions.speech.config import EngineProfile, SessionConfig
 from dragoman.sessions.speech.front import SpeechFront, StepJob
+from dragoman.streaming.turns import TurnCompletion
 
 AgentJob = StepJob | LLMJob | SpeechJob
+#: What a job's engine call returns: a step's transcript, the LLM's end, nothing for TTS.
+AgentResult = StepResult | Finished | None
 
 
 class ActiveResponse(ClientError):
@@ -71,6 +75,7 @@ class AgentSession:
         limits: AgentLimits,
         vad_factory: Callable[[], SpeechProbability] | None = None,
         voices: Callable[[str | None], str] = lambda voice: voice or "",
+        turn_model_factory: Callable[[], TurnCompletion] | None = None,
     ) -> None:
         """`voices` checks a voice name the client asks for (raising InvalidValue for an
         unknown one) and gives the catalog name it speaks with."""
@@ -82,14 +87,20 @@ class AgentSession:
         self.conversation = Conversation()
         self._events: list[out.ServerEvent] = []
         self.front = SpeechFront(
-            session_id, engine, self._front_config(self.config), vad_factory, self._heard
+            session_id,
+            engine,
+            self._front_config(self.config),
+            vad_factory,
+            self._heard,
+            turn_model_factory=turn_model_factory,
         )
         self.generation = 0
         self.response: ResponseRun | None = None
         #: A turn that ended while a response it could not interrupt played: answered next.
         self._answer_next = False
         self._close_code: int | None = None
-        self.stats = {"responses": 0, "cancelled": 0, "tool_calls": 0, "barge_ins": 0}
+        #: What the session did, for the server's usage counters.
+        self.stats: defaultdict[str, float] = defaultdict(float)
         self._emit(self._configured(created=True))
 
     # -- events in ------------------------------------------------------------------
@@ -212,7 +223,7 @@ class AgentSession:
 
     def _stop(self, response: ResponseRun, reason: Reason) -> None:
         """Cancel the response now; its jobs' later pieces belong to a stale generation."""
-        self.stats["cancelled"] += 1
+        self.stats["responses_cancelled"] += 1
         self.generation += 1
         response.cancel(reason)
         self._ended(response)
@@ -220,6 +231,11 @@ class AgentSession:
     def _ended(self, response: ResponseRun) -> None:
         if self.response is response:
             self.response = None
+        self.stats["output_audio_seconds"] += response.audio_seconds
+        if response.finished is not None:
+            self.stats["llm_input_tokens"] += response.finished.input_tokens
+            self.stats["llm_output_tokens"] += response.finished.output_tokens
+            self.stats["llm_cached_tokens"] += response.finished.cached_tokens
         if self._answer_next and self.response is None:
             self._answer_next = False
             self._start(self.config)
@@ -298,7 +314,7 @@ class AgentSession:
             response.tool_call(piece.call)
         self._after(response)
 
-    def job_done(self, job: AgentJob, result: StepResult | Finished | None) -> None:
+    def job_done(self, job: AgentJob, result: AgentResult) -> None:
         if isinstance(job, StepJob):
             assert isinstance(result, StepResult)
             self.front.job_done(job, result)

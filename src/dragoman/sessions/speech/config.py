@@ -10,7 +10,7 @@ from typing import Any
 from dragoman.config import TranscriptionSettings
 from dragoman.engines.asr.base import ASRCapabilities, TextTokenizer
 from dragoman.errors import InvalidValue
-from dragoman.streaming.turns import ServerVADConfig
+from dragoman.streaming.turns import TurnConfig
 
 #: MIN_CHUNK_SECONDS of the re-decode algorithm: a shorter chunk_seconds is raised to it.
 MIN_CHUNK_SECONDS = 0.5
@@ -33,7 +33,8 @@ class SessionConfig:
     language: str | None = None
     prompt: str | None = None
     input_rate: int = 16_000
-    turn_detection: ServerVADConfig | None = None
+    #: server_vad or semantic_vad; None: the client commits its turns.
+    turn_detection: TurnConfig | None = None
     chunk_seconds: float = 2.0
     unfixed_chunks: int = 2
     unfixed_tokens: int = 5

@@ -2,10 +2,10 @@
 
 It is what a transcription session and a voice agent share, up to a committed,
 transcribed turn: appends of base64 PCM at the client's rate are resampled to the
-engine's, server VAD (when on) cuts them into turns, and each turn is an item that
-is transcribed as it grows and once more when it is committed. It is a sub-machine
-of its session: the session feeds it client events and takes its engine jobs and
-events with the same contract (`sessions/base.py`).
+engine's, turn detection (server_vad or semantic_vad, when on) cuts them into turns,
+and each turn is an item that is transcribed as it grows and once more when it is
+committed. It is a sub-machine of its session: the session feeds it client events
+and takes its engine jobs and events with the same contract (`sessions/base.py`).
 
 Decoding re-transcribes the item every `chunk_seconds` of new audio "as one engine
 request whose assistant turn is prefilled with the previous hypothesis minus its
@@ -68,11 +68,15 @@ class SpeechFront:
         config: SessionConfig,
         vad_factory: Callable[[], SpeechProbability] | None,
         emit: Callable[[SpeechEvent], None],
+        *,
+        turn_model_factory: Callable[[], turns.TurnCompletion] | None = None,
     ) -> None:
         self.session_id = session_id
         self.engine = engine
         self.config = config
         self._vad_factory = vad_factory
+        #: semantic_vad's end-of-turn model (None: the server has none, semantic_vad is refused).
+        self._turn_model_factory = turn_model_factory
         self._emit = emit
         self._input = AudioInput(config.input_rate)
         self._segmenter: turns.TurnSegmenter | None = None
@@ -106,6 +110,11 @@ class SpeechFront:
             )
         if new.turn_detection is not None and self._vad_factory is None:
             raise InvalidValue("This server has no VAD model; turn_detection must be null.")
+        if isinstance(new.turn_detection, turns.SemanticVADConfig) and self._turn_model_factory is None:
+            raise InvalidValue(
+                "This server has no turn model; use turn_detection 'server_vad' or null.",
+                param="session.turn_detection.type",
+            )
         old = self.config
         self.config = new
         if new.input_rate != old.input_rate:
@@ -137,6 +146,8 @@ class SpeechFront:
         tail = self._input.drain()
         if self._segmenter is not None:
             self._segment(tail)
+            # Speech held short of min_speech_ms counts too: the client says the buffer is a turn.
+            self._apply(self._segmenter.open_candidate())
             # The client ended the turn: what follows is a new one.
             self._segmenter.reset()
         elif self._item is not None:
@@ -162,19 +173,26 @@ class SpeechFront:
             self._item = None
         self._emit(Cleared())
 
-    # -- server VAD ----------------------------------------------------------
+    # -- turn detection ------------------------------------------------------
 
     def _make_segmenter(self) -> None:
         vad = self.config.turn_detection
         if vad is None or self._vad_factory is None:
             self._segmenter = None
             return
+        factory = self._turn_model_factory
+        turn_model = factory() if isinstance(vad, turns.SemanticVADConfig) and factory else None
         offset = self._segmenter.position if self._segmenter is not None else 0
-        self._segmenter = turns.TurnSegmenter(vad, self._vad_factory(), SAMPLE_RATE, offset_samples=offset)
+        self._segmenter = turns.TurnSegmenter(
+            vad, self._vad_factory(), SAMPLE_RATE, offset_samples=offset, turn_model=turn_model
+        )
 
     def _segment(self, audio: Any) -> None:
         assert self._segmenter is not None
-        for op in self._segmenter.push(audio):
+        self._apply(self._segmenter.push(audio))
+
+    def _apply(self, ops: list[turns.TurnOp]) -> None:
+        for op in ops:
             if isinstance(op, turns.SpeechStarted):
                 item = self._open_item()
                 self._emit(SpeechStarted(audio_start_ms=op.audio_start_ms, item_id=item.item_id))
@@ -227,7 +245,7 @@ class SpeechFront:
         self._emit(Committed(item_id=item.item_id, previous_item_id=item.previous_item_id))
 
     def buffer_empty(self) -> bool:
-        in_turn = self._segmenter is not None and self._segmenter.in_speech
+        in_turn = self._segmenter is not None and self._segmenter.holding
         return (self._item is None or self._item.clock == 0) and not in_turn and not self._input.carry
 
     # -- decode work ------------------------------------------------------------

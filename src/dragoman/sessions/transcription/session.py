@@ -32,6 +32,7 @@ from dragoman.sessions.transcription.events import (
     SessionConfigured,
     UpdateSession,
 )
+from dragoman.streaming.turns import TurnCompletion
 
 
 class TranscriptionSession:
@@ -41,11 +42,19 @@ class TranscriptionSession:
         engine: EngineProfile,
         config: SessionConfig,
         vad_factory: Callable[[], SpeechProbability] | None = None,
+        turn_model_factory: Callable[[], TurnCompletion] | None = None,
     ) -> None:
         self.session_id = session_id
         self.engine = engine
         self._events: list[ServerEvent] = []
-        self.front = SpeechFront(session_id, engine, config, vad_factory, self._events.append)
+        self.front = SpeechFront(
+            session_id,
+            engine,
+            config,
+            vad_factory,
+            self._events.append,
+            turn_model_factory=turn_model_factory,
+        )
         self._emit(self._configured(created=True))
 
     @property

@@ -77,6 +77,7 @@ async def serve_transcription(
         engine=profile,
         config=SessionConfig.defaults(settings, default_input_rate(parser.generation)),
         vad_factory=service.vad_factory(),
+        turn_model_factory=service.turn_model_factory(),
     )
     session_log = log.bind(session=session.session_id)
     session_log.info("session opened", generation=parser.generation.value)

@@ -1,0 +1,177 @@
+"""TTS round trip: speak English sentences with each voice, transcribe them back: `python -m bench.tts_roundtrip`.
+
+    --voices hibari,joe,espeak-en     catalog voice names (default: the three English voices)
+    --sentences 20                    FLORES-200 devtest English sentences (../shared/eval)
+    --max-chars 200                   skip longer sentences (Whisper's window is 30 s)
+    --asr-model whisper-base          the project's STT that scores the speech
+
+Each sentence goes through the shared `Speaker` (the server's path, resampled to 16 kHz
+PCM16), then one Whisper call with the language fixed to en; WER over normalised text
+(bench/textnorm.py). RTF is synthesis time over audio time; time to first chunk is from
+the call to the first PCM bytes. Backends use one onnxruntime thread each, the TTS
+settings' default outside the server. Progress to stderr, the table to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bench.asr_load import percentile
+from bench.asr_streaming import table
+from bench.audio import EVAL
+from bench.textnorm import wer
+from dragoman.config import ASRSettings, TTSSettings, load_settings
+from dragoman.cpu import cpu_info
+from dragoman.engines.asr.base import ASREngine, StepRequest, StepResult
+from dragoman.engines.registry import create_asr_engine
+from dragoman.engines.tts.speaker import Speaker
+from dragoman.engines.workers import CancelToken
+from dragoman.logs import configure as configure_logs
+
+RATE = 16_000
+FLORES = EVAL / "mt" / "flores200_devtest_first100_en-de-it-zh.tsv"
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def english_sentences(n: int, max_chars: int) -> list[str]:
+    with FLORES.open(encoding="utf-8", newline="") as handle:
+        rows = csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
+        texts = [row["eng_Latn"].strip() for row in rows]
+    return [t for t in texts if len(t) <= max_chars][:n]
+
+
+@dataclass
+class VoiceRun:
+    voice: str
+    backend: str
+    load_seconds: float
+    hypotheses: list[str] = field(default_factory=list)
+    synth_seconds: list[float] = field(default_factory=list)
+    audio_seconds: list[float] = field(default_factory=list)
+    first_chunk: list[float] = field(default_factory=list)
+
+
+def speak(speaker: Speaker, voice: str, text: str) -> tuple[bytes, float, float]:
+    """PCM16 at 16 kHz, seconds to the first chunk, seconds in all."""
+    chunks: list[bytes] = []
+    first: list[float] = []
+    started = time.perf_counter()
+
+    def emit(data: bytes) -> None:
+        if not first:
+            first.append(time.perf_counter() - started)
+        chunks.append(data)
+
+    speaker.synthesize(voice, text, 1.0, CancelToken(), emit, RATE)
+    total = time.perf_counter() - started
+    return b"".join(chunks), first[0] if first else float("nan"), total
+
+
+def transcribe(asr: ASREngine, pcm16: bytes) -> str:
+    audio = (np.frombuffer(pcm16, dtype="<i2") / np.float32(32768)).astype(np.float32)
+    (result,) = asr.transcribe_batch([StepRequest(audio, language="en")])
+    if not isinstance(result, StepResult):
+        raise result
+    return result.text
+
+
+def run_voice(speaker: Speaker, asr: ASREngine, voice: str, sentences: Sequence[str]) -> VoiceRun:
+    backend = speaker.catalog.voice_for(voice).backend
+    began = time.perf_counter()
+    speaker.engine(backend)  # load and warm outside the timings
+    run = VoiceRun(voice, backend, time.perf_counter() - began)
+    for text in sentences:
+        pcm, first, total = speak(speaker, voice, text)
+        run.first_chunk.append(first)
+        run.synth_seconds.append(total)
+        run.audio_seconds.append(len(pcm) / 2 / RATE)
+        run.hypotheses.append(transcribe(asr, pcm))
+    log(f"{voice}: {sum(run.audio_seconds):.0f} s of speech in {sum(run.synth_seconds):.1f} s")
+    return run
+
+
+def report(runs: list[VoiceRun], sentences: list[str], asr_model: str) -> None:
+    print("## TTS round trip (English)\n")
+    load = os.getloadavg()
+    print(
+        f"{len(sentences)} FLORES-200 devtest English sentences (≤ {max(map(len, sentences))} characters), "
+        f"each spoken through the `Speaker` at 16 kHz and transcribed by {asr_model} (int8, language en). "
+        f"{cpu_info().describe()}; load average at start {load[0]:.2f}; Python {platform.python_version()}; "
+        f"{time.strftime('%Y-%m-%d %H:%M')}.\n"
+    )
+    rows: list[list[object]] = []
+    for run in runs:
+        audio = sum(run.audio_seconds)
+        rows.append(
+            [
+                run.voice,
+                run.backend,
+                f"{100 * wer(sentences, run.hypotheses):.1f} %",
+                sum(run.synth_seconds) / audio if audio else float("nan"),
+                1000 * percentile(run.first_chunk, 50),
+                1000 * percentile(run.first_chunk, 95),
+                audio / len(sentences),
+                run.load_seconds,
+            ]
+        )
+    print(
+        table(
+            [
+                "voice",
+                "backend",
+                "round-trip WER",
+                "RTF",
+                "first chunk p50 ms",
+                "first chunk p95 ms",
+                "s of audio per sentence",
+                "load + warm-up s",
+            ],
+            rows,
+        )
+    )
+    print("\n<details><summary>worst sentences per voice</summary>\n")
+    for run in runs:
+        scored = sorted(
+            ((wer([ref], [hyp]), ref, hyp) for ref, hyp in zip(sentences, run.hypotheses, strict=True)),
+            reverse=True,
+        )[:3]
+        for score, ref, hyp in scored:
+            print(f"- {run.voice} ({100 * score:.0f} %): {ref!r} -> {hyp!r}")
+    print("\n</details>")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.tts_roundtrip", description=__doc__.split("\n")[0])
+    parser.add_argument("--voices", default="hibari,joe,espeak-en")
+    parser.add_argument("--sentences", type=int, default=20)
+    parser.add_argument("--max-chars", type=int, default=200)
+    parser.add_argument("--asr-model", default="whisper-base")
+    args = parser.parse_args(argv)
+    configure_logs(level="warning")
+    settings = load_settings()
+    sentences = english_sentences(args.sentences, args.max_chars)
+    log(f"{len(sentences)} sentences; loading {args.asr_model}")
+    asr = create_asr_engine(ASRSettings(model=args.asr_model), settings.cache_dir)
+    asr.warm_up()
+    speaker = Speaker(TTSSettings(), settings.cache_dir)
+    runs = [run_voice(speaker, asr, voice, sentences) for voice in args.voices.split(",")]
+    report(runs, sentences, args.asr_model)
+    speaker.close()
+    asr.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,216 @@
+"""One llama.cpp model with a one-sequence context, through llama-cpp-python's low-level API.
+
+The high-level `Llama` class keeps one token history per context and generates
+with one sampler for the whole reply; the voice agent needs more: swapping
+conversations' KV caches in and out (`snapshot`/`restore`), cutting the sequence
+back to any position, and switching to a grammar sampler in the middle of a reply
+when a tool call begins. So the engine drives decode and sampling itself, through
+the `llama_cpp._internals` wrappers for model and context and the C API for the rest.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import llama_cpp
+from llama_cpp import _internals
+from llama_cpp._logger import set_verbose
+
+from dragoman.engines.workers import CancelToken
+from dragoman.errors import EngineFailure, ModelUnavailable
+
+#: Prompt tokens per llama_decode call: cancellation is checked between chunks. Measured on
+#: 2 cores, prefill ran at about 150 tok/s with chunks of 256 or 512 and lost a fifth at 128.
+PREFILL_CHUNK = 256
+#: Sampling of a non-greedy reply (llama.cpp's defaults).
+TOP_K, TOP_P, MIN_P = 40, 0.95, 0.05
+
+_backend_ready = False
+
+
+class Sampler:
+    """A llama.cpp sampler chain: optional grammar, then greedy or temperature sampling."""
+
+    def __init__(
+        self,
+        runtime: LlamaRuntime,
+        *,
+        temperature: float,
+        seed: int,
+        grammar: str | None,
+        banned: Sequence[int] = (),
+    ) -> None:
+        chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+        self._chain = chain
+        if banned:
+            biases = (llama_cpp.llama_logit_bias * len(banned))()
+            for slot, token in zip(biases, banned, strict=True):
+                slot.token, slot.bias = token, float("-inf")
+            llama_cpp.llama_sampler_chain_add(
+                chain, llama_cpp.llama_sampler_init_logit_bias(runtime.n_vocab, len(banned), biases)
+            )
+        if grammar is not None:
+            constrained = llama_cpp.llama_sampler_init_grammar(
+                runtime.vocab, grammar.encode("utf-8"), b"root"
+            )
+            if not constrained:
+                self.close()
+                raise EngineFailure("llama.cpp rejected the tool-call grammar")
+            llama_cpp.llama_sampler_chain_add(chain, constrained)
+        if temperature <= 0:
+            llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_greedy())
+        else:
+            for stage in (
+                llama_cpp.llama_sampler_init_top_k(TOP_K),
+                llama_cpp.llama_sampler_init_top_p(TOP_P, 1),
+                llama_cpp.llama_sampler_init_min_p(MIN_P, 1),
+                llama_cpp.llama_sampler_init_temp(temperature),
+                llama_cpp.llama_sampler_init_dist(seed),
+            ):
+                llama_cpp.llama_sampler_chain_add(chain, stage)
+        self._ctx = runtime.ctx
+
+    def sample(self) -> int:
+        """The next token from the last decoded position's logits; the chain accepts it."""
+        return int(llama_cpp.llama_sampler_sample(self._chain, self._ctx, -1))
+
+    def close(self) -> None:
+        if self._chain is not None:
+            llama_cpp.llama_sampler_free(self._chain)
+            self._chain = None
+
+
+class LlamaRuntime:
+    """A GGUF model and its context of `context_tokens`, all in sequence 0."""
+
+    def __init__(self, path: Path, *, context_tokens: int, threads: int, batch: int = 512) -> None:
+        global _backend_ready
+        set_verbose(False)  # llama.cpp logs every load to stderr otherwise
+        if not _backend_ready:
+            llama_cpp.llama_backend_init()
+            _backend_ready = True
+        try:
+            self._model = _internals.LlamaModel(
+                path_model=str(path), params=llama_cpp.llama_model_default_params(), verbose=False
+            )
+        except ValueError as exc:
+            raise ModelUnavailable(f"llama.cpp cannot load the GGUF model {path}: {exc}") from exc
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = context_tokens
+        params.n_batch = params.n_ubatch = min(batch, context_tokens)
+        params.n_seq_max = 1
+        params.n_threads = params.n_threads_batch = threads
+        params.no_perf = True
+        try:
+            self._context = _internals.LlamaContext(model=self._model, params=params, verbose=False)
+        except ValueError as exc:
+            _close(self._model)
+            raise EngineFailure(f"llama.cpp cannot create a context of {context_tokens} tokens") from exc
+        self.ctx = self._context.ctx
+        self.vocab = self._model.vocab
+        self.memory = llama_cpp.llama_get_memory(self.ctx)
+        self.n_ctx = int(llama_cpp.llama_n_ctx(self.ctx))
+        self.batch_size = int(params.n_batch)
+        self.threads = threads
+        self._batch = llama_cpp.llama_batch_init(self.batch_size, 0, 1)
+        self.metadata = self._model.metadata()
+        self.n_params = int(self._model.n_params())
+        self.n_vocab = int(self._model.n_vocab())
+
+    # -- vocabulary ---------------------------------------------------------------------
+
+    def tokenize(self, text: str) -> list[int]:
+        """Tokens of a rendered prompt: special tokens written as text (`<|im_start|>`) are parsed."""
+        return list(
+            self._model.tokenize(text.encode("utf-8"), add_bos=self._model.add_bos_token(), special=True)
+        )
+
+    def tokenize_plain(self, text: str) -> list[int]:
+        """Tokens of a piece of text inside a reply, with no BOS."""
+        return list(self._model.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def piece(self, token: int) -> bytes:
+        """The token's bytes as text; control tokens (`<|im_end|>`) are empty."""
+        size = 64
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, size, 0, False)
+            if n >= 0:
+                return buf.raw[:n]
+            size = -n
+
+    def token_text(self, token: int) -> str:
+        return str(self._model.token_get_text(token))
+
+    def is_eog(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
+
+    # -- the sequence ---------------------------------------------------------------------
+
+    def decode(self, tokens: Sequence[int], start: int, cancel: CancelToken | None = None) -> int:
+        """Put `tokens` at positions `start`.. of the sequence; returns how many went in.
+
+        Fewer than all only when `cancel` was set between chunks. Logits are kept for the
+        last token only: it is the one sampled from.
+        """
+        done = 0
+        batch = self._batch
+        while done < len(tokens):
+            if cancel is not None and cancel.cancelled:
+                break
+            chunk = tokens[done : done + min(PREFILL_CHUNK, self.batch_size)]
+            batch.n_tokens = len(chunk)
+            for i, token in enumerate(chunk):
+                batch.token[i] = token
+                batch.pos[i] = start + done + i
+                batch.n_seq_id[i] = 1
+                batch.seq_id[i][0] = 0
+                batch.logits[i] = i == len(chunk) - 1
+            code = llama_cpp.llama_decode(self.ctx, batch)
+            if code != 0:
+                raise EngineFailure(f"llama_decode returned {code} at position {start + done}")
+            done += len(chunk)
+        return done
+
+    def truncate(self, length: int) -> None:
+        """Keep positions 0..length-1 of the sequence."""
+        llama_cpp.llama_memory_seq_rm(self.memory, 0, length, -1)
+
+    def snapshot(self) -> bytearray:
+        """The sequence's keys and values, to `restore` later."""
+        size = int(llama_cpp.llama_state_seq_get_size(self.ctx, 0))
+        data = bytearray(size)
+        buf = (ctypes.c_uint8 * size).from_buffer(data)
+        written = int(llama_cpp.llama_state_seq_get_data(self.ctx, buf, size, 0))
+        if written != size:
+            raise EngineFailure(f"llama.cpp wrote {written} of {size} bytes of sequence state")
+        return data
+
+    def restore(self, data: bytearray) -> None:
+        """Replace the sequence with a `snapshot`."""
+        self.truncate(0)
+        buf = (ctypes.c_uint8 * len(data)).from_buffer(data)
+        if int(llama_cpp.llama_state_seq_set_data(self.ctx, buf, len(data), 0)) == 0:
+            self.truncate(0)
+            raise EngineFailure("llama.cpp could not restore a conversation's KV cache")
+
+    def sampler(
+        self, *, temperature: float, seed: int, grammar: str | None = None, banned: Sequence[int] = ()
+    ) -> Sampler:
+        """Greedy at temperature 0; `banned` tokens are never sampled."""
+        return Sampler(self, temperature=temperature, seed=seed, grammar=grammar, banned=banned)
+
+    def close(self) -> None:
+        if self._batch is not None:
+            llama_cpp.llama_batch_free(self._batch)
+            self._batch = None
+        _close(self._context)
+        _close(self._model)
+
+
+def _close(resource: Any) -> None:
+    # llama-cpp-python leaves close() unannotated.
+    resource.close()

@@ -1,0 +1,191 @@
+"""The voice catalog: the names clients use -> (backend, the backend's voice, language).
+
+Three kinds of names:
+- the local voices: "hibari" (US English, female), "joe" (US English, male) and
+  "espeak-<language>" for each espeak-ng language offered here ("espeak-de", "espeak-zh");
+- OpenAI's voice names ("alloy", "cedar", ...), so a client written for OpenAI still
+  gets speech: each is mapped to a local English voice, the brighter ones to hibari and
+  the deeper ones to joe;
+- nothing at all: the configured default voice (`TTSSettings.voice`).
+
+A request for a language the chosen voice does not speak gets a voice that does: a
+neural one where one is loaded (only English today), else espeak-ng's, which is the only
+voice for German, Italian and Chinese. The catalog needs no model: which backends are
+loaded is the settings' business, and their voices are simply absent when they are not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from dragoman.errors import ConfigError, InvalidValue
+
+#: The field of the Realtime session a voice name comes from.
+VOICE_PARAM = "session.audio.output.voice"
+LANGUAGE_PARAM = "language"
+
+HIBARI = "hibari"
+PIPER = "piper"
+ESPEAK = "espeak-ng"
+BACKENDS: tuple[str, ...] = (HIBARI, PIPER, ESPEAK)
+
+#: The voice a session gets when it names none: hibari, which transcribed back with a
+#: lower WER than joe at a tenth of its compute (bench/tts_roundtrip.py).
+DEFAULT_VOICE = "hibari"
+
+#: ISO 639-1 -> espeak-ng voice, for the languages offered as "espeak-<code>".
+ESPEAK_VOICES: dict[str, str] = {
+    "en": "en-us",
+    "de": "de",
+    "it": "it",
+    "zh": "cmn",
+    "fr": "fr",
+    "es": "es",
+    "pt": "pt",
+    "nl": "nl",
+    "pl": "pl",
+    "ru": "ru",
+    "uk": "uk",
+    "cs": "cs",
+    "sv": "sv",
+    "da": "da",
+    "fi": "fi",
+    "el": "el",
+    "tr": "tr",
+    "ro": "ro",
+    "hu": "hu",
+    "ja": "ja",
+    "ko": "ko",
+    "hi": "hi",
+    "ar": "ar",
+    "he": "he",
+    "vi": "vi",
+}
+
+#: OpenAI's voices -> the local voice that serves each.
+OPENAI_VOICES: dict[str, str] = {
+    "alloy": "hibari",
+    "coral": "hibari",
+    "sage": "hibari",
+    "shimmer": "hibari",
+    "marin": "hibari",
+    "ash": "joe",
+    "ballad": "joe",
+    "echo": "joe",
+    "verse": "joe",
+    "cedar": "joe",
+}
+
+#: Languages written differently by clients -> ISO 639-1.
+_LANGUAGE_ALIASES = {"cmn": "zh", "zho": "zh", "eng": "en", "deu": "de", "ger": "de", "ita": "it"}
+
+
+@dataclass(frozen=True)
+class Voice:
+    #: The name clients use.
+    name: str
+    #: The registry name of the backend that speaks it.
+    backend: str
+    #: The backend's own voice name (SpeechRequest.voice).
+    backend_voice: str
+    #: ISO 639-1.
+    language: str
+
+    @property
+    def neural(self) -> bool:
+        return self.backend != ESPEAK
+
+
+LOCAL_VOICES: tuple[Voice, ...] = (
+    Voice("hibari", HIBARI, "heart", "en"),
+    Voice("joe", PIPER, "en_US-joe-medium", "en"),
+    *(Voice(f"espeak-{code}", ESPEAK, voice, code) for code, voice in ESPEAK_VOICES.items()),
+)
+
+
+def normalize_language(language: str | None) -> str | None:
+    """ "en-US" -> "en", "zh-Hans"/"cmn" -> "zh"; None and "" stay None (any language)."""
+    if not language:
+        return None
+    primary = language.strip().replace("_", "-").split("-")[0].lower()
+    return _LANGUAGE_ALIASES.get(primary, primary) or None
+
+
+class VoiceCatalog:
+    """The voices of the loaded backends, by the names clients use."""
+
+    def __init__(self, backends: Iterable[str] = BACKENDS, default: str = DEFAULT_VOICE) -> None:
+        enabled = set(backends)
+        unknown = enabled - set(BACKENDS)
+        if unknown:
+            raise ConfigError(f"unknown TTS backends {sorted(unknown)}; known: {', '.join(BACKENDS)}")
+        self._voices = {v.name: v for v in LOCAL_VOICES if v.backend in enabled}
+        if not self._voices:
+            raise ConfigError("no TTS backend is enabled; choose from " + ", ".join(BACKENDS))
+        english = [v for v in self._voices.values() if v.language == "en"]
+        # English neural voices first, so an OpenAI name never lands on espeak-ng while one is loaded.
+        english.sort(key=lambda v: not v.neural)
+        aliases: dict[str, Voice] = {}
+        for alias, target in OPENAI_VOICES.items():
+            voice = self._voices.get(target) or (english[0] if english else None)
+            if voice is not None:
+                aliases[alias] = voice
+        self._aliases = aliases
+        if default not in self._voices and default not in self._aliases:
+            raise ConfigError(
+                f"the default TTS voice {default!r} is not among the loaded voices: {', '.join(self.names)}"
+            )
+        self.default = self._voices.get(default) or self._aliases[default]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name a client may use, local voices first."""
+        return (*self._voices, *self._aliases)
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        """The backends the catalog's voices need, in BACKENDS order."""
+        used = {v.backend for v in self._voices.values()}
+        return tuple(b for b in BACKENDS if b in used)
+
+    def voice_for(self, name: str | None, language: str | None = None) -> Voice:
+        """The voice to speak `language` (None: the voice's own) with, for the name a client gave.
+
+        Raises InvalidValue for a name that is no voice here, or a language no loaded voice speaks.
+        """
+        if name:
+            voice = self._voices.get(name) or self._aliases.get(name)
+            if voice is None:
+                raise InvalidValue(
+                    f"unknown voice {name[:40]!r}; known voices: {', '.join(self.names)}", param=VOICE_PARAM
+                )
+        else:
+            voice = self.default
+        wanted = normalize_language(language)
+        if wanted is None or wanted == voice.language:
+            return voice
+        return self._voice_speaking(wanted, language or "")
+
+    def _voice_speaking(self, language: str, asked: str) -> Voice:
+        # The default if it speaks it, then any neural voice, then espeak-ng's.
+        candidates = [self.default, *self._voices.values()]
+        speaking = [v for v in candidates if v.language == language]
+        speaking.sort(key=lambda v: not v.neural)  # stable: the default stays first among equals
+        if not speaking:
+            known = sorted({v.language for v in self._voices.values()})
+            raise InvalidValue(
+                f"no voice here speaks {asked[:20]!r}; languages: {', '.join(known)}", param=LANGUAGE_PARAM
+            )
+        return speaking[0]
+
+
+_DEFAULT_CATALOG: VoiceCatalog | None = None
+
+
+def voice_for(name: str | None, language: str | None = None) -> Voice:
+    """`VoiceCatalog().voice_for`: every backend loaded, the default voice."""
+    global _DEFAULT_CATALOG
+    if _DEFAULT_CATALOG is None:
+        _DEFAULT_CATALOG = VoiceCatalog()
+    return _DEFAULT_CATALOG.voice_for(name, language)

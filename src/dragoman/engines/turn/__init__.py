@@ -1,0 +1,1 @@
+"""End-of-turn models: P(the user has finished their turn) from the turn's audio (semantic_vad)."""

@@ -1,0 +1,186 @@
+"""The voice agent's service: its shared engines, their workers, the pool and the counters.
+
+The agent listens with the transcription service's engine (its Whisper, its
+batching worker and its VAD), so an agent session's turns batch with
+transcription sessions' steps. It adds the LLM and the TTS voices, each loaded once
+behind a serial worker that every session takes turns on, and the pool of
+pipeline units that bounds the sessions (`pool.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from dragoman.config import AgentSettings, LLMSettings, TTSSettings
+from dragoman.engines.llm.base import ChatRequest, Finished, LLMEngine
+from dragoman.engines.registry import create_llm_engine
+from dragoman.engines.tts.speaker import Speaker
+from dragoman.engines.workers import Priority, SerialWorker, Streamed
+from dragoman.logs import get_logger
+from dragoman.sessions.agent.config import AgentConfig
+from dragoman.sessions.agent.jobs import ASR, LLM, TTS, SpeakRequest
+from dragoman.sessions.agent.limits import AgentLimits
+from dragoman.sessions.agent.session import AgentSession
+from dragoman.sessions.speech.config import SessionConfig
+from dragoman.transports.driver import Lane
+from dragoman.transports.pool import PipelinePool
+from dragoman.transports.services import TranscriptionService
+
+log = get_logger(__name__)
+
+#: Counters of `GET /v1/usage`, in the order shown.
+USAGE_COUNTERS = (
+    "sessions_opened",
+    "sessions_refused",
+    "responses",
+    "responses_cancelled",
+    "barge_ins",
+    "tool_calls",
+    "llm_input_tokens",
+    "llm_output_tokens",
+    "llm_cached_tokens",
+    "output_audio_seconds",
+)
+
+
+class AgentService:
+    name = "agent"
+
+    def __init__(
+        self,
+        agent: AgentSettings,
+        llm: LLMSettings,
+        tts: TTSSettings,
+        cache_dir: Path,
+        transcription: TranscriptionService,
+    ) -> None:
+        self.settings = agent
+        self.llm_settings = llm
+        self.tts_settings = tts
+        self.cache_dir = cache_dir
+        self.transcription = transcription
+        self.llm: LLMEngine | None = None
+        self.speaker: Speaker | None = None
+        self.llm_worker: SerialWorker[Streamed[ChatRequest], Finished] | None = None
+        self.tts_worker: SerialWorker[Streamed[SpeakRequest], None] | None = None
+        self.pool = PipelinePool(agent.num_pipelines)
+        self.usage: defaultdict[str, float] = defaultdict(float)
+        self._housekeeping: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        began = time.perf_counter()
+        llm = await asyncio.to_thread(create_llm_engine, self.llm_settings, self.cache_dir)
+        speaker = Speaker(self.tts_settings, self.cache_dir)
+        try:
+            await asyncio.to_thread(llm.warm_up)
+            await asyncio.to_thread(speaker.load)
+        except BaseException:
+            llm.close()
+            speaker.close()
+            raise
+        self.llm, self.speaker = llm, speaker
+        self.llm_worker = SerialWorker(
+            lambda call: llm.stream(call.request, call.cancel, call.emit), name="llm"
+        )
+        self.tts_worker = SerialWorker(lambda call: _speak(speaker, call), name="tts")
+        log.info(
+            "agent ready",
+            llm=llm.describe().as_dict(),
+            voices=[info.as_dict() for info in speaker.describe()],
+            default_voice=speaker.catalog.voice_for(None).name,
+            pipelines=self.settings.num_pipelines,
+            seconds=round(time.perf_counter() - began, 2),
+        )
+
+    # -- sessions ------------------------------------------------------------------
+
+    def new_session(self, session_id: str, input_rate: int) -> AgentSession:
+        profile, speaker = self.transcription.profile, self.speaker
+        assert profile is not None and speaker is not None and self.llm is not None, "served once started"
+        speech = SessionConfig.defaults(self.transcription.settings, input_rate)
+        limits = AgentLimits(
+            model_name=self.llm.name,
+            speech=speech,
+            context_chars=self.settings.context_chars,
+            max_output_tokens=self.settings.max_output_tokens,
+        )
+        config = AgentConfig(instructions=self.settings.instructions, input_rate=input_rate)
+        return AgentSession(
+            session_id,
+            profile,
+            config,
+            limits,
+            vad_factory=self.transcription.vad_factory(),
+            voices=lambda name: speaker.voice(name).name,
+            turn_model_factory=self.transcription.turn_model_factory(),
+        )
+
+    def lanes(self) -> dict[str, Lane]:
+        asr, llm, tts = self.transcription.worker, self.llm_worker, self.tts_worker
+        assert asr is not None and llm is not None and tts is not None, "served once started"
+        # The user is waiting on every stage of an agent's turn.
+        return {
+            ASR: Lane(asr, Priority.INTERACTIVE),
+            LLM: Lane(llm, Priority.INTERACTIVE),
+            TTS: Lane(tts, Priority.INTERACTIVE),
+        }
+
+    def session_ended(self, session: AgentSession) -> None:
+        """Count what the session did, and drop its conversation's LLM cache."""
+        for key, value in session.stats.items():
+            self.usage[key] += value
+        self._forget(session.session_id)
+
+    def _forget(self, conversation: str) -> None:
+        worker, llm = self.llm_worker, self.llm
+        if worker is None or llm is None:
+            return
+
+        async def drop() -> None:
+            async with worker.turn(Priority.BACKGROUND) as slot:
+                await slot.call(lambda: llm.forget(conversation))
+
+        task = asyncio.create_task(drop(), name=f"llm-forget-{conversation}")
+        self._housekeeping.add(task)
+        task.add_done_callback(self._housekeeping.discard)
+
+    def usage_report(self) -> dict[str, Any]:
+        counters = {key: round(self.usage[key], 3) for key in USAGE_COUNTERS}
+        return {"object": "usage", "counters": counters, "pool": self.pool.snapshot()}
+
+    # -- the service ---------------------------------------------------------------
+
+    def model_names(self) -> list[str]:
+        return [self.llm.name] if self.llm is not None else []
+
+    def engines(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        if self.llm is not None:
+            out.append({"service": "agent", "role": "llm"} | self.llm.describe().as_dict())
+        if self.speaker is not None:
+            out += [{"service": "agent", "role": "tts"} | info.as_dict() for info in self.speaker.describe()]
+        return out
+
+    async def close(self) -> None:
+        for task in list(self._housekeeping):
+            task.cancel()
+        for worker in (self.llm_worker, self.tts_worker):
+            if worker is not None:
+                await worker.close()
+        if self.llm is not None:
+            with contextlib.suppress(Exception):
+                self.llm.close()
+        if self.speaker is not None:
+            with contextlib.suppress(Exception):
+                self.speaker.close()
+        self.llm = self.speaker = self.llm_worker = self.tts_worker = None
+
+
+def _speak(speaker: Speaker, call: Streamed[SpeakRequest]) -> None:
+    request = call.request
+    speaker.synthesize(request.voice, request.text, request.speed, call.cancel, call.emit, request.rate)

@@ -1,0 +1,132 @@
+"""The remote LLM backends against a real OpenAI-compatible server: llama-cpp-python's own.
+
+`python -m llama_cpp.server` serves the packaged 0.5B GGUF on a free loopback port.
+It has `/v1/chat/completions` (tool calls parsed by the server only for a forced
+tool; with "auto" they come back as the model's markup in the text, which the
+backend parses) but no `/v1/responses`, so the responses backend is checked only
+for failing cleanly there.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from dragoman.config import LLMSettings
+from dragoman.engines.llm.base import (
+    ChatMessage,
+    ChatRequest,
+    ForcedTool,
+    LLMEngine,
+    LLMPiece,
+    TextPiece,
+    ToolCallPiece,
+)
+from dragoman.engines.llm.chat_completions import ChatCompletionsEngine
+from dragoman.engines.llm.remote import LLMServerError
+from dragoman.engines.llm.responses import ResponsesEngine
+from dragoman.engines.workers import CancelToken
+from dragoman.weights import resolve
+from tests.engine.test_llm_llama_cpp import HANG_UP, MARKUP, SYSTEM, WEATHER
+
+pytestmark = pytest.mark.engine
+
+#: Loading the model and the first request take seconds; a busy 2-core machine makes it minutes.
+START_TIMEOUT_S = 300.0
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def base_url(cache_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    model = resolve("qwen2.5-0.5b-instruct-gguf", cache_dir)
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("llama-server") / "server.log"
+    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model)]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--n_threads", "2", "--n_ctx", "4096"]
+    with log_path.open("wb") as log:
+        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if server.poll() is not None:
+                pytest.fail(
+                    f"llama_cpp.server exited with {server.returncode}:\n{log_path.read_text()[-3000:]}"
+                )
+            try:
+                with urllib.request.urlopen(f"{url}/models", timeout=5) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"llama_cpp.server did not start:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+@pytest.fixture(scope="module")
+def engine(base_url: str) -> Iterator[ChatCompletionsEngine]:
+    # No remote_model: the backend asks the server for its model.
+    built = ChatCompletionsEngine(LLMSettings(backend="chat-completions", base_url=base_url, timeout_s=600))
+    yield built
+    built.close()
+
+
+def run(engine: LLMEngine, request: ChatRequest) -> tuple[list[LLMPiece], str]:
+    pieces: list[LLMPiece] = []
+    finished = engine.stream(request, CancelToken(), pieces.append)
+    text = "".join(p.text for p in pieces if isinstance(p, TextPiece))
+    assert not MARKUP.search(text), text
+    assert finished.reason != "cancelled"
+    return pieces, text
+
+
+def test_streams_text(engine: ChatCompletionsEngine) -> None:
+    assert isinstance(engine, LLMEngine)
+    pieces, text = run(engine, ChatRequest((SYSTEM, ChatMessage("user", "What is the capital of France?"))))
+    assert "Paris" in text
+    assert len(pieces) > 2 and all(isinstance(p, TextPiece) for p in pieces)  # streamed, not whole
+
+
+@pytest.mark.parametrize("choice", ["auto", ForcedTool("get_weather")])
+def test_streams_a_tool_call(engine: ChatCompletionsEngine, choice: object) -> None:
+    question = ChatMessage("user", "What's the weather like in Paris right now?")
+    request = ChatRequest((SYSTEM, question), tools=(WEATHER, HANG_UP), tool_choice=choice)  # type: ignore[arg-type]
+    pieces, _ = run(engine, request)
+    calls = [p.call for p in pieces if isinstance(p, ToolCallPiece)]
+    assert calls and calls[0].name == "get_weather" and calls[0].call_id
+    arguments = json.loads(calls[0].arguments)
+    jsonschema.validate(arguments, WEATHER.parameters)
+    assert "paris" in arguments["city"].lower()
+
+
+def test_the_responses_backend_fails_cleanly_where_the_server_lacks_the_api(base_url: str) -> None:
+    engine = ResponsesEngine(LLMSettings(backend="responses", base_url=base_url, remote_model="any"))
+    try:
+        with pytest.raises(LLMServerError, match="HTTP 404") as caught:
+            engine.stream(ChatRequest((ChatMessage("user", "Hi"),)), CancelToken(), lambda piece: None)
+    finally:
+        engine.close()
+    assert "404" not in caught.value.public_message  # clients see only the generic message and id
