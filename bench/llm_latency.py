@@ -10,8 +10,8 @@
    and a question, first piece latency and whole turn, for a new conversation
    (nothing cached but the template's first tokens) and for the second turn of a
    conversation after another conversation ran in between (its KV snapshot is put
-   back, so only the new user turn is prefilled). The same with two tools offered,
-   up to the tool call.
+   back, so only the new user turn is prefilled). The same with two tools offered:
+   the first turn up to the tool call, the second the answer to the tool's result.
 
 Progress goes to stderr, markdown tables to stdout. Absolute times on a shared
 2-core machine are noisy: compare figures measured in the same run.
@@ -34,7 +34,15 @@ import llama_cpp
 
 from dragoman.config import LLMSettings, default_cache_dir
 from dragoman.cpu import cpu_info
-from dragoman.engines.llm.base import ChatMessage, ChatRequest, LLMPiece, ToolCallPiece, ToolSpec
+from dragoman.engines.llm.base import (
+    ChatMessage,
+    ChatRequest,
+    LLMPiece,
+    TextPiece,
+    ToolCall,
+    ToolCallPiece,
+    ToolSpec,
+)
 from dragoman.engines.llm.llama_cpp import LlamaCppEngine, create, default_threads
 from dragoman.engines.llm.llama_runtime import LlamaRuntime
 from dragoman.engines.workers import CancelToken
@@ -117,7 +125,7 @@ class Turn:
     input_tokens: int
     cached_tokens: int
     output_tokens: int
-    called: bool
+    calls: tuple[ToolCall, ...]
 
 
 def timed(engine: LlamaCppEngine, request: ChatRequest) -> tuple[Turn, str]:
@@ -132,10 +140,16 @@ def timed(engine: LlamaCppEngine, request: ChatRequest) -> tuple[Turn, str]:
 
     finished = engine.stream(request, CancelToken(), emit)
     total = time.perf_counter() - began
-    text = "".join(getattr(p, "text", "") for p in pieces)
-    called = any(isinstance(p, ToolCallPiece) for p in pieces)
-    turn = Turn(first[0] if first else total, total, finished.input_tokens, finished.cached_tokens,
-                finished.output_tokens, called)  # fmt: skip
+    text = "".join(p.text for p in pieces if isinstance(p, TextPiece))
+    calls = tuple(p.call for p in pieces if isinstance(p, ToolCallPiece))
+    turn = Turn(
+        first[0] if first else total,
+        total,
+        finished.input_tokens,
+        finished.cached_tokens,
+        finished.output_tokens,
+        calls,
+    )
     return turn, text
 
 
@@ -146,13 +160,19 @@ def conversation_turns(engine: LlamaCppEngine, tools: bool) -> tuple[Turn, Turn]
     key = uuid.uuid4().hex
     offered = TOOLS if tools else ()
     messages = [system, ChatMessage("user", TOOL_QUESTION if tools else QUESTION)]
-    first, text = timed(
-        engine, ChatRequest(tuple(messages), tools=offered, max_tokens=REPLY_TOKENS, conversation=key)
-    )
+    request = ChatRequest(tuple(messages), tools=offered, max_tokens=REPLY_TOKENS, conversation=key)
+    first, text = timed(engine, request)
     # Another session speaks in between: the sequence now holds its tokens.
     other = (ChatMessage("system", f"Other {uuid.uuid4().hex[:8]}."), ChatMessage("user", "Hello?"))
     timed(engine, ChatRequest(other, max_tokens=4, conversation=uuid.uuid4().hex))
-    messages += [ChatMessage("assistant", text), ChatMessage("user", FOLLOW_UP)]
+    if first.calls:
+        result = '{"temperature_celsius": 19, "sky": "sunny"}'
+        messages += [
+            ChatMessage("assistant", text, tool_calls=first.calls),
+            ChatMessage("tool", result, tool_call_id=first.calls[0].call_id),
+        ]
+    else:
+        messages += [ChatMessage("assistant", text), ChatMessage("user", FOLLOW_UP)]
     second, _ = timed(
         engine, ChatRequest(tuple(messages), tools=offered, max_tokens=REPLY_TOKENS, conversation=key)
     )
@@ -160,15 +180,21 @@ def conversation_turns(engine: LlamaCppEngine, tools: bool) -> tuple[Turn, Turn]
     return first, second
 
 
-def median_turn(turns: list[Turn]) -> Turn:
-    return Turn(
-        statistics.median(t.first_piece_s for t in turns),
-        statistics.median(t.total_s for t in turns),
-        round(statistics.median(t.input_tokens for t in turns)),
-        round(statistics.median(t.cached_tokens for t in turns)),
-        round(statistics.median(t.output_tokens for t in turns)),
-        all(t.called for t in turns),
-    )
+def summary(label: str, turns: Sequence[Turn]) -> list[object]:
+    """A table row of medians, and how many of the turns called a tool."""
+    median = statistics.median
+    input_tokens = round(median(t.input_tokens for t in turns))
+    cached = round(median(t.cached_tokens for t in turns))
+    return [
+        label,
+        input_tokens,
+        cached,
+        input_tokens - cached,
+        median(t.first_piece_s for t in turns),
+        median(t.total_s for t in turns),
+        round(median(t.output_tokens for t in turns)),
+        f"{sum(bool(t.calls) for t in turns)}/{len(turns)}",
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -202,12 +228,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         for tools in (False, True):
             log(f"engine turns, tools={tools}")
             firsts, seconds = zip(*(conversation_turns(engine, tools) for _ in range(args.runs)), strict=True)
-            for label, turn in (("new conversation", median_turn(list(firsts))),
-                                ("2nd turn, KV snapshot restored", median_turn(list(seconds)))):  # fmt: skip
-                what = "tool call" if tools else "text"
-                prefilled = turn.input_tokens - turn.cached_tokens
-                rows.append([f"{what}: {label}", turn.input_tokens, turn.cached_tokens, prefilled,
-                             turn.first_piece_s, turn.total_s, turn.output_tokens, turn.called])  # fmt: skip
+            if tools:
+                rows.append(summary("tools: question -> call, new conversation", firsts))
+                rows.append(summary("tools: tool result -> answer, KV snapshot restored", seconds))
+            else:
+                rows.append(summary("text: new conversation", firsts))
+                rows.append(summary("text: 2nd turn, KV snapshot restored", seconds))
     finally:
         engine.close()
     print("## 2. Voice-agent turns (`LlamaCppEngine.stream`)\n")
@@ -223,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "first piece s",
         "turn s",
         "output tok",
-        "called",
+        "calls",
     ]
     print(table(headers, rows))
     return 0

@@ -22,8 +22,10 @@ import pytest
 import websockets
 from openai import AsyncOpenAI
 
+from dragoman.protocol.realtime.generation import Generation
 from tests.e2e.realtime_helpers import Transcript, load_audio, read_until, reference, stream, wer
 from tests.e2e.server import Server
+from tests.unit.realtime_sdk import validate
 
 pytestmark = pytest.mark.e2e
 
@@ -379,3 +381,40 @@ async def test_malformed_events_get_errors_and_the_session_lives_on(server: Serv
         assert codes == ["unknown_or_invalid_event", "unknown_or_invalid_event", "invalid_session_type"]
         await conn.session.update(session={"type": "realtime", "instructions": "Still here."})
         await read_until(conn, log, lambda e: e["type"] == "session.updated")
+
+
+# -- the beta generation -------------------------------------------------------------------
+
+
+async def test_a_beta_client_gets_beta_event_names(server: Server) -> None:
+    """`client.beta.realtime.connect` sends `OpenAI-Beta: realtime=v1`: the answer comes as
+    `response.audio.*` and `response.audio_transcript.*`, each event valid for the beta SDK."""
+    await pool_free(server)
+    api = client(server)
+    events: list[dict[str, Any]] = []
+    async with api.beta.realtime.connect(model="dragoman-agent") as conn:
+        await conn.session.update(session={"instructions": "Answer in one short sentence."})
+        item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Say hello."}]}
+        await conn.conversation.item.create(item=item)
+        await conn.response.create()
+        async with asyncio.timeout(120):
+            while not events or events[-1]["type"] != "response.done":
+                event = json.loads(await conn.recv_bytes())
+                validate(event, Generation.BETA)
+                events.append(event)
+    names = [e["type"] for e in events]
+    assert in_order(
+        names,
+        "session.created",
+        "session.updated",
+        "conversation.item.created",
+        "response.created",
+        "response.audio.delta",
+        "response.audio.done",
+        "response.audio_transcript.done",
+        "response.done",
+    ), names
+    assert not any(name.startswith("response.output_audio") for name in names)
+    said = "".join(e["delta"] for e in events if e["type"] == "response.audio_transcript.delta")
+    (done,) = [e for e in events if e["type"] == "response.audio_transcript.done"]
+    assert said == done["transcript"] and said.strip()

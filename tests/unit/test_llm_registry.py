@@ -9,7 +9,7 @@ import pytest
 from dragoman.config import LLMSettings, load_settings
 from dragoman.engines import registry
 from dragoman.engines.llm.base import LLMEngine
-from dragoman.errors import ConfigError
+from dragoman.errors import ConfigError, ModelUnavailable
 
 
 def test_known_backends_and_defaults() -> None:
@@ -54,7 +54,5 @@ def test_a_remote_backend_needs_a_url() -> None:
 
 
 def test_a_missing_model_file_is_reported(tmp_path: Path) -> None:
-    from dragoman.errors import ModelUnavailable
-
     with pytest.raises(ModelUnavailable, match="neither a packaged model"):
         registry.create_llm_engine(LLMSettings(model=str(tmp_path / "none.gguf")), tmp_path)

@@ -5,33 +5,49 @@ batching worker and its VAD), so an agent session's turns batch with
 transcription sessions' steps. It adds the LLM and the TTS voices, each loaded once
 behind a serial worker that every session takes turns on, and the pool of
 pipeline units that bounds the sessions (`pool.py`).
+
+Each spoken response logs one `agent stages` line: when its LLM call began on the
+worker (`llm_started_at`, epoch seconds) and, in ms from then, its first token, its
+first clause as the response cuts it, and its first clause's TTS call and first audio
+chunk. The clock stays here, out of the sans-I/O session (bench/agent_latency.py reads it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from dragoman.config import AgentSettings, LLMSettings, TTSSettings
-from dragoman.engines.llm.base import ChatRequest, Finished, LLMEngine
+from dragoman.engines.llm.base import ChatRequest, Finished, LLMEngine, LLMPiece, TextPiece
 from dragoman.engines.registry import create_llm_engine
 from dragoman.engines.tts.speaker import Speaker
-from dragoman.engines.workers import Priority, SerialWorker, Streamed
+from dragoman.engines.workers import CancelToken, Priority, SerialWorker, Streamed
 from dragoman.logs import get_logger
 from dragoman.sessions.agent.config import AgentConfig
 from dragoman.sessions.agent.jobs import ASR, LLM, TTS, SpeakRequest
 from dragoman.sessions.agent.limits import AgentLimits
 from dragoman.sessions.agent.session import AgentSession
 from dragoman.sessions.speech.config import SessionConfig
+from dragoman.streaming.clauses import ClauseCutter, speakable
 from dragoman.transports.driver import Lane
 from dragoman.transports.pool import PipelinePool
 from dragoman.transports.services import TranscriptionService
 
 log = get_logger(__name__)
+
+T = TypeVar("T")
+Emit = Callable[[T], None]
+#: An engine's streaming call: the request, its cancel token, where its pieces go.
+Generate = Callable[[ChatRequest, CancelToken, Emit[LLMPiece]], Finished]
+Synthesize = Callable[[SpeakRequest, CancelToken, Emit[bytes]], None]
 
 #: Counters of `GET /v1/usage`, in the order shown.
 USAGE_COUNTERS = (
@@ -70,6 +86,7 @@ class AgentService:
         self.tts_worker: SerialWorker[Streamed[SpeakRequest], None] | None = None
         self.pool = PipelinePool(agent.num_pipelines)
         self.usage: defaultdict[str, float] = defaultdict(float)
+        self.stages = StageClock()
         self._housekeeping: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
@@ -84,10 +101,11 @@ class AgentService:
             speaker.close()
             raise
         self.llm, self.speaker = llm, speaker
-        self.llm_worker = SerialWorker(
-            lambda call: llm.stream(call.request, call.cancel, call.emit), name="llm"
+        stages = self.stages
+        self.llm_worker = SerialWorker(lambda call: stages.generate(call, llm.stream), name="llm")
+        self.tts_worker = SerialWorker(
+            lambda call: stages.speak(call, functools.partial(_speak, speaker)), name="tts"
         )
-        self.tts_worker = SerialWorker(lambda call: _speak(speaker, call), name="tts")
         log.info(
             "agent ready",
             llm=llm.describe().as_dict(),
@@ -134,6 +152,7 @@ class AgentService:
         """Count what the session did, and drop its conversation's LLM cache."""
         for key, value in session.stats.items():
             self.usage[key] += value
+        self.stages.forget(session.session_id)
         self._forget(session.session_id)
 
     def _forget(self, conversation: str) -> None:
@@ -181,6 +200,97 @@ class AgentService:
         self.llm = self.speaker = self.llm_worker = self.tts_worker = None
 
 
-def _speak(speaker: Speaker, call: Streamed[SpeakRequest]) -> None:
-    request = call.request
-    speaker.synthesize(request.voice, request.text, request.speed, call.cancel, call.emit, request.rate)
+def _speak(speaker: Speaker, request: SpeakRequest, cancel: CancelToken, emit: Emit[bytes]) -> None:
+    speaker.synthesize(request.voice, request.text, request.speed, cancel, emit, request.rate)
+
+
+@dataclass
+class _Response:
+    """One response's stages so far, in epoch seconds (`time.time()`)."""
+
+    session: str
+    llm_started: float
+    first_token: float | None = None
+    first_clause: str | None = None
+    clause_at: float | None = None
+
+
+class StageClock:
+    """Times each response's stages on the engine threads; logs them at its first audio chunk.
+
+    A TTS call does not name its session, so the response's first clause, cut from the
+    LLM's text as the response (`ResponseRun`) cuts it, finds the response a call speaks for.
+    """
+
+    def __init__(self) -> None:
+        #: By session: the response whose first clause is not spoken yet.
+        self._waiting: dict[str, _Response] = {}
+        self._lock = threading.Lock()
+
+    def generate(self, call: Streamed[ChatRequest], stream: Generate) -> Finished:
+        session = call.request.conversation
+        if session is None:
+            return stream(call.request, call.cancel, call.emit)
+        response = _Response(session, time.time())
+        cutter = ClauseCutter()
+
+        def emit(piece: LLMPiece) -> None:
+            if response.first_token is None:
+                response.first_token = time.time()
+            if response.first_clause is None and isinstance(piece, TextPiece):
+                self._clause(response, cutter.push(piece.text))
+            call.emit(piece)  # after the clause is noted: its TTS call may start at once
+
+        finished = stream(call.request, call.cancel, emit)
+        if response.first_clause is None:
+            self._clause(response, [cutter.finish()])
+        return finished
+
+    def _clause(self, response: _Response, clauses: list[str]) -> None:
+        # The clause as `ResponseRun._speakable` gives it to TTS.
+        spoken = [" ".join(speakable(text).split()) for text in clauses]
+        spoken = [text for text in spoken if text]
+        if spoken:
+            response.first_clause, response.clause_at = spoken[0], time.time()
+            with self._lock:
+                self._waiting[response.session] = response
+
+    def speak(self, call: Streamed[SpeakRequest], synthesize: Synthesize) -> None:
+        with self._lock:
+            response = next((r for r in self._waiting.values() if r.first_clause == call.request.text), None)
+            if response is not None:
+                del self._waiting[response.session]
+        if response is None:
+            synthesize(call.request, call.cancel, call.emit)
+            return
+        started = time.time()
+        first: list[float] = []
+
+        def emit(pcm: bytes) -> None:
+            if not first:
+                first.append(time.time())
+                call.emit(pcm)
+                self._log(response, started, first[0])
+            else:
+                call.emit(pcm)
+
+        synthesize(call.request, call.cancel, emit)
+
+    @staticmethod
+    def _log(response: _Response, tts_started: float, tts_chunk: float) -> None:
+        def ms(at: float | None) -> int | None:
+            return None if at is None else round(1000 * (at - response.llm_started))
+
+        log.info(
+            "agent stages",
+            session=response.session,
+            llm_started_at=round(response.llm_started, 4),
+            llm_first_token_ms=ms(response.first_token),
+            first_clause_ms=ms(response.clause_at),
+            tts_started_ms=ms(tts_started),
+            tts_first_chunk_ms=ms(tts_chunk),
+        )
+
+    def forget(self, session: str) -> None:
+        with self._lock:
+            self._waiting.pop(session, None)

@@ -97,6 +97,9 @@ class LlamaCppEngine:
         #: The conversation the sequence holds, and its tokens.
         self._loaded: str | None = None
         self._held: list[int] = []
+        #: The conversation of the turn in progress, and whether it was forgotten meanwhile.
+        self._running: str | None = None
+        self._running_forgotten = False
         self._closed = False
 
     def _special_text(self, key: str) -> str:
@@ -133,15 +136,16 @@ class LlamaCppEngine:
         with self._run_lock:
             if self._closed:
                 raise ModelUnavailable(f"the {self.name} engine is closed")
-            self._swap_in(request.conversation, prompt)
             try:
+                self._swap_in(request.conversation, prompt)
                 outcome = Turn(self._runtime, plan, self._held, cancel, emit).run()
             except BaseException:
                 self._drop_sequence()  # what the sequence holds is unknown now
                 raise
             with self._keys_lock:
                 self._held = outcome.sequence
-                self._loaded = request.conversation
+                self._loaded = None if self._running_forgotten else request.conversation
+                self._running = None
         return Finished(
             reason=outcome.reason,
             input_tokens=len(prompt),
@@ -165,6 +169,8 @@ class LlamaCppEngine:
     def forget(self, conversation: str) -> None:
         with self._keys_lock:
             self._cache.forget(conversation)
+            if self._running == conversation:
+                self._running_forgotten = True  # its turn ends after this: keep nothing of it
             if self._loaded == conversation:
                 # The tokens stay for content reuse; they are just no longer anyone's to save.
                 self._loaded = None
@@ -181,6 +187,7 @@ class LlamaCppEngine:
     def _swap_in(self, conversation: str | None, prompt: list[int]) -> None:
         """Make the sequence hold the tokens that share the longest prefix with `prompt`."""
         with self._keys_lock:
+            self._running, self._running_forgotten = conversation, False
             if conversation is not None and conversation == self._loaded:
                 return
             if self._loaded is not None:
@@ -201,7 +208,7 @@ class LlamaCppEngine:
         with self._keys_lock:
             self._runtime.truncate(0)
             self._held = []
-            self._loaded = None
+            self._loaded = self._running = None
 
     def _render(self, request: ChatRequest) -> str:
         # tool_choice "none": a small model shown tools calls them anyway, so they are not shown.

@@ -91,7 +91,7 @@ class Turn:
         self._seq: list[int] = []
         self._generated = 0
         self._calls = 0
-        self._tool_call_id = self._single_token(OPEN_TAG)
+        self._open_tag = self._single_token(OPEN_TAG)
 
     def run(self) -> TurnOutcome:
         cached = self._prefill()
@@ -187,7 +187,11 @@ class Turn:
                 end = find_object_end(text, brace) if brace >= 0 else None
                 if end is None:
                     continue
-                call = parse_call_object(json.loads(text[brace:end], strict=False), self._plan.tools)
+                try:
+                    # strict=False: the grammar lets strings hold raw control characters.
+                    call = parse_call_object(json.loads(text[brace:end], strict=False), self._plan.tools)
+                except ValueError:
+                    call = None
                 if call is None:
                     break
                 self._calls += 1
@@ -206,7 +210,7 @@ class Turn:
         try:
             for _ in range(_PROBE_TOKENS):
                 token = self._sample(sampler)
-                if token == self._tool_call_id:
+                if token == self._open_tag:
                     self._push(token)
                     return True
                 if self._rt.is_eog(token) or self._rt.piece(token).strip():

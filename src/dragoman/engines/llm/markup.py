@@ -74,10 +74,6 @@ class MarkupFilter:
         #: A call just ended: a fence that follows closes it.
         self._after_call = False
 
-    @property
-    def in_call(self) -> bool:
-        return self._call_from is not None
-
     def feed(self, delta: str) -> list[Event]:
         if self._stopped:
             return []

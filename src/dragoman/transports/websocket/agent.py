@@ -16,7 +16,8 @@ from starlette.websockets import WebSocket
 from dragoman.errors import ClientError, ServerError
 from dragoman.logs import get_logger
 from dragoman.protocol.realtime.agent_events import agent_wire_event
-from dragoman.protocol.realtime.client_events import AgentClientParser, default_input_rate, generation_of
+from dragoman.protocol.realtime.client_events import AgentClientParser, generation_of
+from dragoman.protocol.realtime.generation import GA_RATE
 from dragoman.sessions.agent.events import ClientEvent, ServerEvent
 from dragoman.sessions.agent.session import AgentJob, AgentResult
 from dragoman.sessions.speech.events import Error
@@ -65,7 +66,8 @@ async def serve_agent(websocket: WebSocket, service: AgentService) -> None:
         await websocket.accept()
         service.usage["sessions_opened"] += 1
         parser = AgentClientParser(generation_of(websocket.headers.get("openai-beta", "")))
-        session = service.new_session(session_id, default_input_rate(parser.generation))
+        # 24 kHz in both generations: GA's audio/pcm and beta's agent pcm16 alike.
+        session = service.new_session(session_id, GA_RATE)
         session_log = log.bind(session=session_id, unit=unit.index)
         session_log.info("agent session opened", generation=parser.generation.value)
         driver: SessionDriver[ClientEvent, ServerEvent, AgentJob, AgentResult] = SessionDriver(

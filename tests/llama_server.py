@@ -1,0 +1,61 @@
+"""A real OpenAI-compatible LLM server for the tests: `python -m llama_cpp.server` on a free port.
+
+llama-cpp-python's own server serves the packaged GGUF with `/v1/models` and
+`/v1/chat/completions`, as vLLM or a llama.cpp server would for a deployment that
+moves its LLM onto other machines.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+#: Loading the model and the first request take seconds; a busy 2-core machine makes it minutes.
+START_TIMEOUT_S = 300.0
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def llama_server(model: Path, log_path: Path, threads: int = 2) -> Iterator[str]:
+    """Serve `model` until the block ends; yields the server's `/v1` base URL."""
+    port = free_port()
+    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model)]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--n_threads", str(threads), "--n_ctx", "4096"]
+    with log_path.open("wb") as log:
+        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if server.poll() is not None:
+                raise RuntimeError(
+                    f"llama_cpp.server exited with {server.returncode}:\n{log_path.read_text()[-3000:]}"
+                )
+            try:
+                with urllib.request.urlopen(f"{url}/models", timeout=5) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"llama_cpp.server did not start:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
