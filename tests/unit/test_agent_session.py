@@ -39,7 +39,7 @@ DONE = Finished("stop", input_tokens=30, output_tokens=12, cached_tokens=0)
 class Agent:
     """An agent session behind the protocol: JSON in, validated wire dicts out."""
 
-    def __init__(self, vad: bool = True, generation: Generation = GA) -> None:
+    def __init__(self, vad: bool = True, generation: Generation = GA, turn_model: Any = None) -> None:
         profile = EngineProfile(
             name="fake-asr",
             capabilities=ASRCapabilities(30.0, frozenset({"en"}), PrefixMode.DECODER_PROMPT),
@@ -50,7 +50,13 @@ class Agent:
             model_name="fake-llm", speech=SessionConfig.defaults(TranscriptionSettings(), 24_000)
         )
         self.session = AgentSession(
-            "sess_agent", profile, AgentConfig(), limits, EnergyVAD if vad else None, _voices
+            "sess_agent",
+            profile,
+            AgentConfig(),
+            limits,
+            EnergyVAD if vad else None,
+            _voices,
+            turn_model_factory=(lambda: turn_model) if turn_model is not None else None,
         )
         self.parser = AgentClientParser(generation)
         self.log: list[dict[str, Any]] = []
@@ -488,3 +494,85 @@ def test_create_response_false_leaves_the_answer_to_the_client(create_response: 
     agent.send("session.update", session={"type": "realtime", "audio": {"input": {"turn_detection": turns}}})
     speak_turn(agent, "Hello.")
     assert (agent.session.next_job(LLM) is not None) == create_response
+
+
+# -- the early start -----------------------------------------------------------------------
+
+
+class SwitchTurnModel:
+    """P(the turn is complete), as the test sets it."""
+
+    def __init__(self, probability: float = 0.9) -> None:
+        self.probability = probability
+
+    def __call__(self, audio: np.ndarray) -> float:
+        return self.probability
+
+
+def early_agent(model: SwitchTurnModel) -> Agent:
+    agent = Agent(turn_model=model)
+    agent.events()
+    return agent
+
+
+def pause_then_provisional(agent: Agent, text: str) -> None:
+    """Speech, then a pause the turn model judges complete: the front decodes the turn whole."""
+    agent.send("input_audio_buffer.append", audio=b64(np.concatenate([tone(1.0, RATE), silence(0.3, RATE)])))
+    job: StepJob = agent.job(ASR)
+    assert job.provisional
+    agent.session.job_done(job, StepResult(text=text, language="en"))
+    agent.events()
+
+
+def test_an_early_start_is_held_until_the_turn_ends_and_then_comes_in_order() -> None:
+    agent = early_agent(SwitchTurnModel(0.9))
+    pause_then_provisional(agent, "What is the time?")
+    llm: LLMJob = agent.job(LLM)
+    assert llm.request.messages[-1].content == "What is the time?"
+    agent.say(llm, "It is noon.")
+    agent.speak_all()
+    assert "response.created" not in types(agent.log), "held while the user might go on"
+    agent.send("input_audio_buffer.append", audio=b64(silence(0.5, RATE)))
+    agent.transcribe("What is the time?")
+    kinds = types(agent.log)
+    assert kinds.index("conversation.item.input_audio_transcription.completed") < kinds.index(
+        "response.created"
+    )
+    assert kinds[-1] == "response.done" and agent.log[-1]["response"]["status"] == "completed"
+    (turn, answer) = [e for e in agent.log if e["type"] == "conversation.item.added"]
+    assert answer["previous_item_id"] == turn["item"]["id"], "the answer follows the turn"
+    assert [item.role for item in agent.session.conversation.items] == ["user", "assistant"]
+    agent.no_job(LLM)
+
+
+def test_speech_after_the_pause_drops_the_early_start_unseen() -> None:
+    agent = early_agent(SwitchTurnModel(0.9))
+    pause_then_provisional(agent, "Book a table")
+    llm: LLMJob = agent.job(LLM)
+    agent.session.job_progress(llm, TextPiece("Sure, for how many people? "))
+    agent.send("input_audio_buffer.append", audio=b64(tone(0.6, RATE)))
+    assert llm.cancel.cancelled
+    agent.no_job(TTS)
+    agent.send("input_audio_buffer.append", audio=b64(silence(0.8, RATE)))
+    agent.transcribe("Book a table for two.")
+    assert not [k for k in types(agent.log) if k.startswith("response.")], "the client never saw it"
+    again: LLMJob = agent.job(LLM)
+    assert again.request.messages[-1].content == "Book a table for two."
+
+
+def test_a_final_transcript_that_differs_restarts_the_answer() -> None:
+    agent = early_agent(SwitchTurnModel(0.9))
+    pause_then_provisional(agent, "Call Anna")
+    first: LLMJob = agent.job(LLM)
+    agent.send("input_audio_buffer.append", audio=b64(silence(0.5, RATE)))
+    agent.transcribe("Call Hannah")
+    assert first.cancel.cancelled
+    second: LLMJob = agent.job(LLM)
+    assert second.request.messages[-1].content == "Call Hannah"
+
+
+def test_an_incomplete_pause_starts_nothing_early() -> None:
+    agent = early_agent(SwitchTurnModel(0.1))
+    agent.send("input_audio_buffer.append", audio=b64(np.concatenate([tone(1.0, RATE), silence(0.3, RATE)])))
+    agent.no_job(ASR)
+    agent.no_job(LLM)

@@ -101,8 +101,9 @@ def normalize(ops: list[TurnOp]) -> list[tuple[str, object]]:
                 out.append(("audio", op.samples))
         elif isinstance(op, SpeechStarted):
             out.append(("start", op.audio_start_ms))
-        else:
+        elif isinstance(op, SpeechStopped):
             out.append(("stop", op.audio_end_ms))
+        # EndLikely and Resumed (server_vad's early start) say nothing of where turns are.
     return out
 
 

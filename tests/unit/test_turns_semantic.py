@@ -10,9 +10,11 @@ import pytest
 
 from dragoman.streaming.turns import (
     PAUSE_MS,
+    EndLikely,
     SemanticVADConfig,
     ServerVADConfig,
     SpeechStopped,
+    TurnAudio,
     TurnConfig,
     TurnOp,
     TurnSegmenter,
@@ -224,3 +226,33 @@ def test_turns_are_contiguous_ordered_and_keep_every_long_speech_run(seed: int) 
                 np.testing.assert_array_equal(a, b)
             else:
                 assert a == b
+
+
+# -- server_vad's early start ------------------------------------------------------------
+
+
+def early(audio: np.ndarray, model: ScriptedTurnModel) -> list[TurnOp]:
+    segmenter = TurnSegmenter(ServerVADConfig(), EnergyVAD(), turn_model=model)  # type: ignore[arg-type]
+    return segmenter.push(audio)
+
+
+def test_server_vad_with_a_turn_model_says_early_that_the_turn_is_likely_over() -> None:
+    audio = signal(("silence", 20), ("tone", 30), ("silence", 40))
+    ops = early(audio, ScriptedTurnModel([0.9]))
+    kinds = [type(op).__name__ for op in ops if not isinstance(op, TurnAudio)]
+    assert kinds == ["SpeechStarted", "EndLikely", "SpeechStopped"]
+    likely = next(op for op in ops if isinstance(op, EndLikely))
+    stopped = next(op for op in ops if isinstance(op, SpeechStopped))
+    assert likely.audio_end_ms == ms((50 + PAUSE_WINDOWS) * W)
+    assert stopped.audio_end_ms > likely.audio_end_ms, "the silence still ends the turn"
+    # The turn itself is where server_vad alone puts it.
+    plain = TurnSegmenter(ServerVADConfig(), EnergyVAD()).push(audio)
+    assert [(s, e) for s, e, _ in turns(ops)] == [(s, e) for s, e, _ in turns(plain)]
+
+
+def test_speech_after_an_early_end_resumes_the_turn_and_a_low_score_says_nothing() -> None:
+    audio = signal(("silence", 20), ("tone", 30), ("silence", 10), ("tone", 20), ("silence", 40))
+    model = ScriptedTurnModel([0.9, 0.1])
+    kinds = [type(op).__name__ for op in early(audio, model) if not isinstance(op, TurnAudio)]
+    assert kinds == ["SpeechStarted", "EndLikely", "Resumed", "SpeechStopped"]
+    assert len(model.seen) == 2, "asked once per pause"

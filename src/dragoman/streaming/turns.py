@@ -43,6 +43,11 @@ running. The turn model is asked again at the next pause. A turn that has stoppe
 committed, and OpenAI's protocol cannot reopen a committed item: speech after it is a new turn
 (or a barge-in) and always needs the full `min_speech_ms`.
 
+server_vad given a turn model (the voice agent's early start) keeps its own end of turn, and
+also asks the model once per pause, at `PAUSE_MS` of silence: at P(complete) >= 0.5 it emits
+`EndLikely`, so an answer can be prepared while the silence runs out; speech that comes back
+before the end emits `Resumed`.
+
 Times are whole milliseconds (rounded down) since the start of the timeline: `offset_samples`
 plus every sample pushed, including those a `reset()` dropped.
 """
@@ -80,6 +85,8 @@ __all__ = [
     "PAUSE_MS",
     "TURN_CONTEXT_SECONDS",
     "Eagerness",
+    "EndLikely",
+    "Resumed",
     "SemanticVADConfig",
     "ServerVADConfig",
     "SpeechStarted",
@@ -112,7 +119,20 @@ class SpeechStopped:
     audio_end_ms: int
 
 
-TurnOp: TypeAlias = SpeechStarted | TurnAudio | SpeechStopped
+@dataclass(frozen=True)
+class EndLikely:
+    """server_vad with a turn model (the voice agent's early start): at a pause the model judged
+    the turn complete, before the silence that ends it has run out."""
+
+    audio_end_ms: int
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """Speech came back after an `EndLikely`: the turn goes on."""
+
+
+TurnOp: TypeAlias = SpeechStarted | TurnAudio | SpeechStopped | EndLikely | Resumed
 
 
 @dataclass
@@ -189,6 +209,8 @@ class TurnSegmenter:
         # semantic_vad: the end of the open turn's audio, for the turn model.
         self._context: deque[NDArray[np.float32]] = deque()
         self._context_samples = 0
+        # server_vad with a turn model: whether this pause was judged, and found complete.
+        self._judged = self._likely = False
 
     def _samples(self, ms: int) -> int:
         return ms * self.sample_rate // 1000
@@ -269,13 +291,17 @@ class TurnSegmenter:
             self._step_candidate(window, start, speech, ops, pieces)
             return
         pieces.append(window)
-        if self.semantic:
+        if self.turn_model is not None:
             self._keep(window.copy())
         if self._wait is not None:
             self._step_soft_ended(start, speech, ops, pieces)
             return
         if speech:
             self._silence_start = None
+            if self._likely:
+                _flush(ops, pieces)
+                ops.append(Resumed())
+            self._judged = self._likely = False
         elif prob < self.config.negative_threshold and self._silence_start is None:
             self._silence_start = start
         if self._silence_start is None:
@@ -285,6 +311,8 @@ class TurnSegmenter:
             self._stop(ops, pieces)
         elif self.semantic and silence >= self._pause:
             self._judge(ops, pieces)
+        elif not self.semantic and self.turn_model is not None and not self._judged:
+            self._judge_early(silence, ops, pieces)
 
     def _step_candidate(
         self,
@@ -319,7 +347,7 @@ class TurnSegmenter:
         self._candidate = None
         ops.append(SpeechStarted(self.ms(candidate.first)))
         pieces.extend(candidate.held)
-        if self.semantic:
+        if self.turn_model is not None:
             for piece in candidate.held:
                 self._keep(piece)
         self._in_speech = True
@@ -327,14 +355,28 @@ class TurnSegmenter:
 
     def _judge(self, ops: list[TurnOp], pieces: list[NDArray[np.float32]]) -> None:
         """semantic_vad at a pause: end the turn, or soft-end it with a timeout from P(complete)."""
-        assert isinstance(self.config, SemanticVADConfig) and self.turn_model is not None
-        audio = np.concatenate(self._context)
-        probability = self.turn_model(audio[len(audio) - min(len(audio), self._context_limit) :])
+        assert isinstance(self.config, SemanticVADConfig)
+        probability = self._turn_probability()
         if probability >= self.config.completion_threshold:
             self._stop(ops, pieces)
         else:
             self._wait = self._samples(self.config.wait_ms(probability))
             self._resume = _Run()
+
+    def _judge_early(self, silence: int, ops: list[TurnOp], pieces: list[NDArray[np.float32]]) -> None:
+        """server_vad's early start: ask the turn model once per pause, after PAUSE_MS of it."""
+        if silence < self._samples(PAUSE_MS):
+            return
+        self._judged = True
+        if self._turn_probability() >= SemanticVADConfig().completion_threshold:
+            self._likely = True
+            _flush(ops, pieces)
+            ops.append(EndLikely(self.ms(self._cursor)))
+
+    def _turn_probability(self) -> float:
+        assert self.turn_model is not None
+        audio = np.concatenate(self._context)
+        return self.turn_model(audio[len(audio) - min(len(audio), self._context_limit) :])
 
     def _step_soft_ended(
         self, start: int, speech: bool, ops: list[TurnOp], pieces: list[NDArray[np.float32]]
@@ -364,6 +406,7 @@ class TurnSegmenter:
         self._resume = _Run()
         self._context.clear()
         self._context_samples = 0
+        self._judged = self._likely = False
 
     def _keep(self, piece: NDArray[np.float32]) -> None:
         """Keep `piece` (a copy) as the end of the turn, forgetting what the model cannot see."""

@@ -8,8 +8,8 @@ pipeline units that bounds the sessions (`pool.py`).
 
 Each spoken response logs one `agent stages` line: when its LLM call began on the
 worker (`llm_started_at`, epoch seconds) and, in ms from then, its first token, its
-first clause as the response cuts it, and its first clause's TTS call and first audio
-chunk. The clock stays here, out of the sans-I/O session (bench/agent_latency.py reads it).
+first clause as the response cuts it (and the LLM pieces made by then), and its first
+clause's TTS call and first audio chunk. The clock stays here, out of the sans-I/O session (bench/agent_latency.py reads it).
 """
 
 from __future__ import annotations
@@ -211,8 +211,11 @@ class _Response:
     session: str
     llm_started: float
     first_token: float | None = None
+    pieces: int = 0
     first_clause: str | None = None
     clause_at: float | None = None
+    #: LLM pieces (about one a token) made by the first clause.
+    clause_pieces: int = 0
 
 
 class StageClock:
@@ -235,6 +238,7 @@ class StageClock:
         cutter = ClauseCutter()
 
         def emit(piece: LLMPiece) -> None:
+            response.pieces += 1
             if response.first_token is None:
                 response.first_token = time.time()
             if response.first_clause is None and isinstance(piece, TextPiece):
@@ -252,6 +256,7 @@ class StageClock:
         spoken = [text for text in spoken if text]
         if spoken:
             response.first_clause, response.clause_at = spoken[0], time.time()
+            response.clause_pieces = response.pieces
             with self._lock:
                 self._waiting[response.session] = response
 
@@ -287,6 +292,7 @@ class StageClock:
             llm_started_at=round(response.llm_started, 4),
             llm_first_token_ms=ms(response.first_token),
             first_clause_ms=ms(response.clause_at),
+            first_clause_pieces=response.clause_pieces,
             tts_started_ms=ms(tts_started),
             tts_first_chunk_ms=ms(tts_chunk),
         )

@@ -84,6 +84,11 @@ class Conversation:
             raise KeyError(item.id)
         self._items[index] = item
 
+    def remove(self, item_id: str) -> None:
+        index = self._index(item_id)
+        if index is not None:
+            del self._items[index]
+
     def get(self, item_id: str) -> Item | None:
         index = self._index(item_id)
         return None if index is None else self._items[index]

@@ -138,6 +138,14 @@ class ResponseRun:
             self._said += piece
             self._emit(out.TextDelta(**self._where(), delta=piece))
 
+    def emit_to(self, emit: Callable[[out.ServerEvent], None]) -> None:
+        """Send the events from now on to `emit` (a held early start, released)."""
+        self._emit = emit
+
+    @property
+    def output_items(self) -> tuple[out.Item, ...]:
+        return tuple(self._output)
+
     @property
     def finished(self) -> Finished | None:
         """How the LLM's turn ended (None while it runs, or when it never ended)."""

@@ -21,6 +21,9 @@ What the reference agent's event table asks of the session:
   cancelled with `turn_detected`) and only then is `speech_started` sent. With it
   off, the user's speech is still transcribed and delivered while the response
   plays on, and the turn is answered once the response ends.
+- The early start (`early_start.py`): when the turn model judges a pause the end of the
+  turn, the answer starts on the turn's transcript before the silence runs out, held from
+  the client until the turn really ends; speech that goes on drops it unseen.
 - Cancellation by generations: every response takes the next value of a monotonic
   counter, and every job carries it. A piece of a superseded generation is dropped;
   a piece of the current one always passes, so a response that did not finish
@@ -37,6 +40,7 @@ from typing import Any
 from dragoman.audio.vad import SpeechProbability
 from dragoman.engines.asr.base import StepResult
 from dragoman.engines.llm.base import (
+    ChatMessage,
     ChatRequest,
     Finished,
     ForcedTool,
@@ -48,7 +52,8 @@ from dragoman.engines.llm.base import (
 from dragoman.errors import ClientError, DragomanError, InvalidEvent, InvalidValue
 from dragoman.sessions.agent import events as out
 from dragoman.sessions.agent.config import AgentConfig
-from dragoman.sessions.agent.conversation import Conversation
+from dragoman.sessions.agent.conversation import ROOT, Conversation
+from dragoman.sessions.agent.early_start import Speculation, same_words
 from dragoman.sessions.agent.jobs import ASR, LLM, TTS, LLMJob, SpeechJob
 from dragoman.sessions.agent.limits import AgentLimits
 from dragoman.sessions.agent.response import Reason, ResponseRun
@@ -93,11 +98,14 @@ class AgentSession:
             vad_factory,
             self._heard,
             turn_model_factory=turn_model_factory,
+            early_start=True,
         )
         self.generation = 0
         self.response: ResponseRun | None = None
         #: A turn that ended while a response it could not interrupt played: answered next.
         self._answer_next = False
+        #: The early start's held response, while its turn is not yet over.
+        self._early: Speculation | None = None
         self._close_code: int | None = None
         #: What the session did, for the server's usage counters.
         self.stats: defaultdict[str, float] = defaultdict(float)
@@ -181,6 +189,8 @@ class AgentSession:
     # -- responses --------------------------------------------------------------------
 
     def _create_response(self, overrides: Mapping[str, Any]) -> None:
+        if self._early is not None:
+            self._drop_early()  # unseen by the client, and its own request comes first
         if self.response is not None:
             raise ActiveResponse(
                 f"Conversation already has an active response in progress: {self.response.id}. "
@@ -198,11 +208,16 @@ class AgentSession:
             config, self._chat(config), self.generation, self.conversation, self._emit
         )
 
-    def _chat(self, config: AgentConfig) -> ChatRequest:
+    def _chat(self, config: AgentConfig, pending_turn: str | None = None) -> ChatRequest:
+        """The LLM request of a response; `pending_turn` is a user's turn not yet in the
+        conversation (the early start's)."""
         choice = config.tool_choice
         tools = tuple(ToolSpec(t.name, t.description, t.parameters) for t in config.tools)
+        messages = self.conversation.messages(config.instructions, self.limits.context_chars)
+        if pending_turn is not None:
+            messages += (ChatMessage("user", pending_turn),)
         return ChatRequest(
-            messages=self.conversation.messages(config.instructions, self.limits.context_chars),
+            messages=messages,
             tools=tools,
             tool_choice=choice if isinstance(choice, str) else ForcedTool(choice.name),
             max_tokens=config.max_output_tokens or self.limits.max_output_tokens,
@@ -211,7 +226,7 @@ class AgentSession:
 
     def _cancel_response(self, response_id: str | None) -> None:
         response = self.response
-        if response is None:
+        if response is None or self._early is not None:  # a held early start is not the client's yet
             raise InvalidValue(
                 "There is no response in progress to cancel.", code="response_cancel_not_active"
             )
@@ -249,17 +264,26 @@ class AgentSession:
 
     # -- what the speech front heard ------------------------------------------------------
 
-    def _heard(self, event: speech.SpeechEvent) -> None:
+    def _heard(self, event: speech.FrontEvent) -> None:
+        if isinstance(event, speech.Provisional | speech.TurnResumed):
+            self._early_event(event)
+            return
         turns = self.config.turn_detection
         interrupts = turns is not None and turns.interrupt_response
         if isinstance(event, speech.SpeechStarted) and self.response is not None and interrupts:
-            self.stats["barge_ins"] += 1
             self._answer_next = False  # the user is saying something new
-            self._stop(self.response, "turn_detected")
+            if self._early is not None:
+                self._drop_early()
+            else:
+                self.stats["barge_ins"] += 1
+                self._stop(self.response, "turn_detected")
         if isinstance(event, speech.Committed):
             self._emit(event)
             turn = out.Message(event.item_id, "user", (out.ContentPart("input_audio", transcript=None),))
-            added, previous = self.conversation.add(turn)
+            early = self._early if self._early is not None and self._early.item_id == event.item_id else None
+            # An early answer is already in the conversation: the turn goes in before it.
+            after = (early.before or ROOT) if early is not None else None
+            added, previous = self.conversation.add(turn, after)
             self._emit(out.ItemAdded(added, previous))
             return
         if isinstance(event, speech.Completed):
@@ -272,11 +296,53 @@ class AgentSession:
             return  # OpenAI sends transcription deltas only when input transcription is on
         self._emit(event)
 
+    # -- the early start (early_start.py) -------------------------------------------------
+
+    def _early_event(self, event: speech.Provisional | speech.TurnResumed) -> None:
+        if isinstance(event, speech.TurnResumed):
+            if self._early is not None and self._early.item_id == event.item_id:
+                self._drop_early()
+            return
+        turns = self.config.turn_detection
+        if self.response is not None or turns is None or not turns.create_response:
+            return
+        if not event.transcript.strip():
+            return
+        self.generation += 1
+        held: list[out.ServerEvent] = []
+        request = self._chat(self.config, pending_turn=event.transcript)
+        response = ResponseRun(self.config, request, self.generation, self.conversation, held.append)
+        self._early = Speculation(event.item_id, event.transcript, response, self.conversation.last_id, held)
+        self.response = response
+
+    def _drop_early(self) -> None:
+        early, self._early = self._early, None
+        assert early is not None
+        self.generation += 1  # what its jobs still send is stale
+        early.drop(self.conversation)
+        if self.response is early.response:
+            self.response = None
+
+    def _confirm_early(self, early: Speculation) -> None:
+        self._early = None
+        self.stats["responses"] += 1
+        self.stats["early_starts"] += 1
+        self._events += early.release(early.item_id)
+        early.response.emit_to(self._emit)
+        if early.response.done:
+            self._ended(early.response)
+
     def _transcribed(self, event: speech.Completed) -> None:
         part = out.ContentPart("input_audio", transcript=event.transcript)
         item = out.Message(event.item_id, "user", (part,))
         if self.conversation.get(event.item_id) is not None:
             self.conversation.replace(item)
+        early = self._early
+        if early is not None and early.item_id == event.item_id:
+            if same_words(event.transcript, early.transcript):
+                self._confirm_early(early)
+                return
+            self._drop_early()  # the final transcript says something else: answer that
         turns = self.config.turn_detection
         if not event.transcript.strip() or turns is None or not turns.create_response:
             return
@@ -344,7 +410,8 @@ class AgentSession:
         self._after(response)
 
     def _after(self, response: ResponseRun) -> None:
-        if response.done:
+        held = self._early is not None and self._early.response is response
+        if response.done and not held:  # a held response ends when it is released
             self._ended(response)
 
     # -- out ------------------------------------------------------------------------------

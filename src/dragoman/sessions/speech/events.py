@@ -111,6 +111,28 @@ class Error:
     event_id: str | None = None
 
 
+@dataclass(frozen=True)
+class Provisional:
+    """The voice agent's early start: the whole transcript of a turn the turn model judged
+    complete before the silence ended it. `Completed` follows, or `TurnResumed` if the user
+    goes on. Never sent to a client."""
+
+    item_id: str
+    transcript: str
+
+
+@dataclass(frozen=True)
+class TurnResumed:
+    """Speech came back in a turn that had a `Provisional` transcript."""
+
+    item_id: str
+
+
+#: What the sessions send on, as it is.
 SpeechEvent = (
     Committed | Cleared | SpeechStarted | SpeechStopped | Delta | Completed | Failed | Partial | Error
 )
+#: The early start's events, for the voice agent only.
+EarlyEvent = Provisional | TurnResumed
+#: Everything the front says.
+FrontEvent = SpeechEvent | EarlyEvent

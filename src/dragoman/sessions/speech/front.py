@@ -17,6 +17,7 @@ than decoded inside the receive loop.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,10 +37,12 @@ from dragoman.sessions.speech.events import (
     Delta,
     Error,
     Failed,
+    FrontEvent,
     Partial,
-    SpeechEvent,
+    Provisional,
     SpeechStarted,
     SpeechStopped,
+    TurnResumed,
 )
 from dragoman.sessions.speech.item import Item
 from dragoman.streaming import turns
@@ -58,6 +61,10 @@ class StepJob:
     #: Set when the item is cleared: a step not yet started is then dropped.
     cancel: CancelToken = field(default_factory=CancelToken, compare=False)
     priority: Priority = Priority.STREAMING
+    #: The early start's decode of a turn judged complete (`Provisional`), and the item's
+    #: `resumes` then: speech that came back since makes its transcript stale.
+    provisional: bool = False
+    resumes: int = 0
 
 
 class SpeechFront:
@@ -67,16 +74,20 @@ class SpeechFront:
         engine: EngineProfile,
         config: SessionConfig,
         vad_factory: Callable[[], SpeechProbability] | None,
-        emit: Callable[[SpeechEvent], None],
+        emit: Callable[[FrontEvent], None],
         *,
         turn_model_factory: Callable[[], turns.TurnCompletion] | None = None,
+        early_start: bool = False,
     ) -> None:
+        """`early_start` (the voice agent): with server_vad too, the turn model judges each
+        pause, and a turn it finds complete is decoded at once (`Provisional`)."""
         self.session_id = session_id
         self.engine = engine
         self.config = config
         self._vad_factory = vad_factory
         #: semantic_vad's end-of-turn model (None: the server has none, semantic_vad is refused).
         self._turn_model_factory = turn_model_factory
+        self._early_start = early_start
         self._emit = emit
         self._input = AudioInput(config.input_rate)
         self._segmenter: turns.TurnSegmenter | None = None
@@ -181,7 +192,8 @@ class SpeechFront:
             self._segmenter = None
             return
         factory = self._turn_model_factory
-        turn_model = factory() if isinstance(vad, turns.SemanticVADConfig) and factory else None
+        wants_model = isinstance(vad, turns.SemanticVADConfig) or self._early_start
+        turn_model = factory() if wants_model and factory else None
         offset = self._segmenter.position if self._segmenter is not None else 0
         self._segmenter = turns.TurnSegmenter(
             vad, self._vad_factory(), SAMPLE_RATE, offset_samples=offset, turn_model=turn_model
@@ -199,9 +211,24 @@ class SpeechFront:
                 item.start_ms = op.audio_start_ms
             elif isinstance(op, turns.TurnAudio):
                 self._add_turn_audio(op.samples)
+            elif isinstance(op, turns.EndLikely | turns.Resumed):
+                self._early(op)
             elif self._item is not None:
                 self._emit(SpeechStopped(audio_end_ms=op.audio_end_ms, item_id=self._item.item_id))
                 self._close_item()
+
+    def _early(self, op: turns.EndLikely | turns.Resumed) -> None:
+        item = self._item
+        if item is None:
+            return
+        if isinstance(op, turns.EndLikely):
+            item.provisional = True
+            return
+        item.provisional = False
+        item.resumes += 1
+        if item.speculated:
+            item.speculated = False
+            self._emit(TurnResumed(item.item_id))
 
     def _add_turn_audio(self, audio: Any) -> None:
         """Add a turn's audio; "a turn that reaches the item cap is committed there instead of refused"."""
@@ -258,6 +285,11 @@ class SpeechFront:
             pass
         if self._closed:
             job = self._job(self._closed[0], final=True)
+        elif self._item is not None and self._item.provisional:
+            self._item.provisional = False
+            job = dataclasses.replace(
+                self._job(self._item, final=False), provisional=True, resumes=self._item.resumes
+            )
         elif self._item is not None and self._item.clock - self._item.decoded_clock >= self.chunk_samples:
             # All pending audio goes in one step, however many chunks it completes.
             job = self._job(self._item, final=False)
@@ -312,6 +344,9 @@ class SpeechFront:
         # Only text the next step will force is firm enough to send as a delta.
         firm = item.raw_prefix.lstrip() if item.steps >= self.config.unfixed_chunks else ""
         self._send_delta(item, firm)
+        if job.provisional and not item.closed and job.resumes == item.resumes:
+            item.speculated = True
+            self._emit(Provisional(item.item_id, text))
         self._emit(
             Partial(
                 item_id=item.item_id,

@@ -47,6 +47,12 @@ class Item:
     closed: bool = False
     #: Cleared by the client: any result still in flight for it is discarded.
     dropped: bool = False
+    #: The turn model judged the open turn complete (early start): decode it now, whole.
+    provisional: bool = False
+    #: A `Provisional` transcript of this turn went out, and no `TurnResumed` since.
+    speculated: bool = False
+    #: Times speech came back after the turn model judged the turn complete.
+    resumes: int = 0
 
     def add(self, audio: FloatAudio) -> None:
         if len(audio):

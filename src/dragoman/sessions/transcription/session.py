@@ -21,6 +21,7 @@ from dragoman.engines.asr.base import StepResult
 from dragoman.errors import ClientError, DragomanError
 from dragoman.sessions.base import DEFAULT_LANE
 from dragoman.sessions.speech.config import EngineProfile, SessionConfig
+from dragoman.sessions.speech.events import FrontEvent, Provisional, TurnResumed
 from dragoman.sessions.speech.front import SpeechFront, StepJob
 from dragoman.sessions.transcription.events import (
     AppendAudio,
@@ -52,10 +53,15 @@ class TranscriptionSession:
             engine,
             config,
             vad_factory,
-            self._events.append,
+            self._heard,
             turn_model_factory=turn_model_factory,
         )
         self._emit(self._configured(created=True))
+
+    def _heard(self, event: FrontEvent) -> None:
+        # The early start's events are the agent's; this front never runs it.
+        if not isinstance(event, Provisional | TurnResumed):
+            self._events.append(event)
 
     @property
     def config(self) -> SessionConfig:

@@ -1,0 +1,698 @@
+"""Voice-agent latency with the real models: `python -m bench.agent_latency`.
+
+    --questions 24     spoken questions per turn-detection mode (default: every usable English clip)
+    --barge-ins 8      interruptions timed
+    --only latency,barge_in
+    --quick            6 questions, 3 barge-ins
+
+A real `dragoman serve --services agent` on a free 127.0.0.1 port (Whisper, Silero and
+Smart Turn, llama.cpp Qwen2.5-0.5B, the default TTS voice), driven by plain `websockets`
+clients speaking the GA Realtime protocol (the openai SDK would parse every event into
+pydantic models, CPU the server would lose on 2 cores).
+
+1. **latency**: each English recording of ../shared/eval is one spoken question in a new
+   session, streamed at real time in 100 ms appends (each sent once its 100 ms have been
+   "recorded"), then silence at real time until the answer ends. Times are measured from
+   the end of the speech as spoken: the wall-clock moment of the recording's last window
+   that Silero scores as speech, on the appends' schedule. Stages: the end-of-turn decision
+   (`input_audio_buffer.speech_stopped` received), the final transcript
+   (`conversation.item.input_audio_transcription.completed` received), the LLM's first
+   token, the first clause cut from its text and the first TTS chunk of that clause (the
+   server's `agent stages` log line, same clock), and the first
+   `response.output_audio.delta` received. Each question runs with `server_vad` and with
+   `semantic_vad` (eagerness auto), alternating, in the same run.
+2. **barge_in**: the storyteller instructions and a text request make a long answer; at
+   its first audio delta the client speaks a short recording at real time. From the
+   interruption's first sample (and from its speech onset, by Silero) to
+   `input_audio_buffer.speech_started`, to `response.done` (cancelled, `turn_detected`)
+   and to the last audio delta of the cut response.
+
+Progress goes to stderr, markdown tables to stdout. The machines are shared 2-core ones:
+compare figures of the same run. Resident memory as sessions are added is
+`python -m bench.agent_memory`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soxr
+from websockets.asyncio.client import ClientConnection, connect
+
+from bench import server as dragoman_server
+from bench.audio import RATE, Audio, EvalRow, eval_rows, load
+from dragoman.audio.pcm import float_to_pcm16
+from dragoman.audio.vad import SileroModel, SileroVAD
+from dragoman.config import default_cache_dir
+from dragoman.cpu import cpu_info
+from dragoman.weights import resolve
+from tests.e2e.server import Server
+
+SECTIONS = ("latency", "barge_in")
+#: The client's input rate: GA's default `audio/pcm` is 24 kHz PCM16.
+WIRE_RATE = 24_000
+PIECE_S = 0.1
+#: Recordings longer than this are left out (a question, not a speech).
+LONGEST_S = 15.0
+#: The issue's bars: p50 to the first audio delta, and the aim with semantic_vad.
+BAR_S, AIM_S = 1.5, 1.0
+MODES: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("server_vad", {"type": "server_vad"}),
+    ("semantic_vad", {"type": "semantic_vad", "eagerness": "auto"}),
+)
+STORYTELLER = "You tell long, detailed stories of at least ten sentences, however they are asked for."
+STORIES = (
+    "Tell me a long story about a lighthouse keeper.",
+    "Tell me a long story about a lost dog finding its way home.",
+    "Tell me a long story about a dragon who is afraid of heights.",
+    "Tell me a long story about two friends sailing around the world.",
+    "Tell me a long story about a robot learning to paint.",
+    "Tell me a long story about a village under the sea.",
+    "Tell me a long story about a clockmaker and a magic watch.",
+    "Tell me a long story about a girl who can talk to birds.",
+)
+#: Short single utterances spoken over the answer.
+INTERRUPTIONS = (
+    "en_ls-testclean_6930-75918-0000",
+    "en_cmu_goforward",
+    "en_speechrecognition_one_two_three",
+    "en_pvcheetah_test_en",
+    "en_fleurs_test_004",
+    "en_ls-testother_7902-96591-0000",
+)
+ANSWER_TIMEOUT_S = 90.0
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    def cell(value: object) -> str:
+        if isinstance(value, float):
+            return "–" if value != value else f"{value:.0f}"
+        return str(value)
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    kept = [v for v in values if v == v]
+    return float(np.percentile(kept, q)) if kept else float("nan")
+
+
+def header(title: str) -> None:
+    load_avg = os.getloadavg()
+    print(f"# {title}\n")
+    print(
+        f"{cpu_info().describe()}; load average at start {load_avg[0]:.2f} / {load_avg[1]:.2f} / "
+        f"{load_avg[2]:.2f}; Python {platform.python_version()}; {time.strftime('%Y-%m-%d %H:%M')}. "
+        "Data: ../shared/eval.\n"
+    )
+
+
+# -- speech ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Utterance:
+    name: str
+    #: At the wire rate.
+    audio: Audio
+    #: Where Silero hears the speech begin and end, in seconds from the recording's start.
+    onset_s: float
+    end_s: float
+
+
+def speech_bounds(vad: SileroModel, audio: Audio) -> tuple[float, float]:
+    """The first and last 16 kHz windows Silero scores as speech (threshold 0.5), in seconds."""
+    stream = SileroVAD(vad)
+    width = stream.window_samples
+    speech = [
+        begin
+        for begin in range(0, len(audio) - width + 1, width)
+        if stream(audio[begin : begin + width]) >= 0.5
+    ]
+    if not speech:
+        return 0.0, len(audio) / RATE
+    return speech[0] / RATE, (speech[-1] + width) / RATE
+
+
+def utterance(row: EvalRow, vad: SileroModel) -> Utterance:
+    audio = load(row)
+    onset, end = speech_bounds(vad, audio)
+    wire = np.ascontiguousarray(soxr.resample(audio, RATE, WIRE_RATE), dtype=np.float32)
+    return Utterance(row.name, wire, onset, end)
+
+
+def questions(vad: SileroModel) -> list[Utterance]:
+    """Every English recording of asr.tsv up to LONGEST_S (FLEURS among them), shortest first."""
+    rows = sorted((r for r in eval_rows("en") if r.duration <= LONGEST_S), key=lambda r: r.duration)
+    return [utterance(row, vad) for row in rows]
+
+
+def silence(seconds: float) -> Audio:
+    return np.zeros(int(seconds * WIRE_RATE), dtype=np.float32)
+
+
+# -- the client -----------------------------------------------------------------------------
+
+
+@dataclass
+class Client:
+    """One agent session: every server event with the wall-clock time it was received."""
+
+    ws: ClientConnection
+    events: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
+    session_id: str = ""
+    _arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    _reader: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        async for frame in self.ws:
+            at = time.time()
+            self.events.append((at, json.loads(frame)))
+            self._arrived.set()
+
+    async def send(self, event: dict[str, Any]) -> None:
+        await self.ws.send(json.dumps(event))
+
+    async def until(self, condition: Callable[[], bool], limit: float) -> None:
+        """Wait until `condition()` holds, checked at each event and every 0.2 s."""
+        deadline = time.monotonic() + limit
+        while not condition():
+            if self._reader is not None and self._reader.done():
+                raise ConnectionError(f"the server closed the session: {self.errors()}")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"not done in {limit:g} s; last events: {self.kinds()[-5:]}")
+            self._arrived.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._arrived.wait(), min(left, 0.2))
+
+    async def wait_for(
+        self, done: Callable[[dict[str, Any]], bool], limit: float, start: int = 0
+    ) -> tuple[float, dict[str, Any]]:
+        """The first event from index `start` on for which `done` is true (waiting for it)."""
+        found: list[tuple[float, dict[str, Any]]] = []
+
+        def seen() -> bool:
+            found[:] = [(at, e) for at, e in self.events[start:] if done(e)][:1]
+            return bool(found)
+
+        await self.until(seen, limit)
+        return found[0]
+
+    def of(self, kind: str) -> list[tuple[float, dict[str, Any]]]:
+        return [(at, e) for at, e in self.events if e["type"] == kind]
+
+    def kinds(self) -> list[str]:
+        return [e["type"] for _, e in self.events]
+
+    def errors(self) -> list[dict[str, Any]]:
+        return [e["error"] for _, e in self.of("error")]
+
+    async def close(self) -> None:
+        await self.ws.close()
+        if self._reader is not None:
+            await asyncio.gather(self._reader, return_exceptions=True)
+
+
+async def open_client(ws_url: str, session: dict[str, Any] | None = None) -> Client:
+    # No keepalive pings: a busy server must not have the benchmark's sessions closed on it.
+    ws = await connect(
+        ws_url + "/v1/realtime?model=dragoman-agent", max_size=None, ping_interval=None, open_timeout=60
+    )
+    client = Client(ws)
+    client.start()
+    _, created = await client.wait_for(lambda e: e["type"] == "session.created", 30)
+    client.session_id = str(created["session"]["id"])
+    if session:
+        mark = len(client.events)
+        await client.send({"type": "session.update", "session": {"type": "realtime", **session}})
+        _, event = await client.wait_for(lambda e: e["type"] in ("session.updated", "error"), 30, mark)
+        if event["type"] == "error":
+            raise RuntimeError(f"session.update refused: {event['error']}")
+    return client
+
+
+async def speak(client: Client, audio: Audio, began: float, stop: asyncio.Event, tail_s: float) -> None:
+    """Append `audio` and then silence on a real-time schedule from `began` (epoch seconds).
+
+    Each 100 ms piece is sent once it has been "recorded": piece k at began + (k + 1) * 0.1 s.
+    Silence goes on until `stop` is set or `tail_s` of it was sent.
+    """
+    step = int(PIECE_S * WIRE_RATE)
+    pieces = [audio[i : i + step] for i in range(0, len(audio), step)]
+    quiet = silence(PIECE_S)
+    k = 0
+    while True:
+        if k < len(pieces):
+            piece = pieces[k]
+        elif stop.is_set() or (k - len(pieces)) * PIECE_S >= tail_s:
+            return
+        else:
+            piece = quiet
+        k += 1
+        await asyncio.sleep(max(0.0, began + k * PIECE_S - time.time()))
+        payload = base64.b64encode(float_to_pcm16(piece)).decode("ascii")
+        await client.send({"type": "input_audio_buffer.append", "audio": payload})
+
+
+def get(http: str, path: str) -> dict[str, Any]:
+    with urllib.request.urlopen(http + path, timeout=10) as response:
+        return dict(json.loads(response.read()))
+
+
+async def pool_idle(http: str) -> None:
+    """Wait until no session holds a pipeline unit (the last one has drained)."""
+    for _ in range(600):
+        if (await asyncio.to_thread(get, http, "/v1/pool"))["busy"] == 0:
+            return
+        await asyncio.sleep(0.1)
+    raise RuntimeError(f"the pool stayed busy: {get(http, '/v1/pool')}")
+
+
+def stage_lines(log_path: Path) -> dict[str, list[dict[str, Any]]]:
+    """The server's `agent stages` lines, by session, in the order logged."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for line in log_path.read_text(errors="replace").splitlines():
+        if '"agent stages"' not in line:
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        out.setdefault(record["session"], []).append(record)
+    return out
+
+
+# -- 1. latency -------------------------------------------------------------------------------
+
+STAGES = (
+    ("end-of-turn decision (`speech_stopped`)", "stopped"),
+    ("final transcript (`transcription.completed`)", "transcript"),
+    ("LLM first token", "llm_first_token"),
+    ("first clause", "first_clause"),
+    ("first TTS chunk", "tts_first_chunk"),
+    ("first `response.output_audio.delta`", "first_audio"),
+)
+
+
+@dataclass
+class Turn:
+    """One spoken question: when each stage happened, in seconds after the end of the speech."""
+
+    mode: str
+    name: str
+    speech_s: float
+    at: dict[str, float] = field(default_factory=dict)
+    #: Turns that ended before the speech did (the user was cut off).
+    cuts: int = 0
+    #: LLM pieces (about one a token) made by the first clause.
+    pieces: int = 0
+    transcript: str = ""
+    answer: str = ""
+    error: str = ""
+
+
+async def ask(srv: Server, mode: str, turns: dict[str, Any], question: Utterance) -> Turn:
+    await pool_idle(srv.http)
+    client = await open_client(srv.ws, {"audio": {"input": {"turn_detection": turns}}})
+    turn = Turn(mode, question.name, question.end_s - question.onset_s)
+    stop = asyncio.Event()
+    began = time.time() + 0.05
+    speaking = asyncio.create_task(speak(client, question.audio, began, stop, ANSWER_TIMEOUT_S))
+    end = began + question.end_s  # the end of the speech, as spoken
+
+    def answered() -> bool:
+        """The speech is over and its last turn's answer is done (a turn that ended inside
+        the recording was answered, and cut by the speech that followed)."""
+        stops, starts = (
+            client.of("input_audio_buffer.speech_stopped"),
+            client.of("input_audio_buffer.speech_started"),
+        )
+        dones = client.of("response.done")
+        return (
+            time.time() > end
+            and bool(stops and dones)
+            and stops[-1][0] > starts[-1][0]
+            and dones[-1][0] > stops[-1][0]
+        )
+
+    try:
+        await client.until(answered, ANSWER_TIMEOUT_S + question.end_s)
+    except (TimeoutError, ConnectionError) as exc:
+        turn.error = str(exc)[:120]
+    finally:
+        stop.set()
+        speaking.cancel()
+        await asyncio.gather(speaking, return_exceptions=True)
+        await client.close()
+    stops = client.of("input_audio_buffer.speech_stopped")
+    if turn.error or not stops:
+        turn.error = turn.error or "no turn ended"
+        return turn
+    stopped_at, stopped = stops[-1]
+    turn.cuts = len(stops) - 1
+    turn.at["stopped"] = stopped_at - end
+    for at, event in client.of("conversation.item.input_audio_transcription.completed"):
+        if event["item_id"] == stopped["item_id"]:
+            turn.at["transcript"] = at - end
+            turn.transcript = event["transcript"]
+    audio = [(at, e) for at, e in client.of("response.output_audio.delta") if at > stopped_at]
+    if audio:
+        turn.at["first_audio"] = audio[0][0] - end
+        said = client.of("response.output_audio_transcript.done")
+        turn.answer = said[-1][1]["transcript"] if said else ""
+    records = [
+        r for r in stage_lines(srv.log).get(client.session_id, []) if r["llm_started_at"] > stopped_at - 0.1
+    ]
+    if records:
+        record = records[0]
+        turn.pieces = int(record.get("first_clause_pieces") or 0)
+        for key in ("llm_first_token", "first_clause", "tts_first_chunk"):
+            if record.get(key + "_ms") is not None:
+                turn.at[key] = record["llm_started_at"] + record[key + "_ms"] / 1000 - end
+    return turn
+
+
+async def run_latency(srv: Server, utterances: list[Utterance]) -> list[Turn]:
+    results: list[Turn] = []
+    for index, question in enumerate(utterances):
+        order = MODES if index % 2 == 0 else MODES[::-1]  # neither mode always runs first
+        for mode, turns in order:
+            turn = await ask(srv, mode, turns, question)
+            results.append(turn)
+            first = turn.at.get("first_audio", float("nan"))
+            log(f"{mode:12} {question.name}: first audio {1000 * first:.0f} ms {turn.error}")
+    return results
+
+
+def ms(values: Sequence[float]) -> list[float]:
+    return [1000 * v for v in values]
+
+
+def report_latency(turns: list[Turn]) -> None:
+    names = [mode for mode, _ in MODES]
+    by_mode = {mode: [t for t in turns if t.mode == mode] for mode in names}
+    count = len(by_mode[names[0]])
+    print("## 1. End of speech to first audio, by stage\n")
+    print(
+        f"{count} spoken questions (English recordings of asr.tsv up to {LONGEST_S:g} s, FLEURS "
+        "among them), each in a new session, once per mode. Milliseconds after the end of the "
+        "speech as spoken (Silero's last speech window on the real-time schedule); each stage "
+        "is a moment, so a later stage includes the earlier ones. The LLM, clause and TTS "
+        "moments are the server's `agent stages` log line (same machine, same clock).\n"
+    )
+    headers = ["stage (ms after the end of speech)"]
+    for mode in names:
+        headers += [f"{mode} p50", f"{mode} p95"]
+    rows: list[list[object]] = []
+    for label, key in STAGES:
+        row: list[object] = [label]
+        for mode in names:
+            values = ms([t.at.get(key, float("nan")) for t in by_mode[mode]])
+            row += [percentile(values, 50), percentile(values, 95)]
+        rows.append(row)
+    print(table(headers, rows))
+    print("\nThe same, as the time each stage adds (p50 / p95 of the per-question differences):\n")
+    keys = [key for _, key in STAGES]
+    labels = [
+        "end of speech → end-of-turn decision",
+        "→ final transcript (Whisper on the whole turn)",
+        "→ LLM first token (prompt prefill)",
+        "→ first clause",
+        "→ first TTS chunk",
+        "→ first audio delta received",
+    ]
+    rows = []
+    for i, label in enumerate(labels):
+        row = [label]
+        for mode in names:
+            diffs = [
+                t.at.get(keys[i], float("nan")) - (t.at.get(keys[i - 1], float("nan")) if i else 0.0)
+                for t in by_mode[mode]
+            ]
+            row += [percentile(ms(diffs), 50), percentile(ms(diffs), 95)]
+        rows.append(row)
+    print(table(headers[:1] + headers[1:], rows))
+    print()
+    summary = []
+    for mode in names:
+        firsts = ms([t.at.get("first_audio", float("nan")) for t in by_mode[mode]])
+        p50 = percentile(firsts, 50)
+        failed = sum(1 for t in by_mode[mode] if "first_audio" not in t.at)
+        cut = sum(1 for t in by_mode[mode] if t.cuts)
+        summary.append(
+            [
+                mode,
+                p50,
+                percentile(firsts, 95),
+                "yes" if p50 < 1000 * BAR_S else "no",
+                "yes" if p50 < 1000 * AIM_S else "no",
+                f"{cut} / {len(by_mode[mode])}",
+                failed,
+            ]
+        )
+    print(
+        table(
+            [
+                "mode",
+                "first audio p50 ms",
+                "p95 ms",
+                f"p50 < {BAR_S:g} s",
+                f"p50 < {AIM_S:g} s",
+                "questions cut mid-speech",
+                "no answer",
+            ],
+            summary,
+        )
+    )
+    pace = [
+        1000 * (t.at["first_clause"] - t.at["llm_first_token"]) / (t.pieces - 1)
+        for t in turns
+        if t.pieces > 1 and "first_clause" in t.at and "llm_first_token" in t.at
+    ]
+    pieces = [float(t.pieces) for t in turns if t.pieces]
+    print(
+        f"\nThe first clause took p50 {percentile(pieces, 50):.0f} LLM pieces (about one a token; "
+        f"the clause cutter waits for the piece after a mark), at p50 {percentile(pace, 50):.0f} ms "
+        "a piece after the first."
+    )
+    print(
+        "\nCut mid-speech: a turn ended before the recording's speech did (it was answered, and "
+        "the rest of the speech barged in); the latency is that of the last turn.\n"
+    )
+    print("<details><summary>per question</summary>\n")
+    detail = []
+    for t in turns:
+        stages = " / ".join(f"{1000 * t.at[k]:.0f}" if k in t.at else "–" for k in keys)
+        said = t.error or f"{t.transcript[:50]} → {t.answer[:50]}"
+        detail.append([t.name, t.mode, f"{t.speech_s:.1f}", stages, t.cuts, said.replace("|", "/")])
+    print(table(["recording", "mode", "speech s", "stages ms (as above)", "cuts", "heard → said"], detail))
+    print("\n</details>\n")
+
+
+# -- 2. barge-in ------------------------------------------------------------------------------
+
+
+@dataclass
+class BargeIn:
+    name: str
+    #: From the interruption's first sample, in seconds.
+    started: float = float("nan")
+    done: float = float("nan")
+    last_audio: float = float("nan")
+    onset_s: float = 0.0
+    #: Seconds of the answer's audio received beyond the time it had been playing.
+    ahead_s: float = float("nan")
+    status: str = ""
+    error: str = ""
+
+
+async def barge_in(srv: Server, story: str, interruption: Utterance) -> BargeIn:
+    await pool_idle(srv.http)
+    client = await open_client(srv.ws, {"instructions": STORYTELLER})
+    result = BargeIn(interruption.name, onset_s=interruption.onset_s)
+    stop = asyncio.Event()
+    speaking: asyncio.Task[None] | None = None
+    try:
+        item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": story}]}
+        await client.send({"type": "conversation.item.create", "item": item})
+        await client.send({"type": "response.create"})
+        first_at, first = await client.wait_for(
+            lambda e: e["type"] == "response.output_audio.delta", ANSWER_TIMEOUT_S
+        )
+        began = time.time()
+        speaking = asyncio.create_task(speak(client, interruption.audio, began, stop, 3.0))
+        response_id = first["response_id"]
+        done_at, done = await client.wait_for(
+            lambda e: e["type"] == "response.done" and e["response"]["id"] == response_id, 60
+        )
+        result.done = done_at - began
+        result.status = (
+            f"{done['response']['status']} ({(done['response'].get('status_details') or {}).get('reason')})"
+        )
+        started = client.of("input_audio_buffer.speech_started")
+        if started:
+            result.started = started[0][0] - began
+        deltas = [
+            (at, e) for at, e in client.of("response.output_audio.delta") if e["response_id"] == response_id
+        ]
+        result.last_audio = deltas[-1][0] - began
+        audio_s = sum(len(base64.b64decode(e["delta"])) for _, e in deltas) / 2 / WIRE_RATE
+        result.ahead_s = audio_s - (deltas[-1][0] - first_at)
+    except (TimeoutError, ConnectionError) as exc:
+        result.error = str(exc)[:120]
+    finally:
+        stop.set()
+        if speaking is not None:
+            speaking.cancel()
+            await asyncio.gather(speaking, return_exceptions=True)
+        await client.close()
+    return result
+
+
+async def run_barge_ins(srv: Server, interruptions: list[Utterance], count: int) -> list[BargeIn]:
+    results = []
+    for index in range(count):
+        result = await barge_in(srv, STORIES[index % len(STORIES)], interruptions[index % len(interruptions)])
+        results.append(result)
+        log(
+            f"barge-in {result.name}: response.done {1000 * result.done:.0f} ms, {result.status} {result.error}"
+        )
+    return results
+
+
+def report_barge_ins(results: list[BargeIn]) -> None:
+    print("## 2. Barge-in reaction\n")
+    print(
+        f"{len(results)} interruptions: a long story (storyteller instructions, a text request), "
+        "and at its first audio delta a short recording spoken at real time (100 ms appends) "
+        "over it, with the default `server_vad` (a barge-in needs `min_speech_ms`, 384 ms, of "
+        "speech). Milliseconds from the interruption's first sample, and from its speech onset "
+        "(Silero's first speech window; the recordings begin with some silence). Audio ahead: "
+        "seconds of the answer received beyond the time since its first delta, which a "
+        "WebSocket client holds in its playback buffer and must drop at `response.done`.\n"
+    )
+    ok = [r for r in results if not r.error]
+    rows: list[list[object]] = []
+    for label, values in (
+        ("→ `speech_started`", [r.started for r in ok]),
+        ("→ `response.done` (cancelled)", [r.done for r in ok]),
+        ("→ last audio delta of the cut response", [r.last_audio for r in ok]),
+    ):
+        from_onset = [v - r.onset_s for v, r in zip(values, ok, strict=True)]
+        rows.append(
+            [
+                label,
+                percentile(ms(values), 50),
+                percentile(ms(values), 95),
+                percentile(ms(from_onset), 50),
+                percentile(ms(from_onset), 95),
+            ]
+        )
+    print(
+        table(
+            ["interruption", "from first sample p50", "p95", "from speech onset p50", "p95"],
+            rows,
+        )
+    )
+    statuses = sorted({r.status for r in ok})
+    ahead = percentile([r.ahead_s for r in ok], 50)
+    print(
+        f"\nStatus of the cut responses: {', '.join(statuses) or '–'}; failed runs: "
+        f"{len(results) - len(ok)}. Audio ahead at the cut: p50 {ahead:.1f} s.\n"
+    )
+    detail = [
+        [
+            r.name,
+            f"{1000 * r.onset_s:.0f}",
+            1000 * r.started,
+            1000 * r.done,
+            1000 * r.last_audio,
+            r.status or r.error,
+        ]
+        for r in results
+    ]
+    print("<details><summary>per interruption</summary>\n")
+    print(
+        table(
+            ["recording", "onset ms", "speech_started ms", "response.done ms", "last audio ms", "status"],
+            detail,
+        )
+    )
+    print("\n</details>\n")
+
+
+# -- the run ------------------------------------------------------------------------------------
+
+
+def serve_args(pipelines: int) -> list[str]:
+    return ["serve", "--services", "agent", "--num-pipelines", str(pipelines), "--log-level", "info"]
+
+
+async def run(args: argparse.Namespace, only: set[str], workdir: Path) -> None:
+    vad = SileroModel.load(resolve("silero-vad", default_cache_dir()))
+    pool = questions(vad)
+    if args.questions > len(pool):
+        raise SystemExit(f"only {len(pool)} English recordings of up to {LONGEST_S:g} s")
+    chosen = pool[: args.questions] if args.questions else pool
+    by_name = {u.name: u for u in pool}
+    interruptions = [by_name[name] for name in INTERRUPTIONS if name in by_name]
+    began = time.perf_counter()
+    with dragoman_server.running(serve_args(1), workdir / "dragoman.log") as srv:
+        log(f"server up in {time.perf_counter() - began:.0f} s; {len(chosen)} questions")
+        if "latency" in only:
+            turns = await run_latency(srv, chosen)
+            report_latency(turns)
+        if "barge_in" in only:
+            report_barge_ins(await run_barge_ins(srv, interruptions, args.barge_ins))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.agent_latency", description=__doc__.split("\n")[0])
+    parser.add_argument("--questions", type=int, default=0, help="spoken questions (default: all usable)")
+    parser.add_argument("--barge-ins", type=int, default=8)
+    parser.add_argument(
+        "--only", default=",".join(SECTIONS), help=f"comma-separated, of {','.join(SECTIONS)}"
+    )
+    parser.add_argument("--quick", action="store_true", help="6 questions and 3 barge-ins")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.questions, args.barge_ins = 6, 3
+    only = {s.strip() for s in args.only.split(",") if s.strip()}
+    if unknown := only - set(SECTIONS):
+        parser.error(f"unknown sections: {', '.join(sorted(unknown))}")
+    began = time.perf_counter()
+    header("Voice-agent latency benchmark")
+    with tempfile.TemporaryDirectory(prefix="dragoman-bench-") as tmp:
+        asyncio.run(run(args, only, Path(tmp)))
+    load_avg = os.getloadavg()
+    print(f"Finished in {time.perf_counter() - began:.0f} s; load average at the end {load_avg[0]:.2f}.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""Greedy drafting on llama.cpp, as `engines.mt.qwen_draft` does it on torch.
+
+The same contract: the KV cache of the longest common token prefix with the
+previous prompt of the same `cache_key` is reused, the previous draft beyond the
+new target prefix is verified in the prompt's own pass (speculation), and a
+PARTIAL draft stops `past_frontier` tokens after one that attends at or past the
+frontier word.
+
+One llama.cpp context holds one sequence: the key of the last call stays in it
+(`SequenceCache.resident`); switching keys saves its state (keys and values, a few
+MB) and loads the other's, so concurrent sessions keep their caches. A key with no
+saved state starts from what the context holds: equal tokens give equal keys and
+values, so the system prompt and instruction are rarely recomputed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from dragoman.engines.mt.base import MTDraft
+from dragoman.engines.mt.llama_context import TappedContext
+from dragoman.engines.mt.qwen_draft import frontier_limit
+from dragoman.engines.mt.qwen_prompt import Prompt
+from dragoman.engines.torch_lm.kv_cache import MAX_CACHED_PROMPTS, common_prefix
+
+
+def word_rows(
+    per_head: npt.NDArray[np.float32], membership: npt.NDArray[np.float32]
+) -> list[npt.NDArray[np.float32]]:
+    """Rows of word attention from [heads, rows, source tokens]: as `qwen_draft.word_rows`,
+    each head normalised over the words, then the mean over heads."""
+    per_word = per_head @ membership  # [heads, rows, words]
+    per_word = per_word / np.maximum(per_word.sum(axis=-1, keepdims=True), 1e-9)
+    return list(per_word.mean(axis=0).astype(np.float32))
+
+
+class SequenceCache:
+    """Which key's KV cache the context holds, the saved states of others, and last drafts."""
+
+    def __init__(self, ctx: TappedContext, max_entries: int = MAX_CACHED_PROMPTS) -> None:
+        self._ctx = ctx
+        self.max_entries = max(1, max_entries)
+        self.resident: str | None = None
+        self._saved: OrderedDict[str, tuple[bytes, list[int]]] = OrderedDict()
+        #: Each key's last target side (prefix tokens, then the drafted ones).
+        self._targets: OrderedDict[str, list[int]] = OrderedDict()
+
+    def reuse(self, key: str | None, ids: Sequence[int], target_start: int) -> tuple[int, list[int]]:
+        """Make the context hold a prefix of `ids` for `key`: (its length, a guess of the draft).
+
+        The last prompt token is always left to feed: its logits give the first drafted token.
+        """
+        ctx = self._ctx
+        if key != self.resident:
+            if self.resident is not None and ctx.held:
+                self._saved[self.resident] = ctx.snapshot()
+                self._saved.move_to_end(self.resident)
+                while len(self._saved) > self.max_entries:
+                    self._saved.popitem(last=False)
+            state = self._saved.pop(key, None) if key is not None else None
+            self.resident = key
+            if state is not None:
+                ctx.restore(state)
+        keep = min(common_prefix(ctx.held, ids), len(ids) - 1)
+        ctx.truncate(keep)
+        previous = self._targets.get(key, []) if key is not None else []
+        prefix = list(ids[target_start:])
+        guess = previous[len(prefix) :] if previous[: len(prefix)] == prefix else []
+        return keep, guess
+
+    def store(self, key: str | None, target: list[int]) -> None:
+        if key is None:
+            return
+        self._targets[key] = target
+        self._targets.move_to_end(key)
+        while len(self._targets) > 4 * self.max_entries:
+            self._targets.popitem(last=False)
+
+    def drop(self, key: str) -> None:
+        self._saved.pop(key, None)
+        self._targets.pop(key, None)
+        if self.resident == key:
+            self.resident = None  # its tokens stay for prefix reuse, under no key
+
+    def clear(self) -> None:
+        self._saved.clear()
+        self._targets.clear()
+        self.resident = None
+        self._ctx.truncate(0)
+
+
+def draft(
+    ctx: TappedContext,
+    cache: SequenceCache,
+    cache_key: str | None,
+    prompt: Prompt,
+    heads: Sequence[tuple[int, int]] | None,
+    limit: int,
+    *,
+    speculate: bool = True,
+    frontier_word: int | None = None,
+    past_frontier: int = 0,
+) -> MTDraft:
+    """Up to `limit` greedy tokens after `prompt`; attention rows when `heads` is given."""
+    started = time.perf_counter()
+    keep, guess = cache.reuse(cache_key, prompt.ids, prompt.target_start)
+    pending = list(prompt.ids[keep:])
+    proposal = guess[:limit] if speculate else []
+    tokens: list[int] = []
+    rows: list[npt.NDArray[np.float32]] = []
+    finished = False
+    computed = accepted = 0
+    first_pass_ms = 0.0
+    membership = prompt.membership()
+    cols = slice(prompt.source_start, prompt.source_end) if heads else None
+    ctx.tap.set_heads(heads or [])
+    while True:
+        # Choice i follows feed[len(pending) - 1 + i]: after the pending tokens, then
+        # after each proposed token in turn.
+        feed = pending + proposal
+        choices, attention = ctx.eval(feed, len(pending) - 1, cols)
+        computed += len(feed)
+        first_pass_ms = first_pass_ms or (time.perf_counter() - started) * 1000.0
+        new: list[int] = []
+        matched = 0
+        for i, choice in enumerate(choices):
+            if ctx.is_eog(choice):
+                finished = True
+                break
+            new.append(choice)
+            if i < len(proposal) and choice == proposal[i]:
+                matched += 1
+                continue
+            break
+        if attention is not None and new:
+            rows.extend(word_rows(attention[:, : len(new), :], membership))
+            if frontier_word is not None:
+                limit = frontier_limit(rows, len(tokens), frontier_word, past_frontier, limit)
+        # Proposed tokens after the first mismatch were fed but are wrong.
+        ctx.truncate(len(ctx.held) - (len(proposal) - matched))
+        tokens.extend(new)
+        accepted += matched
+        if finished or len(tokens) >= limit:
+            break
+        pending, proposal = [tokens[-1]], []
+    del tokens[limit:], rows[limit:]
+    cache.store(cache_key, prompt.ids[prompt.target_start :] + tokens)
+    attention_out = None
+    if heads is not None:
+        words = len(prompt.word_spans)
+        attention_out = np.stack(rows).astype(np.float32) if rows else np.zeros((0, words), np.float32)
+    return MTDraft(
+        token_ids=tokens,
+        attention=attention_out,
+        finished=finished,
+        computed_tokens=computed,
+        extra={
+            "engine_ms": (time.perf_counter() - started) * 1000.0,
+            "first_pass_ms": first_pass_ms,
+            "prompt_tokens": float(len(prompt.ids)),
+            "cached_tokens": float(keep),
+            "speculated_tokens": float(len(guess[:limit]) if speculate else 0),
+            "accepted_tokens": float(accepted),
+        },
+    )

@@ -1,0 +1,161 @@
+"""Alignment-head attention out of llama.cpp, through the scheduler's eval callback.
+
+llama.cpp has no API for attention weights, but every graph node carries a name
+and the context's `cb_eval` callback sees each one: first with `ask=True` ("do
+you want this tensor?"), then, for the nodes answered yes, with `ask=False` once
+the node is computed. Without flash attention the softmaxed scores of layer L are
+the node `kq_soft_max-L`, of shape (ggml order) [n_kv, n_tokens, n_head]: a row
+per query token of the ubatch, a column per KV-cache cell. With one sequence
+filled front to back and cut only at its end, cell i holds position i, so the
+source tokens' columns are their prompt positions.
+
+Only the calibrated heads' layers are answered yes: each yes splits the graph
+computation there (a sync point), so tapping every layer would cost more. The
+callback copies the wanted heads' rows of the source columns and nothing else.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import llama_cpp
+import numpy as np
+import numpy.typing as npt
+
+from dragoman.errors import EngineFailure
+
+_PREFIX = b"kq_soft_max-"
+_GGML_TYPE_F32 = 0
+
+
+class _TensorHead(ctypes.Structure):
+    """The leading fields of `struct ggml_tensor` (ggml.h), stable across ggml versions."""
+
+    _fields_ = [
+        ("type", ctypes.c_int),
+        ("buffer", ctypes.c_void_p),
+        ("ne", ctypes.c_int64 * 4),
+        ("nb", ctypes.c_size_t * 4),
+    ]
+
+
+def _load_ggml() -> Any:
+    lib_dir = Path(llama_cpp.__file__).parent / "lib"
+    names = ["libggml-base.so", "libggml-base.dylib", "ggml-base.dll"]
+    path = next((lib_dir / n for n in names if (lib_dir / n).exists()), None)
+    if path is None:
+        raise EngineFailure(f"ggml's base library is not in {lib_dir}")
+    lib = ctypes.CDLL(str(path))
+    lib.ggml_get_name.restype = ctypes.c_char_p
+    lib.ggml_get_name.argtypes = [ctypes.c_void_p]
+    lib.ggml_backend_tensor_get.restype = None
+    lib.ggml_backend_tensor_get.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_size_t,
+    ]
+    return lib
+
+
+_ggml: Any = None
+
+
+class AttentionTap:
+    """Captures the heads' attention of the query rows and key columns it is armed with.
+
+    `callback` goes into the context parameters (keep this object alive as long as
+    the context). Before a `llama_decode`, `arm(first_row, cols)` says which rows of
+    that batch and which cells to keep; `take()` then returns what was captured,
+    [heads, rows, cols] in the order of `heads`. Disarmed, no node is answered yes
+    and the graph computes in one go.
+    """
+
+    def __init__(self, heads: Sequence[tuple[int, int]] = ()) -> None:
+        global _ggml
+        if _ggml is None:
+            _ggml = _load_ggml()
+        self._lib = _ggml
+        self._by_layer: dict[int, list[int]] = {}
+        self._order: list[tuple[int, int]] = []
+        self.set_heads(heads)
+        self._armed = False
+        self._first_row = 0
+        self._cols = slice(0, 0)
+        self._captured: dict[int, npt.NDArray[np.float32]] = {}
+        self._error: str | None = None
+        self.callback = llama_cpp.ggml_backend_sched_eval_callback(self._on_tensor)
+
+    def set_heads(self, heads: Sequence[tuple[int, int]]) -> None:
+        by_layer: dict[int, list[int]] = {}
+        for layer, head in heads:
+            by_layer.setdefault(layer, []).append(head)
+        self._by_layer = by_layer
+        self._order = list(heads)
+
+    def arm(self, first_row: int, cols: slice) -> None:
+        """Keep rows from `first_row` of the next `llama_decode` and cells `cols`.
+
+        The caller decodes at most one ubatch per call, so the callback sees each
+        tapped layer once per call.
+        """
+        self._armed = bool(self._by_layer)
+        self._first_row, self._cols = first_row, cols
+        self._captured = {}
+        self._error = None
+
+    def disarm(self) -> None:
+        self._armed = False
+
+    def take(self) -> npt.NDArray[np.float32]:
+        """[heads, rows, cols] captured since `arm`, in the order of the heads."""
+        self._armed = False
+        captured, self._captured = self._captured, {}
+        if self._error is not None:
+            raise EngineFailure(f"reading llama.cpp's attention failed: {self._error}")
+        missing = [layer for layer in self._by_layer if layer not in captured]
+        if missing:
+            raise EngineFailure(f"llama.cpp computed no attention for layers {missing} (flash attention on?)")
+        index = dict.fromkeys(self._by_layer, 0)
+        rows = []
+        for layer, _head in self._order:
+            rows.append(captured[layer][index[layer]])
+            index[layer] += 1
+        return np.stack(rows)
+
+    def _on_tensor(self, tensor: int, ask: bool, _user_data: Any) -> bool:
+        # ask: whether this node is wanted. Otherwise: a wanted node is computed; True
+        # carries on with the graph.
+        if not self._armed:
+            return not ask
+        name: bytes = self._lib.ggml_get_name(tensor)
+        heads = self._by_layer.get(int(name[len(_PREFIX) :])) if name.startswith(_PREFIX) else None
+        if ask:
+            return heads is not None
+        if heads is not None:
+            try:
+                self._captured[int(name[len(_PREFIX) :])] = self._copy(tensor, heads)
+            except Exception as exc:
+                self._error = repr(exc)
+        return True
+
+    def _copy(self, tensor: int, heads: list[int]) -> npt.NDArray[np.float32]:
+        head = _TensorHead.from_address(tensor)
+        n_kv, n_tokens = int(head.ne[0]), int(head.ne[1])
+        if head.type != _GGML_TYPE_F32 or head.nb[0] != 4 or head.nb[1] != 4 * n_kv:
+            raise EngineFailure("unexpected layout of kq_soft_max")
+        start, cols = min(self._first_row, n_tokens), self._cols
+        if cols.stop > n_kv:
+            raise EngineFailure(f"source cells {cols} beyond the {n_kv} cells attended")
+        out = np.empty((len(heads), n_tokens - start, cols.stop - cols.start), np.float32)
+        if out.shape[1]:
+            # [n_head, n_tokens, n_kv] row-major: one head's rows from `start` are contiguous.
+            block = np.empty((n_tokens - start, n_kv), np.float32)
+            for i, h in enumerate(heads):
+                offset = (h * n_tokens + start) * n_kv * 4
+                self._lib.ggml_backend_tensor_get(tensor, block.ctypes.data, offset, block.nbytes)
+                out[i] = block[:, cols]
+        return out

@@ -1,0 +1,272 @@
+"""The Qwen MT engine on llama.cpp: the packaged Q4_K_M GGUF with its own quantised kernels.
+
+The same model, prompts (`engines.mt.qwen_prompt`), heads files and drafting
+contract as `engines.mt.qwen_torch`, which stays the reference: the GGUF runs as
+it is instead of dequantised into torch, so the 1.5B fits the latency budget on
+CPUs with AVX2 only. The alignment heads' attention comes from llama.cpp's eval
+callback (`engines.mt.llama_tap`); KV reuse, speculation and the frontier stop
+from `engines.mt.llama_draft`.
+
+Differences from the torch engine: Q4_K weights (the argmax of the heads' attention
+agrees with torch's on most but not all tokens, see tests/engine/test_mt_llama.py),
+and no conversion step at first start.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from dragoman.config import MTSettings
+from dragoman.cpu import available_cores, cpu_info
+from dragoman.engines.info import EngineInfo
+from dragoman.engines.mt import heads as mt_heads
+from dragoman.engines.mt import llama_draft
+from dragoman.engines.mt.base import (
+    DraftMode,
+    MTCapabilities,
+    MTDraft,
+    MTEngine,
+    MTRequest,
+    final_token_budget,
+)
+from dragoman.engines.mt.llama_context import TappedContext
+from dragoman.engines.mt.presets import DEFAULT_MODEL, PRESETS
+from dragoman.engines.mt.qwen_prompt import Prompt, PromptBuilder
+from dragoman.engines.torch_lm.kv_cache import MAX_CACHED_PROMPTS
+from dragoman.errors import ClientError, ConfigError, EngineFailure, ModelUnavailable
+from dragoman.logs import get_logger
+
+log = get_logger(__name__)
+
+#: Prompt (system, history, source) plus a FINAL pass (at most 1024 tokens).
+CONTEXT_TOKENS = 4096
+
+
+class QwenLlamaMTEngine(MTEngine):
+    """Greedy drafts with alignment-head attention on llama.cpp; KV reuse per `cache_key`."""
+
+    capabilities = MTCapabilities(attention=True, prompt_context=True, kv_reuse=True, frontier_stop=True)
+
+    def __init__(
+        self,
+        gguf: Path,
+        *,
+        model_id: str,
+        model_sha256: str | None = None,
+        heads_dir: Path | None = None,
+        cache_dir: Path | None = None,
+        threads: int = 0,
+        max_cached_prompts: int = MAX_CACHED_PROMPTS,
+        speculate: bool = True,
+        context_tokens: int = CONTEXT_TOKENS,
+    ) -> None:
+        started = time.perf_counter()
+        self.threads = threads if threads > 0 else max(1, available_cores() // 2)
+        self._ctx = TappedContext(gguf, context_tokens=context_tokens, threads=self.threads)
+        self.load_seconds = time.perf_counter() - started
+        self.name = model_id
+        self.model_path = gguf
+        self.model_sha256 = model_sha256
+        self.num_layers = self._ctx.n_layer
+        self.num_heads = self._ctx.n_head
+        self.speculate = speculate
+        self._heads_dirs = mt_heads.search_dirs(heads_dir, cache_dir)
+        self._heads: dict[str, mt_heads.HeadsFile] = {}
+        self._lock = threading.Lock()
+        self._cache = llama_draft.SequenceCache(self._ctx, max_cached_prompts)
+        self._prompts = PromptBuilder(self._ctx.tokenizer, memo_size=4 * self._cache.max_entries)
+        self.compute_type = self._ctx.metadata.get("general.file_type", "gguf")
+        log.info(
+            "MT model loaded",
+            model=model_id,
+            backend="qwen-llama",
+            threads=self.threads,
+            cpu=cpu_info().describe(),
+            seconds=round(self.load_seconds, 2),
+        )
+
+    def describe(self) -> EngineInfo:
+        return EngineInfo(
+            name=self.name,
+            backend="qwen-llama",
+            device="cpu",
+            compute_type="gguf",
+            compute_reason=f"llama.cpp, {self.model_path.name}, {self.threads} threads",
+        )
+
+    # -- directions and heads --------------------------------------------------------------
+
+    def directions(self) -> list[str]:
+        return mt_heads.directions(self.name, self._heads_dirs)
+
+    def heads(self, direction: str) -> mt_heads.HeadsFile | None:
+        if direction not in self._heads:
+            found = mt_heads.find(self.name, direction, self._heads_dirs)
+            if found is None:
+                return None
+            bad = [
+                (layer, h) for layer, h in found.pairs() if layer >= self.num_layers or h >= self.num_heads
+            ]
+            if bad:
+                raise ConfigError(
+                    f"alignment heads {bad} of {self.name} {direction} do not exist in the model"
+                )
+            self._heads[direction] = found
+        return self._heads[direction]
+
+    # -- prompt ----------------------------------------------------------------------------
+
+    def build_prompt(
+        self,
+        source_lang: str,
+        target_lang: str,
+        source_words: Sequence[str],
+        target_prefix: str = "",
+        context_text: str | None = None,
+        history: Sequence[tuple[str, str]] = (),
+    ) -> Prompt:
+        return self._prompts.build(
+            source_lang, target_lang, source_words, target_prefix, context_text, history
+        )
+
+    # -- drafting --------------------------------------------------------------------------
+
+    def draft(self, request: MTRequest) -> MTDraft:
+        direction = f"{request.source_lang}-{request.target_lang}"
+        final = request.mode is DraftMode.FINAL
+        heads = None
+        if not final:
+            found = self.heads(direction)
+            if found is None:
+                raise ClientError(f"Unsupported direction {direction}.", code="unsupported_direction")
+            heads = found.pairs()
+        words = list(request.source_words)
+        if not words:
+            return MTDraft(
+                token_ids=[], attention=None if final else np.zeros((0, 0), np.float32), finished=True
+            )
+        prompt = self.build_prompt(
+            request.source_lang,
+            request.target_lang,
+            words,
+            request.target_prefix,
+            request.context_text,
+            request.history,
+        )
+        if final:
+            limit = final_token_budget(len(words), prompt.source_end - prompt.source_start)
+        else:
+            limit = max(1, request.max_new_tokens)
+        with self._lock:
+            try:
+                return llama_draft.draft(
+                    self._ctx,
+                    self._cache,
+                    request.cache_key,
+                    prompt,
+                    heads,
+                    limit,
+                    speculate=self.speculate,
+                    frontier_word=None if final else request.frontier_word,
+                    past_frontier=request.past_frontier_tokens,
+                )
+            except (EngineFailure, RuntimeError, ValueError, IndexError) as exc:
+                # The sequence may hold a half-fed batch: start the next call from nothing.
+                self._cache.clear()
+                if isinstance(exc, EngineFailure):
+                    raise
+                raise EngineFailure(f"MT draft failed: {exc}") from exc
+
+    def forget(self, cache_key: str) -> None:
+        with self._lock:
+            self._cache.drop(cache_key)
+
+    def teacher_forced_attention(
+        self, source_lang: str, target_lang: str, source_words: Sequence[str], target_text: str
+    ) -> tuple[npt.NDArray[np.float32], list[int], list[tuple[int, int]]]:
+        """Every head's attention from each target token to the source words, teacher-forced:
+        as `QwenTorchMTEngine.teacher_forced_attention` (the same shapes and rows)."""
+        prompt = self.build_prompt(source_lang, target_lang, source_words, target_text)
+        target_ids = list(prompt.ids[prompt.target_start :])
+        offsets = self._offsets(target_ids)
+        if self._prompts.encode(target_text) != target_ids:
+            raise EngineFailure("the target tokenizes differently inside the prompt")
+        all_heads = [(layer, h) for layer in range(self.num_layers) for h in range(self.num_heads)]
+        first = prompt.target_start - 1
+        with self._lock:
+            self._cache.reuse(None, prompt.ids[: first + 1], prompt.target_start)
+            self._ctx.truncate(min(len(self._ctx.held), first))
+            self._ctx.tap.set_heads(all_heads)
+            try:
+                held = len(self._ctx.held)
+                _choices, captured = self._ctx.eval(
+                    prompt.ids[held:], first - held, slice(prompt.source_start, prompt.source_end)
+                )
+            except EngineFailure:
+                self._cache.clear()
+                raise
+        if captured is None:
+            raise EngineFailure("no attention was captured")
+        rows = captured[:, : len(target_ids), :] @ prompt.membership()  # [layers*heads, T, words]
+        attention = rows.reshape(self.num_layers, self.num_heads, len(target_ids), -1).astype(np.float32)
+        return attention, target_ids, offsets
+
+    def _offsets(self, token_ids: Sequence[int]) -> list[tuple[int, int]]:
+        """Each token's character span in the decoded text (for anchors)."""
+        spans, data = [], b""
+        for token in token_ids:
+            start = len(data.decode("utf-8", errors="ignore"))
+            data += self._ctx.piece(token)
+            spans.append((start, len(data.decode("utf-8", errors="ignore"))))
+        return spans
+
+    # -- text ------------------------------------------------------------------------------
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return b"".join(self._ctx.piece(int(t)) for t in token_ids).decode("utf-8", errors="replace")
+
+    def close(self) -> None:
+        with self._lock:
+            self._cache.clear()
+            self._ctx.close()
+
+
+def create(settings: MTSettings, cache_dir: Path) -> MTEngine:
+    """The registry's factory: the GGUF of `settings.preset`'s model, or of `mt.model` when set.
+
+    `mt.model` is a packaged model name or a GGUF file; `mt.threads` (0: half the cores)
+    and `mt.speculate` as for qwen-torch. `mt.compute_type` does not apply: the GGUF's
+    own quantisation is what runs.
+    """
+    from dragoman.engines.torch_lm.files import model_id_for
+    from dragoman.weights import MODELS, resolve
+
+    preset = PRESETS.get(settings.preset)
+    if preset is None:
+        raise ConfigError(f"unknown MT preset {settings.preset!r}; presets: {', '.join(sorted(PRESETS))}")
+    model = str(settings.model or preset.model or DEFAULT_MODEL)
+    path = resolve(model, cache_dir)
+    if path.is_dir():
+        ggufs = sorted(path.glob("*.gguf"))
+        if len(ggufs) != 1:
+            raise ModelUnavailable(f"{path} holds {len(ggufs)} .gguf files; name the file itself")
+        path = ggufs[0]
+    if path.suffix != ".gguf":
+        raise ConfigError(f"the qwen-llama backend runs GGUF files; {path} is not one")
+    spec = MODELS.get(model)
+    sha = spec.files[0].sha256 if spec is not None and len(spec.files) == 1 else None
+    return QwenLlamaMTEngine(
+        path,
+        model_id=model_id_for(model),
+        model_sha256=sha,
+        heads_dir=settings.heads_dir,
+        cache_dir=cache_dir,
+        threads=settings.threads,
+        speculate=settings.speculate,
+    )

@@ -1,0 +1,64 @@
+"""The early start: an answer prepared while the user's closing silence runs out.
+
+With server_vad, a turn ends after `silence_duration_ms` of silence (500 ms by default),
+then its final transcript takes another decode. The turn model can tell sooner that the
+turn is complete: at a 200 ms pause the speech front decodes the turn whole and says so
+(`Provisional`), and the agent starts the response on that transcript at once.
+
+The response is held: it runs (the LLM generates, TTS speaks) but its events wait, so the
+client sees what it always sees, in the usual order: `speech_stopped`, `committed`, the
+turn's `completed` transcript, and only then the response. When the turn's final
+transcript says what the provisional one said, the held events go out at once and the
+response goes on; when the user speaks again first (`TurnResumed`), or the final
+transcript differs, the held response is dropped without a word to the client and its
+engine work cancelled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+
+from dragoman.sessions.agent import events as out
+from dragoman.sessions.agent.conversation import Conversation
+from dragoman.sessions.agent.response import ResponseRun
+
+_WORDS = re.compile(r"\w+")
+
+
+def same_words(one: str, other: str) -> bool:
+    """Whether two transcripts say the same words (case and punctuation aside)."""
+    return _WORDS.findall(one.lower()) == _WORDS.findall(other.lower())
+
+
+@dataclass
+class Speculation:
+    """A held response to a turn not yet over."""
+
+    item_id: str
+    transcript: str
+    response: ResponseRun
+    #: The last conversation item before the turn: the turn goes in after it, before the answer.
+    before: str | None
+    held: list[out.ServerEvent] = field(default_factory=list)
+
+    def drop(self, conversation: Conversation) -> None:
+        """Cancel the response's work and forget what it said, sent to no one."""
+        for job in self.response.in_flight():
+            job.cancel.cancel()
+        self.response.done = True
+        for item in self.response.output_items:
+            if item.id is not None:
+                conversation.remove(item.id)
+        self.held.clear()
+
+    def release(self, turn_id: str) -> list[out.ServerEvent]:
+        """The held events, with the answer placed after the user's turn, not before it."""
+        released: list[out.ServerEvent] = []
+        for event in self.held:
+            if isinstance(event, out.ItemAdded | out.ItemDone) and event.previous_item_id == self.before:
+                event = dataclasses.replace(event, previous_item_id=turn_id)
+            released.append(event)
+        self.held.clear()
+        return released
