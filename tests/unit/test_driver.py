@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from dragoman.engines.workers import CancelToken, Priority, SerialWorker
-from dragoman.errors import ClientError, DragomanError, InvalidEvent, ServerError
+from dragoman.errors import ClientError, DragomanError, InvalidEvent, MessageTooBig, ServerError
 from dragoman.logs import get_logger
 from dragoman.sessions.base import CloseCode
 from dragoman.transports.driver import Frame, SendQueue, SessionDriver
@@ -221,3 +221,45 @@ async def test_a_client_that_reads_nothing_is_closed(limit: int, monkeypatch: py
     ).run()
     await asyncio.wait_for(run, 5)
     assert channel.closed == CloseCode.POLICY_VIOLATION
+
+
+class OversizeChannel(Channel):
+    """Says its next frame is past its size limit, as WebSocketChannel does."""
+
+    async def receive(self) -> Frame | None:
+        frame = await self.incoming.get()
+        if frame == "huge":
+            raise MessageTooBig("too big")
+        return frame
+
+
+async def test_an_oversized_message_is_an_error_event_then_a_1009_close() -> None:
+    channel = OversizeChannel(["a", "huge", "never read"])
+    await asyncio.wait_for(driver(EchoSession(), channel, SerialWorker(str.upper, name="echo")).run(), 5)
+    assert channel.sent[-1] == "refused message_too_big"
+    assert channel.closed == CloseCode.MESSAGE_TOO_BIG
+
+
+async def test_a_client_that_sends_nothing_is_closed_after_the_idle_timeout() -> None:
+    channel = Channel(["a"])
+    run = SessionDriver(
+        EchoSession(),
+        channel,
+        Codec(),
+        SerialWorker(str.upper, name="echo"),
+        log=get_logger("test"),
+        idle_timeout_s=0.2,
+    )
+    await asyncio.wait_for(run.run(), 5)
+    assert channel.sent == ["hello", "got a", "refused idle_timeout"]
+    assert channel.closed == CloseCode.NORMAL
+
+
+async def test_shut_down_tells_the_client_why_and_closes_with_1001() -> None:
+    channel = Channel(["a"])
+    run = driver(EchoSession(), channel, SerialWorker(str.upper, name="echo"))
+    task = asyncio.create_task(run.run())
+    await asyncio.wait_for(channel.seen("got a"), 5)
+    run.shut_down()
+    await asyncio.wait_for(task, 5)
+    assert channel.sent[-1].startswith("server error") and channel.closed == CloseCode.GOING_AWAY

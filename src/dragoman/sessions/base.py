@@ -49,6 +49,7 @@ class CloseCode(IntEnum):
     """WebSocket close codes (RFC 6455, section 7.4.1) the sessions and transports use."""
 
     NORMAL = 1000
+    GOING_AWAY = 1001
     PROTOCOL_ERROR = 1002
     POLICY_VIOLATION = 1008
     MESSAGE_TOO_BIG = 1009

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 
 from dragoman.config import Settings
 from dragoman.sessions.base import CloseCode
+from dragoman.transports.connections import apply_policy
 from dragoman.transports.llm_proxy import llm_proxy_router
 from dragoman.transports.readiness import Readiness, mount
 from dragoman.transports.runtime import Runtime
@@ -39,6 +40,7 @@ def create_app(settings: Settings) -> FastAPI:
         services=settings.services,
     )
     app.state.runtime = runtime
+    apply_policy(app, settings)
 
     @app.get("/v1/models")
     async def models(request: Request) -> dict[str, Any]:
@@ -65,6 +67,15 @@ def create_app(settings: Settings) -> FastAPI:
         if transcription:
             if runtime.transcription is None:
                 await refuse(websocket, "service_unavailable", "Transcription is not enabled on this server.")
+                return
+            if runtime.transcription.sessions >= settings.transcription.max_sessions:
+                await refuse(
+                    websocket,
+                    "session_limit_reached",
+                    f"The server is at its limit of {settings.transcription.max_sessions} transcription "
+                    "sessions; try again later.",
+                    close_code=CloseCode.TRY_AGAIN_LATER,
+                )
                 return
             await websocket.accept()
             await serve_transcription(websocket, runtime.transcription, settings.transcription)

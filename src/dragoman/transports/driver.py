@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, cast
 
 from dragoman.engines.workers import CancelToken, Priority, Streamed
-from dragoman.errors import ClientError, EngineFailure, ServerError
+from dragoman.errors import ClientError, EngineFailure, IdleTimeout, MessageTooBig, ServerError, ShuttingDown
 from dragoman.logs import log_failure
 from dragoman.sessions.base import DEFAULT_LANE, CloseCode, Job, Session
 
@@ -53,11 +53,19 @@ DEFAULT_SEND_LIMIT = 1024
 DRAIN_TIMEOUT_S = 5.0
 
 
+class _Stop:
+    """What `_next_frame` returns once the server shuts down."""
+
+
+_STOP = _Stop()
+
+
 class Channel(Protocol):
     """One connection's frames: a WebSocket, or a WebRTC data channel."""
 
     async def receive(self) -> Frame | None:
-        """The next frame, or None once the peer has closed."""
+        """The next frame, or None once the peer has closed; raises MessageTooBig for a frame
+        past the channel's size limit."""
 
     async def send(self, frame: str) -> None: ...
 
@@ -156,6 +164,7 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
         lanes: Mapping[str, Lane] | None = None,
         send_limit: int = DEFAULT_SEND_LIMIT,
         tag: Callable[[ServerEventT], str | None] = lambda event: None,
+        idle_timeout_s: float | None = None,
     ) -> None:
         """A session of one engine passes its `worker` and `priority`; one of several, `lanes`."""
         if lanes is None:
@@ -175,6 +184,9 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
         self._running = False
         #: Set when `run` ends: whether every engine call of the session ended in time.
         self.drained = True
+        self.idle_timeout_s = idle_timeout_s
+        self._stopping = asyncio.Event()
+        self._receiving: asyncio.Future[Frame | None] | None = None
 
     async def run(self, first: ClientEventT | None = None) -> None:
         """Serve until the peer or the session closes; `first` is an event the adapter already read."""
@@ -192,6 +204,8 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
                 close_code = await self._receive_loop()
         finally:
             self._running = False
+            if self._receiving is not None:
+                self._receiving.cancel()
             for task in jobs:
                 task.cancel()
             for token in self._in_flight.values():
@@ -206,11 +220,25 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
     # -- frames in -------------------------------------------------------------------
 
     async def _receive_loop(self) -> int | None:
-        """Frames into the session until the peer closes (None) or the session does."""
+        """Frames into the session until the peer closes (None) or the session does, the
+        client idles past `idle_timeout_s`, sends a frame past the size limit, or the server
+        shuts down (`shut_down`)."""
         while True:
-            frame = await self.channel.receive()
+            try:
+                frame = await self._next_frame()
+            except MessageTooBig as exc:
+                self._send(self.codec.refusal(exc, b""))
+                return CloseCode.MESSAGE_TOO_BIG
+            except IdleTimeout as exc:
+                self.log.info("client idle; closing", seconds=self.idle_timeout_s)
+                self._send(self.codec.refusal(exc, b""))
+                return CloseCode.NORMAL
+            if frame is _STOP:
+                self._send(self.codec.failure(ShuttingDown("the server is shutting down"), None))
+                return CloseCode.GOING_AWAY
             if frame is None:
                 return None
+            assert not isinstance(frame, _Stop)
             try:
                 event = self.codec.parse(frame)
             except ClientError as exc:
@@ -225,6 +253,29 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
             if self.outgoing.overflowed:
                 self.log.warning("client is not reading; closing", queued=len(self.outgoing))
                 return CloseCode.POLICY_VIOLATION
+
+    async def _next_frame(self) -> Frame | _Stop | None:
+        """The next frame; `_STOP` once `shut_down` is called. Raises IdleTimeout."""
+        if self._receiving is None:
+            self._receiving = asyncio.ensure_future(self.channel.receive())
+        stopping: asyncio.Future[Any] = asyncio.ensure_future(self._stopping.wait())
+        waiting: set[asyncio.Future[Any]] = {self._receiving, stopping}
+        try:
+            done, _ = await asyncio.wait(
+                waiting, timeout=self.idle_timeout_s, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            stopping.cancel()
+        if self._receiving in done:
+            receiving, self._receiving = self._receiving, None
+            return receiving.result()
+        if self._stopping.is_set():
+            return _STOP
+        raise IdleTimeout(f"No event for {self.idle_timeout_s:g} s; the session is closed.")
+
+    def shut_down(self) -> None:
+        """The server is stopping: tell the client why, then close with 1001 (going away)."""
+        self._stopping.set()
 
     def _receive_event(self, event: ClientEventT) -> None:
         try:

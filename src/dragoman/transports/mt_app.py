@@ -10,6 +10,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from dragoman.config import Settings
+from dragoman.transports.connections import apply_policy
 from dragoman.transports.readiness import Readiness, mount
 from dragoman.transports.services import MTService
 from dragoman.transports.websocket.mt import mt_router
@@ -36,5 +37,6 @@ def create_mt_app(settings: Settings, service: MTService | None = None) -> FastA
         preset=mt.default_preset,
     )
     app.state.mt = mt
+    apply_policy(app, settings)
     app.include_router(mt_router(mt, "/", readiness=readiness))
     return app

@@ -47,6 +47,8 @@ class TranscriptionService:
         self.profile: EngineProfile | None = None
         self.vad_model: SileroModel | None = None
         self.turn_model: SmartTurnModel | None = None
+        #: Transcription sessions open now (the agent's turns are not counted).
+        self.sessions = 0
 
     async def start(self) -> None:
         began = time.perf_counter()

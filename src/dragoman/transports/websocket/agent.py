@@ -22,8 +22,8 @@ from dragoman.sessions.agent.events import ClientEvent, ServerEvent
 from dragoman.sessions.agent.session import AgentJob, AgentResult
 from dragoman.sessions.speech.events import Error
 from dragoman.transports.agent_service import AgentService
+from dragoman.transports.connections import ConnectionPolicy
 from dragoman.transports.driver import Frame, SessionDriver
-from dragoman.transports.websocket.channel import WebSocketChannel
 from dragoman.transports.websocket.realtime import refuse
 
 log = get_logger(__name__)
@@ -70,11 +70,18 @@ async def serve_agent(websocket: WebSocket, service: AgentService) -> None:
         session = service.new_session(session_id, GA_RATE)
         session_log = log.bind(session=session_id, unit=unit.index)
         session_log.info("agent session opened", generation=parser.generation.value)
+        policy = ConnectionPolicy.of(websocket)
         driver: SessionDriver[ClientEvent, ServerEvent, AgentJob, AgentResult] = SessionDriver(
-            session, WebSocketChannel(websocket), AgentCodec(parser), log=session_log, lanes=service.lanes()
+            session,
+            policy.channel(websocket),
+            AgentCodec(parser),
+            log=session_log,
+            lanes=service.lanes(),
+            idle_timeout_s=policy.idle_timeout_s,
         )
         try:
-            await driver.run()
+            with policy.connections.track(driver):
+                await driver.run()
         finally:
             session.close()
             drained = driver.drained

@@ -26,10 +26,10 @@ from dragoman.protocol.mt import encode, error_frame, parse_client_message, peek
 from dragoman.sessions.base import CloseCode
 from dragoman.sessions.mt.events import ClientEvent, Error, ErrorCode, ServerEvent
 from dragoman.sessions.mt.session import MTSession
+from dragoman.transports.connections import ConnectionPolicy
 from dragoman.transports.driver import Frame, SessionDriver
 from dragoman.transports.readiness import Readiness
 from dragoman.transports.services import MTService
-from dragoman.transports.websocket.channel import WebSocketChannel
 
 log = get_logger(__name__)
 
@@ -90,17 +90,20 @@ async def serve_mt(websocket: WebSocket, service: MTService) -> None:
         presets=service.presets,
     )
     session_log = log.bind(session=session.session_id)
+    policy = ConnectionPolicy.of(websocket)
     driver = SessionDriver(
         session,
-        WebSocketChannel(websocket),
+        policy.channel(websocket),
         codec,
         service.worker,
         log=session_log,
         priority=Priority.INTERACTIVE,
+        idle_timeout_s=policy.idle_timeout_s,
     )
     service.sessions += 1
     try:
-        await driver.run(first=init)
+        with policy.connections.track(driver):
+            await driver.run(first=init)
     finally:
         service.sessions -= 1
         service.forget(session.session_id)

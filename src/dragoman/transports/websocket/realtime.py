@@ -22,9 +22,9 @@ from dragoman.protocol.realtime.server_events import ErrorDetail, ErrorEvent, wi
 from dragoman.sessions.base import CloseCode
 from dragoman.sessions.transcription.events import ClientEvent, Error, ServerEvent
 from dragoman.sessions.transcription.session import SessionConfig, TranscriptionSession
+from dragoman.transports.connections import ConnectionPolicy
 from dragoman.transports.driver import Frame, SessionDriver
 from dragoman.transports.services import TranscriptionService
-from dragoman.transports.websocket.channel import WebSocketChannel
 
 log = get_logger(__name__)
 
@@ -81,15 +81,20 @@ async def serve_transcription(
     )
     session_log = log.bind(session=session.session_id)
     session_log.info("session opened", generation=parser.generation.value)
+    policy = ConnectionPolicy.of(websocket)
     driver = SessionDriver(
         session,
-        WebSocketChannel(websocket),
+        policy.channel(websocket),
         RealtimeCodec(parser),
         worker,
         log=session_log,
         priority=Priority.STREAMING,
+        idle_timeout_s=policy.idle_timeout_s,
     )
+    service.sessions += 1
     try:
-        await driver.run()
+        with policy.connections.track(driver):
+            await driver.run()
     finally:
+        service.sessions -= 1
         session_log.info("session closed", revisions=session.revisions)
