@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import websockets
 from openai import AsyncOpenAI
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.server import Server, start, stop
 
@@ -121,3 +122,21 @@ async def test_sigterm_closes_sessions_with_1001_and_a_reason(tmp_path: Path, ca
         assert await asyncio.to_thread(server.process.wait, 30) in (0, -signal.SIGTERM)
     finally:
         stop(server)
+
+
+def test_metrics_are_prometheus_text_behind_the_key(guarded: Server) -> None:
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(guarded.http + "/metrics", timeout=10)
+    assert refused.value.code == 401
+    request = urllib.request.Request(guarded.http + "/metrics", headers={"Authorization": f"Bearer {KEY}"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        text = answer.read().decode()
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    assert {"dragoman_sessions", "dragoman_connections", "dragoman_worker_waiting"} <= set(families)
+    refusals = {
+        s.labels["reason"]: s.value
+        for s in families["dragoman_refusals"].samples
+        if s.name.endswith("_total")
+    }
+    assert refusals.get("invalid_api_key", 0) >= 1, refusals
+    assert "dragoman_engine_job_seconds" in families

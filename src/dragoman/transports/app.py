@@ -1,6 +1,6 @@
 """The FastAPI application: `GET /health`, `GET /v1/models`, `/v1/realtime` (the voice agent,
 and transcription with `?intent=transcription`), `/v1/mt`, and the agent's `GET /v1/pool` and
-`GET /v1/usage`."""
+`GET /v1/usage`, and `GET /metrics`."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from dragoman.config import Settings
 from dragoman.sessions.base import CloseCode
 from dragoman.transports.connections import apply_policy
 from dragoman.transports.llm_proxy import llm_proxy_router
+from dragoman.transports.metrics import mount_metrics
 from dragoman.transports.readiness import Readiness, mount
 from dragoman.transports.runtime import Runtime
 from dragoman.transports.websocket.agent import serve_agent
@@ -40,7 +41,8 @@ def create_app(settings: Settings) -> FastAPI:
         services=settings.services,
     )
     app.state.runtime = runtime
-    apply_policy(app, settings)
+    policy = apply_policy(app, settings)
+    mount_metrics(app, runtime, policy.access)
 
     @app.get("/v1/models")
     async def models(request: Request) -> dict[str, Any]:

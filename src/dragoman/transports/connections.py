@@ -18,7 +18,7 @@ from starlette.websockets import WebSocket
 
 from dragoman.config import Settings, read_api_keys
 from dragoman.logs import get_logger
-from dragoman.transports.guard import AccessGuard
+from dragoman.transports.guard import AccessGuard, AccessStats
 from dragoman.transports.websocket.channel import WebSocketChannel
 
 log = get_logger(__name__)
@@ -76,6 +76,7 @@ class ConnectionPolicy:
     connections: Connections = field(default_factory=Connections)
     max_message_bytes: int = 2 * 1024 * 1024
     idle_timeout_s: float | None = 300.0
+    access: AccessStats = field(default_factory=AccessStats)
 
     @classmethod
     def of(cls, websocket: WebSocket) -> ConnectionPolicy:
@@ -95,6 +96,9 @@ def apply_policy(app: FastAPI, settings: Settings) -> ConnectionPolicy:
     policy = ConnectionPolicy(Connections(), settings.max_message_bytes, settings.idle_timeout_s)
     app.state.policy = policy
     app.add_middleware(
-        AccessGuard, api_keys=read_api_keys(settings), max_connections=settings.max_connections
+        AccessGuard,
+        api_keys=read_api_keys(settings),
+        max_connections=settings.max_connections,
+        stats=policy.access,
     )
     return policy

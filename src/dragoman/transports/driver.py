@@ -37,6 +37,7 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 from dragoman.engines.workers import CancelToken, Priority, Streamed
 from dragoman.errors import ClientError, EngineFailure, IdleTimeout, MessageTooBig, ServerError, ShuttingDown
 from dragoman.logs import log_failure
+from dragoman.metrics import ENGINE_JOB_SECONDS
 from dragoman.sessions.base import DEFAULT_LANE, CloseCode, Job, Session
 
 ClientEventT = TypeVar("ClientEventT")
@@ -334,7 +335,9 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
                 outcome = EngineFailure("the engine job failed", error_id=error_id)
             finally:
                 self._in_flight.pop(lane, None)
-            ms = round((time.perf_counter() - began) * 1000)
+            seconds = time.perf_counter() - began
+            ENGINE_JOB_SECONDS.labels(lane).observe(seconds)
+            ms = round(seconds * 1000)
             self.log.debug(
                 "engine job", lane=lane, job=type(job).__name__, ms=ms, failed=isinstance(outcome, Exception)
             )

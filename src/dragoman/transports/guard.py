@@ -19,9 +19,11 @@ from __future__ import annotations
 import hmac
 import json
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from dragoman.logs import get_logger
+from dragoman.metrics import REFUSALS
 
 log = get_logger(__name__)
 
@@ -68,15 +70,27 @@ def key_matches(presented: Sequence[str], keys: Sequence[str]) -> bool:
     return matched
 
 
+@dataclass
+class AccessStats:
+    """What the guard sees, for the metrics."""
+
+    #: WebSocket connections open now.
+    connections: int = 0
+
+
 class AccessGuard:
-    def __init__(self, app: ASGIApp, *, api_keys: Sequence[str], max_connections: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        api_keys: Sequence[str],
+        max_connections: int,
+        stats: AccessStats | None = None,
+    ) -> None:
         self.app = app
         self.api_keys = tuple(api_keys)
         self.max_connections = max_connections
-        #: WebSocket connections open now.
-        self.connections = 0
-        #: Refusals by reason, for the metrics.
-        self.refused: dict[str, int] = {}
+        self.stats = stats or AccessStats()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket") or scope.get("path") in OPEN_PATHS:
@@ -94,7 +108,7 @@ class AccessGuard:
         if scope["type"] == "http":
             await self.app(scope, receive, send)
             return
-        if self.connections >= self.max_connections:
+        if self.stats.connections >= self.max_connections:
             await self._refuse(
                 scope,
                 send,
@@ -103,14 +117,14 @@ class AccessGuard:
                 f"The server holds its limit of {self.max_connections} connections; try again later.",
             )
             return
-        self.connections += 1
+        self.stats.connections += 1
         try:
             await self.app(scope, receive, send)
         finally:
-            self.connections -= 1
+            self.stats.connections -= 1
 
     async def _refuse(self, scope: Scope, send: Send, status: int, code: str, message: str) -> None:
-        self.refused[code] = self.refused.get(code, 0) + 1
+        REFUSALS.labels(code).inc()
         log.info("request refused", path=scope.get("path"), status=status, code=code)
         kind = "invalid_request_error" if status < 500 else "server_error"
         body = json.dumps({"error": {"type": kind, "code": code, "message": message, "param": None}}).encode()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import uuid
 from collections.abc import Callable
 
@@ -22,6 +23,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from dragoman.engines.workers import Priority
 from dragoman.errors import ClientError, ServerError, with_error_id
 from dragoman.logs import get_logger
+from dragoman.metrics import ERRORS, REFUSALS
 from dragoman.protocol.mt import encode, error_frame, parse_client_message, peek_seq
 from dragoman.sessions.base import CloseCode
 from dragoman.sessions.mt.events import ClientEvent, Error, ErrorCode, ServerEvent
@@ -44,6 +46,8 @@ class MTCodec:
         return parse_client_message(frame).to_event()
 
     def write(self, event: ServerEvent) -> str:
+        if isinstance(event, Error):
+            ERRORS.labels(str(event.code)).inc()
         return encode(event)
 
     def refusal(self, error: ClientError, frame: Frame) -> ServerEvent:
@@ -117,6 +121,7 @@ async def serve_mt(websocket: WebSocket, service: MTService) -> None:
 
 
 async def _refuse(websocket: WebSocket, frame: str, close_code: int) -> None:
+    REFUSALS.labels("mt_" + str(json.loads(frame).get("code", "refused"))).inc()
     with contextlib.suppress(Exception):
         await websocket.send_text(frame)
         await websocket.close(code=close_code)

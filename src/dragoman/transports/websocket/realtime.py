@@ -17,6 +17,7 @@ from dragoman.config import TranscriptionSettings
 from dragoman.engines.workers import Priority
 from dragoman.errors import ClientError, ServerError
 from dragoman.logs import get_logger
+from dragoman.metrics import REFUSALS
 from dragoman.protocol.realtime.client_events import ClientParser, default_input_rate, generation_of
 from dragoman.protocol.realtime.server_events import ErrorDetail, ErrorEvent, wire_event
 from dragoman.sessions.base import CloseCode
@@ -39,6 +40,7 @@ async def refuse(
 ) -> None:
     """Tell the client why in an OpenAI error event, then close (1008: policy violation,
     1013: try again later)."""
+    REFUSALS.labels(code).inc()
     await websocket.accept()
     event = ErrorEvent(error=ErrorDetail(type=error_type, code=code, message=message))
     await websocket.send_text(json.dumps(event.wire()))

@@ -1,0 +1,20 @@
+"""The process's own Prometheus metrics: what happens as it happens (prometheus-client).
+
+What can be read off the server's state when it is scraped (sessions open, queue
+depths, the pool) is collected then, in `transports/metrics.py`; these are the events
+counted or timed as they pass: errors sent to clients by code, refusals by reason,
+and engine job latency by lane.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+ERRORS = Counter("dragoman_errors_total", "Error events and frames sent to clients, by error code.", ["code"])
+REFUSALS = Counter("dragoman_refusals_total", "Connections and sessions refused, by reason.", ["reason"])
+ENGINE_JOB_SECONDS = Histogram(
+    "dragoman_engine_job_seconds",
+    "Engine jobs from the start of their call to their result, by lane (engine role).",
+    ["lane"],
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0),
+)
