@@ -139,7 +139,8 @@ def test_ga_update_sets_audio_input() -> None:
     )
     assert types(events) == ["session.updated"]
     audio_in = events[0]["session"]["audio"]["input"]
-    assert audio_in["transcription"] == {"model": "whisper-1", "language": "en", "prompt": "names"}
+    # Honest: whisper-1 was asked for, fake-asr serves it.
+    assert audio_in["transcription"] == {"model": "fake-asr", "language": "en", "prompt": "names"}
     assert audio_in["turn_detection"]["silence_duration_ms"] == 700
     assert audio_in["turn_detection"]["threshold"] == 0.5
     assert session.config.input_rate == 24000

@@ -277,7 +277,8 @@ def session_event(event: agent.SessionConfigured, generation: Generation) -> sha
 def _ga_session(config: AgentConfig, engine_name: str) -> dict[str, Any]:
     return {
         "type": "realtime",
-        "model": config.model or engine_name,
+        # Honest: the LLM that answers, whatever model the client named.
+        "model": engine_name,
         "output_modalities": list(config.output_modalities),
         "instructions": config.instructions,
         "audio": {

@@ -228,7 +228,8 @@ def session_event(event: out.SessionConfigured, generation: Generation) -> Sessi
     """`session.created/updated` (GA) or `transcription_session.created/updated` (beta)."""
     config = event.config
     transcription = {
-        "model": config.model or event.engine_name,
+        # Honest: the engine that serves the session, whatever model the client named.
+        "model": event.engine_name,
         "language": config.language,
         "prompt": config.prompt,
     }
