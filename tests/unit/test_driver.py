@@ -263,3 +263,28 @@ async def test_shut_down_tells_the_client_why_and_closes_with_1001() -> None:
     run.shut_down()
     await asyncio.wait_for(task, 5)
     assert channel.sent[-1].startswith("server error") and channel.closed == CloseCode.GOING_AWAY
+
+
+class DeafChannel(Channel):
+    """A client that never reads: every send blocks."""
+
+    async def send(self, frame: str) -> None:
+        await asyncio.Event().wait()
+
+
+async def test_a_client_that_never_reads_is_closed_without_sending_anything(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("dragoman.transports.driver.DRAIN_TIMEOUT_S", 0.2)
+    session = EchoSession()
+    channel = DeafChannel([])
+    run = SessionDriver(
+        session, channel, Codec(), SerialWorker(str.upper, name="echo"), log=get_logger("test"), send_limit=5
+    )
+    task = asyncio.create_task(run.run())
+    await asyncio.sleep(0)
+    session.out += [f"event {n}" for n in range(20)]
+    run._flush()  # the session says more than the client takes
+    await asyncio.wait_for(task, 5)
+    assert channel.closed == CloseCode.POLICY_VIOLATION
+    assert len(run.outgoing) <= 5, "nothing buffered past the bound"

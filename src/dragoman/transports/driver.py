@@ -234,6 +234,9 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
                 self.log.info("client idle; closing", seconds=self.idle_timeout_s)
                 self._send(self.codec.refusal(exc, b""))
                 return CloseCode.NORMAL
+            if frame is _STOP and self.outgoing.overflowed:
+                self.log.warning("client is not reading; closing", queued=len(self.outgoing))
+                return CloseCode.POLICY_VIOLATION
             if frame is _STOP:
                 self._send(self.codec.failure(ShuttingDown("the server is shutting down"), None))
                 return CloseCode.GOING_AWAY
@@ -401,8 +404,10 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
             frame = self.codec.write(
                 self.codec.failure(EngineFailure("event writing failed", error_id=error_id), None)
             )
-        if frame is not None:  # None: the client's generation has no such event
-            self.outgoing.put(frame, self._tag(event))
+        if frame is not None and not self.outgoing.put(frame, self._tag(event)):
+            # A client `send_limit` frames behind is not reading: close it now rather than
+            # buffer without end, even while it sends nothing that would wake the receive loop.
+            self._stopping.set()
 
     def _report(self, exc: Exception, what: str, event: ClientEventT | None) -> None:
         error_id = log_failure(self.log, what, exc)
