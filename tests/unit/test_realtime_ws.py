@@ -42,6 +42,8 @@ class CountingEngine(ASREngine):
 
     def transcribe_batch(self, requests: Sequence[StepRequest]) -> list[StepResult | ClientError]:
         self.batches.append(len(requests))
+        if any(request.prompt == "crash the engine" for request in requests):
+            raise RuntimeError("/srv/models/secret.bin: engine fault")
         out: list[StepResult | ClientError] = []
         for request in requests:
             seconds = -(-len(request.audio) // self.capabilities.sample_rate)
@@ -173,3 +175,31 @@ def test_sessions_are_refused_until_the_engine_is_loaded(monkeypatch: pytest.Mon
         wait_for(lambda: test_client.get("/health").status_code == 200, timeout=10)
         with test_client.websocket_connect(URL) as ws:
             assert ws.receive_json()["type"] == "session.created"
+
+
+def test_an_engine_fault_on_one_session_leaves_the_others_correct(client: TestClient) -> None:
+    manual = {
+        "type": "session.update",
+        "session": {"type": "transcription", "audio": {"input": {"turn_detection": None}}},
+    }
+    faulty = {
+        "type": "session.update",
+        "session": {
+            "type": "transcription",
+            "audio": {"input": {"turn_detection": None, "transcription": {"prompt": "crash the engine"}}},
+        },
+    }
+    with client.websocket_connect(URL) as good, client.websocket_connect(URL) as bad:
+        for ws, update in ((good, manual), (bad, faulty)):
+            ws.receive_json()
+            ws.send_json(update)
+            assert ws.receive_json()["type"] == "session.updated"
+        for ws in (bad, good):
+            ws.send_json({"type": "input_audio_buffer.append", "audio": pcm(1.5)})
+            ws.send_json({"type": "input_audio_buffer.commit"})
+        failed = receive_until(bad, "conversation.item.input_audio_transcription.failed")[-1]
+        completed = receive_until(good, "conversation.item.input_audio_transcription.completed")[-1]
+    assert completed["transcript"] == "one two"
+    error = failed["error"]
+    assert "err_" in error["message"] and "secret" not in error["message"] and "/srv" not in error["message"]
+    assert client.get("/health").status_code == 200

@@ -281,6 +281,13 @@ class BatchingWorker(Generic[RequestT, ResultT]):
                 raise RuntimeError(f"engine returned {len(results)} results for {len(batch)} requests")
         except Exception as exc:
             n.failures += 1
+            if len(batch) > 1:
+                # One session's bad request must not fail the others it was batched with: each
+                # request is tried alone, and only those that fail alone get the error.
+                log.warning(f"{self.name} batch failed; retrying its requests one by one", batch=len(batch))
+                for pending in batch:
+                    await self._serve([pending])
+                return
             sessions = sorted({self._tags(p.request).get("session", "") for p in batch})
             error_id = log_failure(
                 log, f"{self.name} engine call failed", exc, batch=len(batch), sessions=sessions
