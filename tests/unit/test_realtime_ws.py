@@ -203,3 +203,17 @@ def test_an_engine_fault_on_one_session_leaves_the_others_correct(client: TestCl
     error = failed["error"]
     assert "err_" in error["message"] and "secret" not in error["message"] and "/srv" not in error["message"]
     assert client.get("/health").status_code == 200
+
+
+def test_a_client_that_leaves_mid_step_leaves_nothing_behind(client: TestClient) -> None:
+    app: Any = client.app
+    runtime, policy = app.state.runtime, app.state.policy
+    for _ in range(3):
+        with client.websocket_connect(URL) as ws:
+            ws.receive_json()
+            ws.send_json({"type": "input_audio_buffer.append", "audio": pcm(2.5)})  # a step is due
+        # Gone without a commit or a close of its own, possibly mid-step.
+    wait_for(lambda: runtime.transcription.sessions == 0 and len(policy.connections) == 0, timeout=10)
+    assert runtime.transcription.worker.stats.queued == 0
+    with client.websocket_connect(URL) as ws:
+        assert ws.receive_json()["type"] == "session.created", "and the next client is served"
