@@ -39,7 +39,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from dragoman.errors import ClientError, EngineFailure, ServerError
 from dragoman.logs import get_logger, log_failure
@@ -391,3 +391,24 @@ class SerialWorker(Generic[RequestT, ResultT]):
         self._waiting.clear()
         if self._in_flight is not None:
             await asyncio.wait([self._in_flight], timeout=CLOSE_TIMEOUT_S)
+
+
+class Housekeeping:
+    """Engine work no session waits for, such as dropping a closed session's cache: run in a
+    background turn on the engine's worker, after the work that waits, and cancelled at close."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def later(self, worker: SerialWorker[Any, Any], fn: Callable[[], object], name: str) -> None:
+        async def run() -> None:
+            async with worker.turn(Priority.BACKGROUND) as slot:
+                await slot.call(fn)
+
+        task = asyncio.create_task(run(), name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def cancel(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()

@@ -20,7 +20,7 @@ from dragoman.engines.asr.base import ASREngine, StepRequest, StepResult
 from dragoman.engines.mt.base import MTDraft, MTEngine, MTRequest
 from dragoman.engines.registry import create_asr_engine, create_mt_engine
 from dragoman.engines.turn.smart_turn import SmartTurnModel
-from dragoman.engines.workers import BatchingWorker, Priority, SerialWorker
+from dragoman.engines.workers import BatchingWorker, Housekeeping, SerialWorker
 from dragoman.errors import ConfigError, ModelUnavailable
 from dragoman.logs import get_logger
 from dragoman.sessions.speech.config import EngineProfile
@@ -145,7 +145,7 @@ class MTService:
         self.worker: SerialWorker[MTRequest, MTDraft] | None = None
         self.directions: list[str] = []
         self.sessions = 0
-        self._housekeeping: set[asyncio.Task[None]] = set()
+        self._housekeeping = Housekeeping()
 
     @classmethod
     def from_settings(cls, mt: MTSettings, cache_dir: Path) -> MTService:
@@ -186,20 +186,11 @@ class MTService:
     def forget(self, cache_key: str) -> None:
         """Drop a closed session's engine cache, on the engine's thread, after the work that waits."""
         worker, engine = self.worker, self.engine
-        if worker is None or engine is None:
-            return
-
-        async def drop() -> None:
-            async with worker.turn(Priority.BACKGROUND) as slot:
-                await slot.call(lambda: engine.forget(cache_key))
-
-        task = asyncio.create_task(drop(), name=f"mt-forget-{cache_key}")
-        self._housekeeping.add(task)
-        task.add_done_callback(self._housekeeping.discard)
+        if worker is not None and engine is not None:
+            self._housekeeping.later(worker, lambda: engine.forget(cache_key), f"mt-forget-{cache_key}")
 
     async def close(self) -> None:
-        for task in list(self._housekeeping):
-            task.cancel()
+        self._housekeeping.cancel()
         if self.worker is not None:
             await self.worker.close()  # waits for the call in flight before the engine goes
         if self.engine is not None:
