@@ -62,7 +62,9 @@ SYSTEM_PROMPT = (
 )
 QUESTION = "Hi! I'm flying to Lisbon next week. What should I pack for the trip?"
 FOLLOW_UP = "And is it usually rainy there in spring?"
-TOOL_QUESTION = "What's the weather like in Lisbon right now?"
+#: The 0.5B called the tool for this 4 times in 4 (for "What's the weather like in Lisbon right
+#: now?" it answered in text 4 times in 4).
+TOOL_QUESTION = "Please check the current weather in Lisbon for me."
 TOOLS = (
     ToolSpec(
         "get_weather",

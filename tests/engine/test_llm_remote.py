@@ -10,11 +10,6 @@ for failing cleanly there.
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,53 +32,16 @@ from dragoman.engines.llm.responses import ResponsesEngine
 from dragoman.engines.workers import CancelToken
 from dragoman.weights import resolve
 from tests.engine.test_llm_llama_cpp import HANG_UP, MARKUP, SYSTEM, WEATHER
+from tests.llama_server import llama_server
 
 pytestmark = pytest.mark.engine
-
-#: Loading the model and the first request take seconds; a busy 2-core machine makes it minutes.
-START_TIMEOUT_S = 300.0
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
 def base_url(cache_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     model = resolve("qwen2.5-0.5b-instruct-gguf", cache_dir)
-    port = free_port()
-    log_path = tmp_path_factory.mktemp("llama-server") / "server.log"
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model)]
-    command += ["--host", "127.0.0.1", "--port", str(port), "--n_threads", "2", "--n_ctx", "4096"]
-    with log_path.open("wb") as log:
-        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if server.poll() is not None:
-                pytest.fail(
-                    f"llama_cpp.server exited with {server.returncode}:\n{log_path.read_text()[-3000:]}"
-                )
-            try:
-                with urllib.request.urlopen(f"{url}/models", timeout=5) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"llama_cpp.server did not start:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.5)
+    with llama_server(model, tmp_path_factory.mktemp("llama-server") / "server.log") as url:
         yield url
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
 
 
 @pytest.fixture(scope="module")

@@ -167,6 +167,7 @@ class LlamaCppEngine:
         )
 
     def forget(self, conversation: str) -> None:
+        """Drop the conversation's snapshot; cheap and safe from any thread, even mid-turn."""
         with self._keys_lock:
             self._cache.forget(conversation)
             if self._running == conversation:

@@ -25,6 +25,11 @@ from dragoman.errors import EngineFailure, ModelUnavailable
 #: Prompt tokens per llama_decode call: cancellation is checked between chunks. Measured on
 #: 2 cores, prefill ran at about 150 tok/s with chunks of 256 or 512 and lost a fifth at 128.
 PREFILL_CHUNK = 256
+#: The fewest tokens a prompt's last chunk holds. llama.cpp runs a one-token batch through other
+#: kernels than a longer one, and the logits differ enough to flip a greedy choice: on a tools
+#: prompt, the 0.5B called the tool after a whole prefill and answered in text after a cached one
+#: whose last token went alone. With two tokens or more both gave the call.
+MIN_LAST_CHUNK = 2
 #: Sampling of a non-greedy reply (llama.cpp's defaults).
 TOP_K, TOP_P, MIN_P = 40, 0.95, 0.05
 
@@ -161,7 +166,11 @@ class LlamaRuntime:
         while done < len(tokens):
             if cancel is not None and cancel.cancelled:
                 break
-            chunk = tokens[done : done + min(PREFILL_CHUNK, self.batch_size)]
+            size = min(PREFILL_CHUNK, self.batch_size, len(tokens) - done)
+            rest = len(tokens) - done - size
+            if 0 < rest < MIN_LAST_CHUNK:
+                size -= MIN_LAST_CHUNK - rest  # leave the last chunk enough tokens
+            chunk = tokens[done : done + size]
             batch.n_tokens = len(chunk)
             for i, token in enumerate(chunk):
                 batch.token[i] = token

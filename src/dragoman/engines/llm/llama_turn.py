@@ -7,8 +7,9 @@ The turn runs in phases on the one sequence of `LlamaRuntime`:
    the turn's `cached_tokens`.
 2. Speak: tokens are sampled freely and their text goes through `MarkupFilter`,
    which passes on the spoken text and spots the start of a tool call: Qwen2.5's
-   `<tool_call>` token, or a fenced or bare `{"name": ...}`. For the latter the
-   sequence is cut back to where the object began.
+   `<tool_call>` token, or a fenced or bare `{"name": ...}`. The sequence is then
+   cut back to the spoken text and `<tool_call>` written after it, as the chat
+   template writes a call, so the next turn's prompt matches it.
 3. Call: from there the call object is sampled under the grammar of the offered
    tools (`grammar.call_grammar`), so it always parses and its arguments fit the
    tool's schema. The call's closing tag is then decoded, and one or two tokens
@@ -29,7 +30,7 @@ from dragoman.engines.llm.base import FinishReason, ForcedTool, LLMPiece, TextPi
 from dragoman.engines.llm.calls import find_object_end, parse_call_object
 from dragoman.engines.llm.grammar import call_grammar
 from dragoman.engines.llm.kv_snapshots import common_prefix
-from dragoman.engines.llm.llama_runtime import LlamaRuntime, Sampler
+from dragoman.engines.llm.llama_runtime import MIN_LAST_CHUNK, LlamaRuntime, Sampler
 from dragoman.engines.llm.markup import CLOSE_TAG, OPEN_TAG, CallStart, MarkupFilter
 from dragoman.engines.workers import CancelToken
 from dragoman.logs import get_logger
@@ -113,8 +114,9 @@ class Turn:
 
     def _prefill(self) -> int:
         prompt = self._plan.prompt
-        # At least the last prompt token is decoded again: its logits start the reply.
-        cached = min(common_prefix(self._held, prompt), len(prompt) - 1)
+        # The last prompt tokens are decoded again, whatever is cached: their logits start the
+        # reply, and they go in one batch as they would in a whole prefill (MIN_LAST_CHUNK).
+        cached = max(0, min(common_prefix(self._held, prompt), len(prompt) - MIN_LAST_CHUNK))
         self._rt.truncate(cached)
         self._seq = prompt[:cached]
         done = self._rt.decode(prompt[cached:], cached, self._cancel)
@@ -209,6 +211,8 @@ class Turn:
         sampler = self._rt.sampler(temperature=0.0, seed=self._plan.seed)
         try:
             for _ in range(_PROBE_TOKENS):
+                if self._generated >= self._plan.max_new_tokens:
+                    break  # the calls are whole: out of tokens only for more
                 token = self._sample(sampler)
                 if token == self._open_tag:
                     self._push(token)
