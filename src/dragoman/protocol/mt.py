@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from dragoman.errors import InvalidEvent, InvalidValue
+from dragoman.protocol.json_frames import BadJSON, load_json
 from dragoman.sessions.mt.events import (
     PROTOCOL_VERSION,
     Error,
@@ -140,9 +141,9 @@ def _message_type(raw: str | bytes) -> str:
     if not isinstance(raw, str):
         raise InvalidEvent("Messages must be JSON text frames, not binary.")
     try:
-        data = json.loads(raw)
-    except ValueError:
-        raise InvalidEvent("The message is not valid JSON.") from None
+        data = load_json(raw, "message")
+    except BadJSON as exc:
+        raise InvalidEvent(str(exc)) from None
     if not isinstance(data, dict):
         raise InvalidEvent("A message must be a JSON object.")
     kind = data.get("type")
@@ -173,8 +174,10 @@ def parse_client_message(raw: str | bytes) -> ClientMessage:
 def peek_seq(raw: str | bytes) -> int | None:
     """The `seq` of a frame that failed to parse, so that its error can carry it."""
     try:
+        # No depth bound: a frame refused for its nesting still names its seq (when Python can
+        # read it at all), and nothing here walks the value.
         seq = json.loads(raw).get("seq")
-    except (ValueError, AttributeError, TypeError):
+    except (ValueError, RecursionError, AttributeError, TypeError):
         return None
     return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
 

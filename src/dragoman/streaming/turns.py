@@ -49,7 +49,7 @@ also asks the model once per pause, at `PAUSE_MS` of silence: at P(complete) >= 
 before the end emits `Resumed`.
 
 Times are whole milliseconds (rounded down) since the start of the timeline: `offset_samples`
-plus every sample pushed, including those a `reset()` dropped.
+plus every sample pushed, including those a `reset()` dropped, or where `realign()` put it.
 """
 
 from __future__ import annotations
@@ -248,6 +248,20 @@ class TurnSegmenter:
         self._candidate = None
         self._end_turn()
         self.vad.reset()
+
+    def realign(self, position: int) -> None:
+        """Put the next sample pushed at `position` on the timeline (in samples), right after a
+        `reset()`.
+
+        For a caller that keeps its own clock: audio resampled on the way in reaches the
+        segmenter a few samples late, and a clear drops what the resampler held, so after
+        every start-over the caller sets the timeline from the input's clock.
+        """
+        if position < 0:
+            raise ValueError("position must be non-negative")
+        if self.holding or len(self._leftover) or self._ring:
+            raise ValueError("realign() is for a segmenter that holds nothing: reset() it first")
+        self._cursor = position
 
     def open_candidate(self) -> list[TurnOp]:
         """Announce a candidate turn short of its gate now (the client commits the buffer, which

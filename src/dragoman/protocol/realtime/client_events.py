@@ -19,13 +19,13 @@ Unknown fields are ignored.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Discriminator, Field, Tag, ValidationError, model_validator
 
 from dragoman.errors import ClientError, InvalidEvent, InvalidValue
+from dragoman.protocol.json_frames import BadJSON, load_json
 from dragoman.protocol.realtime.fields import (
     CUSTOM,
     MAX_EVENT_ID_CHARS,
@@ -166,7 +166,10 @@ class FunctionCallOutputItem(ClientModel):
 def _item_kind(value: Any) -> str | None:
     if not isinstance(value, dict):
         return "Message"  # reported as "expected an object"
-    return {"message": "Message", "function_call_output": "Output"}.get(value.get("type", "message"))
+    kind = value.get("type", "message")
+    if not isinstance(kind, str):  # a list or an object is no type (and unhashable)
+        return None
+    return {"message": "Message", "function_call_output": "Output"}.get(kind)
 
 
 NewItem = Annotated[
@@ -284,9 +287,9 @@ def _parse(
 def _envelope(raw: str) -> tuple[str, str | None, dict[str, Any]]:
     """The event's type, its event_id and the whole object; errors here quote no event_id."""
     try:
-        data = json.loads(raw)
-    except ValueError:
-        raise InvalidEvent("The event is not valid JSON.") from None
+        data = load_json(raw, "event")
+    except BadJSON as exc:
+        raise InvalidEvent(str(exc)) from None
     if not isinstance(data, dict):
         raise InvalidEvent("An event must be a JSON object.")
     event_id = data.get("event_id")

@@ -57,6 +57,11 @@ MAX_DESCRIPTION_CHARS = 4_000
 MAX_TOOLS = 128
 #: GA `max_output_tokens`: "Provide an integer between 1 and 4096 to limit output tokens, or `inf`".
 MAX_OUTPUT_TOKENS = 4096
+#: The most `prefix_padding_ms` and `silence_duration_ms` may be. OpenAI documents no range
+#: (its SDK's types say only "in milliseconds", defaults 300 and 500); 10 s is far past any
+#: turn-taking use, and bounds the padding a segmenter holds (160 000 samples) and the
+#: silence a turn may wait through.
+MAX_VAD_MS = 10_000
 
 Model = Annotated[str, Field(max_length=MAX_MODEL_CHARS)]
 Instructions = Annotated[str, Field(max_length=MAX_INSTRUCTIONS_CHARS)]
@@ -80,6 +85,15 @@ def _speed(value: float) -> float:
 
 
 Speed = Annotated[Number, AfterValidator(_speed)]
+
+
+def _vad_ms(value: int, info: ValidationInfo) -> int:
+    if value > MAX_VAD_MS:
+        raise fault(f"{info.field_name} must be an integer between 0 and {MAX_VAD_MS}.")
+    return value
+
+
+VadMs = Annotated[Count, AfterValidator(_vad_ms)]
 
 
 def _max_tokens(value: Any, info: ValidationInfo) -> int | None:
@@ -142,8 +156,8 @@ class TurnDetectionModel(ClientModel):
 
     type: Annotated[str, BeforeValidator(_turn_type)] = "server_vad"
     threshold: UnitInterval | None = None
-    prefix_padding_ms: Count | None = None
-    silence_duration_ms: Count | None = None
+    prefix_padding_ms: VadMs | None = None
+    silence_duration_ms: VadMs | None = None
     eagerness: Annotated[Eagerness, BeforeValidator(_eagerness)] | None = None
     create_response: bool | None = None
     interrupt_response: bool | None = None

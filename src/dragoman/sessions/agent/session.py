@@ -123,7 +123,7 @@ class AgentSession:
             elif isinstance(event, out.CommitBuffer):
                 self.front.commit()
             elif isinstance(event, out.ClearBuffer):
-                self.front.clear()
+                self._clear_buffer()
             elif isinstance(event, out.CreateItem):
                 item, previous = self.conversation.add(event.item, event.previous_item_id)
                 self._emit(out.ItemAdded(item, previous))
@@ -141,6 +141,14 @@ class AgentSession:
                 self._emit(speech.Error(event.error, event.event_id))
         except ClientError as exc:
             self._emit(speech.Error(exc, event.event_id))
+
+    def _clear_buffer(self) -> None:
+        """Drop the buffer, and an early start held for the turn it drops: that turn will never
+        be committed, so nothing would ever release or drop its answer."""
+        turn = self.front.current_item
+        self.front.clear()
+        if self._early is not None and turn is not None and self._early.item_id == turn.item_id:
+            self._drop_early()
 
     def _update(self, values: Mapping[str, Any]) -> None:
         """Merge an update into the settings, all or nothing."""

@@ -131,8 +131,9 @@ class SpeechFront:
         if new.input_rate != old.input_rate:
             self._input.reset()
             self._input.set_rate(new.input_rate)
-        if new.turn_detection != old.turn_detection:
-            self._make_segmenter()
+            self._start_over()
+        # A change of the VAD's settings waits for the open turn to end (`_follow_config`).
+        self._follow_config()
 
     def append(self, payload: str) -> None:
         """Take an append of base64 PCM16 at the input rate; raises ClientError (nothing changes)."""
@@ -160,28 +161,30 @@ class SpeechFront:
             # Speech held short of min_speech_ms counts too: the client says the buffer is a turn.
             self._apply(self._segmenter.open_candidate())
             # The client ended the turn: what follows is a new one.
-            self._segmenter.reset()
+            self._start_over()
         elif self._item is not None:
             self._item.add(tail)
         item = self._item
         if item is None or item.samples == 0:
+            self._follow_config()
             raise InvalidValue(
                 "Error committing input audio buffer: the buffer is empty.",
                 code="input_audio_buffer_commit_empty",
             )
         self._close_item()
+        self._follow_config()
 
     def clear(self) -> None:
         """Drop the buffer; a step of the dropped item that has not started is cancelled."""
         self._input.reset()
-        if self._segmenter is not None:
-            self._segmenter.reset()
+        self._start_over()
         if self._item is not None:
             self._item.dropped = True
             in_flight = self._in_flight
             if in_flight is not None and in_flight.item is self._item:
                 in_flight.cancel.cancel()  # its result would be dropped anyway
             self._item = None
+        self._follow_config()
         self._emit(Cleared())
 
     # -- turn detection ------------------------------------------------------
@@ -194,14 +197,37 @@ class SpeechFront:
         factory = self._turn_model_factory
         wants_model = isinstance(vad, turns.SemanticVADConfig) or self._early_start
         turn_model = factory() if wants_model and factory else None
-        offset = self._segmenter.position if self._segmenter is not None else 0
+        # A segmenter that takes over keeps the timeline where the last one left it; one
+        # that starts (VAD switched on) starts at the input's clock.
+        offset = self._segmenter.position if self._segmenter is not None else self._input.clock
         self._segmenter = turns.TurnSegmenter(
             vad, self._vad_factory(), SAMPLE_RATE, offset_samples=offset, turn_model=turn_model
         )
 
+    def _follow_config(self) -> None:
+        """Segment by the config's turn_detection, once no turn is open.
+
+        A change of the VAD's settings while a turn (or a candidate turn) is open takes
+        effect at the next turn: rebuilding the segmenter there would drop the open turn,
+        and announce it again (a second speech_started with no speech_stopped).
+        """
+        segmenter, wanted = self._segmenter, self.config.turn_detection
+        if wanted is None or self._vad_factory is None:
+            self._segmenter = None  # switching VAD off needs an empty buffer (`reconfigure`)
+        elif segmenter is None or (segmenter.config != wanted and not segmenter.holding):
+            self._make_segmenter()
+
+    def _start_over(self) -> None:
+        """The stream starts over (a commit, a clear, a new rate): the segmenter drops what it
+        holds, and its timeline is set from the input's clock."""
+        if self._segmenter is not None:
+            self._segmenter.reset()
+            self._segmenter.realign(self._input.clock)
+
     def _segment(self, audio: Any) -> None:
         assert self._segmenter is not None
         self._apply(self._segmenter.push(audio))
+        self._follow_config()
 
     def _apply(self, ops: list[turns.TurnOp]) -> None:
         for op in ops:
