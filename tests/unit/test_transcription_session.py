@@ -571,3 +571,19 @@ def test_partial_reports_the_audio_its_step_covered() -> None:
     session.job_done(job, StepResult(" hello", "en"))
     (partial,) = [e for e in session.events_to_send() if e["type"] == "mstar.transcription.partial"]
     assert partial["audio_seconds"] == 2.0
+
+
+def test_audio_faster_than_it_can_be_transcribed_is_refused_not_queued() -> None:
+    from dragoman.sessions.speech.front import MAX_PENDING_ITEMS
+
+    session = make_session(vad=False)
+    session.events_to_send()
+    for _ in range(MAX_PENDING_ITEMS):
+        send(session, "input_audio_buffer.append", audio=b64(tone(1.0)))
+        send(session, "input_audio_buffer.commit")
+    (error,) = send(session, "input_audio_buffer.append", audio=b64(tone(1.0)))
+    assert error["type"] == "error" and error["error"]["code"] == "input_audio_buffer_backlog"
+    # Once the engine catches up, audio is taken again.
+    job, _ = run_step(session, "one")
+    assert job.final
+    assert send(session, "input_audio_buffer.append", audio=b64(tone(1.0))) == []

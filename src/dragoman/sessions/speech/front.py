@@ -67,6 +67,10 @@ class StepJob:
     resumes: int = 0
 
 
+#: Committed items that may wait for their final step; past it appends and commits are refused.
+MAX_PENDING_ITEMS = 8
+
+
 class SpeechFront:
     def __init__(
         self,
@@ -137,6 +141,7 @@ class SpeechFront:
 
     def append(self, payload: str) -> None:
         """Take an append of base64 PCM16 at the input rate; raises ClientError (nothing changes)."""
+        self._check_backlog()
         samples, odd = self._input.decode(payload)
         if self._segmenter is None:
             item = self._open_item()
@@ -155,6 +160,7 @@ class SpeechFront:
 
     def commit(self) -> None:
         """The client ends the turn: the buffer becomes a committed item; raises when it is empty."""
+        self._check_backlog()
         tail = self._input.drain()
         if self._segmenter is not None:
             self._segment(tail)
@@ -186,6 +192,19 @@ class SpeechFront:
             self._item = None
         self._follow_config()
         self._emit(Cleared())
+
+    def _check_backlog(self) -> None:
+        """Backpressure: audio coming faster than it can be transcribed is refused, not queued.
+
+        One client sending 200 x (30 s append + commit) once queued 384 MB in 1.6 s; the
+        committed items waiting for their final step are bounded instead.
+        """
+        if len(self._closed) >= MAX_PENDING_ITEMS:
+            raise InvalidValue(
+                f"{len(self._closed)} committed items are still waiting to be transcribed; "
+                "send audio no faster than real time, or wait for their transcripts.",
+                code="input_audio_buffer_backlog",
+            )
 
     # -- turn detection ------------------------------------------------------
 
