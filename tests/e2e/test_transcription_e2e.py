@@ -263,9 +263,12 @@ async def test_binary_frames_and_other_intents_are_refused(server: Server) -> No
         await ws.send(b"\x00\x01")
         error = json.loads(await ws.recv())
         assert error["type"] == "error" and error["error"]["code"] == "invalid_event"
-    async with websockets.connect(server.ws + "/v1/realtime?model=x") as ws:
+    async with websockets.connect(server.ws + "/v1/realtime?intent=translation") as ws:
         error = json.loads(await ws.recv())
         assert error["error"]["code"] == "unsupported_intent"
+    async with websockets.connect(server.ws + "/v1/realtime?model=x") as ws:
+        created = json.loads(await ws.recv())
+        assert created["session"]["type"] == "realtime", "no intent: the voice agent"
 
 
 async def test_concurrent_sessions_get_their_own_transcripts(server: Server) -> None:

@@ -55,7 +55,16 @@ def create_app(settings: Settings) -> FastAPI:
 
     @app.websocket("/v1/realtime")
     async def realtime(websocket: WebSocket) -> None:
-        transcription = websocket.query_params.get("intent") == "transcription"
+        intent = websocket.query_params.get("intent")
+        if intent not in (None, "transcription"):
+            await refuse(
+                websocket,
+                "unsupported_intent",
+                f"Unknown intent {intent[:40]!r}: /v1/realtime serves the voice agent, and "
+                "transcription with ?intent=transcription.",
+            )
+            return
+        transcription = intent == "transcription"
         not_ready = readiness.refusal()
         if not_ready is not None:
             await refuse(
