@@ -3,6 +3,7 @@
     --questions 24     spoken questions per turn-detection mode (default: every usable English clip)
     --barge-ins 8      interruptions timed
     --only latency,barge_in
+    --llm-threads 1    the server's llama.cpp threads (default: its budget, every core)
     --quick            6 questions, 3 barge-ins
 
 A real `dragoman serve --services agent` on a free 127.0.0.1 port (Whisper, Silero and
@@ -312,10 +313,26 @@ def stage_lines(log_path: Path) -> dict[str, list[dict[str, Any]]]:
 STAGES = (
     ("end-of-turn decision (`speech_stopped`)", "stopped"),
     ("final transcript (`transcription.completed`)", "transcript"),
+    ("LLM call begins", "llm_started"),
     ("LLM first token", "llm_first_token"),
     ("first clause", "first_clause"),
     ("first TTS chunk", "tts_first_chunk"),
     ("first `response.output_audio.delta`", "first_audio"),
+)
+
+#: (label, later stage, earlier stage): the time each stage takes.
+SPANS: tuple[tuple[str, str, str | None], ...] = (
+    ("end of speech → end-of-turn decision", "stopped", None),
+    ("end-of-turn decision → final transcript (Whisper on the turn)", "transcript", "stopped"),
+    ("final transcript → LLM call begins (< 0: early start)", "llm_started", "transcript"),
+    ("LLM call → first token (prompt prefill)", "llm_first_token", "llm_started"),
+    ("first token → first clause", "first_clause", "llm_first_token"),
+    ("first clause → first TTS chunk", "tts_first_chunk", "first_clause"),
+    (
+        "first TTS chunk → first audio delta received (held until the transcript)",
+        "first_audio",
+        "tts_first_chunk",
+    ),
 )
 
 
@@ -331,9 +348,115 @@ class Turn:
     cuts: int = 0
     #: LLM pieces (about one a token) made by the first clause.
     pieces: int = 0
+    #: Answers whose audio began while the user was speaking (to a turn cut mid-speech).
+    spoke_over: int = 0
+    #: The last turn's answer waited for an earlier turn's answer to end.
+    queued: bool = False
     transcript: str = ""
     answer: str = ""
     error: str = ""
+
+    def span(self, later: str, earlier: str | None) -> float:
+        """Seconds from one stage to a later one (from the end of speech when `earlier` is None)."""
+        start = 0.0 if earlier is None else self.at.get(earlier, float("nan"))
+        return self.at.get(later, float("nan")) - start
+
+
+#: An answer whose LLM call began this much before its final transcript was received was
+#: started early (a normal start comes a few ms before the client has the transcript).
+EARLY_S = 0.05
+COMPLETED = "conversation.item.input_audio_transcription.completed"
+FAILED = "conversation.item.input_audio_transcription.failed"
+
+
+@dataclass
+class Final:
+    """The last turn of a spoken question, its answer, and the server's stage record of it."""
+
+    started_at: float
+    stopped_at: float
+    heard_at: float
+    transcript: str
+    response_id: str = ""
+    #: Events before the answer's response.created: what happened before it.
+    created_index: int = 0
+    record: dict[str, Any] | None = None
+
+    def first_audio(self, client: Client) -> float | None:
+        audio = [
+            at for at, e in client.of("response.output_audio.delta") if e["response_id"] == self.response_id
+        ]
+        return audio[0] if audio else None
+
+    def at(self, key: str) -> float | None:
+        """When a stage of the record happened (epoch seconds)."""
+        if self.record is None:
+            return None
+        if key == "llm_started":
+            return float(self.record["llm_started_at"])
+        if self.record.get(key + "_ms") is None:
+            return None
+        return float(self.record["llm_started_at"]) + float(self.record[key + "_ms"]) / 1000
+
+
+def final_turn(client: Client, log_path: Path) -> Final | None:
+    """The last turn once it is over and its answer is done; None until then.
+
+    Its answer is the first response created after its transcript went out (an answer
+    started early is held until then). Its stage record is the last one whose LLM call
+    began after the turn's speech_started and before the answer's first audio: an early
+    start dropped because the user went on comes before it.
+    """
+    events = client.events
+    stops = [
+        (i, at, e) for i, (at, e) in enumerate(events) if e["type"] == "input_audio_buffer.speech_stopped"
+    ]
+    starts = [(at, e) for at, e in events if e["type"] == "input_audio_buffer.speech_started"]
+    if not stops or starts[-1][0] > stops[-1][1]:
+        return None
+    _, stopped_at, stopped = stops[-1]
+    item = stopped["item_id"]
+    started_at = next((at for at, e in starts if e["item_id"] == item), starts[-1][0])
+    heard = [
+        (i, at, e)
+        for i, (at, e) in enumerate(events)
+        if e["type"] in (COMPLETED, FAILED) and e["item_id"] == item
+    ]
+    if not heard:
+        return None
+    heard_index, heard_at, event = heard[0]
+    final = Final(started_at, stopped_at, heard_at, str(event.get("transcript") or ""))
+    if not final.transcript.strip():
+        return final  # nothing to answer
+    created = next(
+        ((i, e) for i, (_, e) in enumerate(events) if i > heard_index and e["type"] == "response.created"),
+        None,
+    )
+    if created is None:
+        return None
+    final.created_index, final.response_id = created[0], created[1]["response"]["id"]
+    if not any(e["type"] == "response.done" and e["response"]["id"] == final.response_id for _, e in events):
+        return None
+    first_audio = final.first_audio(client)
+    records = [
+        r
+        for r in stage_lines(log_path).get(client.session_id, [])
+        if started_at <= r["llm_started_at"] <= (first_audio or float("inf"))
+    ]
+    final.record = records[-1] if records else None
+    return final
+
+
+def spoke_over(client: Client) -> int:
+    """Responses whose audio began while the user was in a turn (between speech_started and
+    speech_stopped): an answer to an earlier turn, started after the user went on."""
+    turns: list[tuple[float, float]] = []
+    for at, event in client.events:
+        if event["type"] == "input_audio_buffer.speech_started":
+            turns.append((at, float("inf")))
+        elif event["type"] == "input_audio_buffer.speech_stopped" and turns:
+            turns[-1] = (turns[-1][0], at)
+    return sum(any(begin < at < stop for begin, stop in turns) for at, _ in client.of("response.created"))
 
 
 async def ask(srv: Server, mode: str, turns: dict[str, Any], question: Utterance) -> Turn:
@@ -344,21 +467,13 @@ async def ask(srv: Server, mode: str, turns: dict[str, Any], question: Utterance
     began = time.time() + 0.05
     speaking = asyncio.create_task(speak(client, question.audio, began, stop, ANSWER_TIMEOUT_S))
     end = began + question.end_s  # the end of the speech, as spoken
+    found: list[Final] = []
 
     def answered() -> bool:
-        """The speech is over and its last turn's answer is done (a turn that ended inside
-        the recording was answered, and cut by the speech that followed)."""
-        stops, starts = (
-            client.of("input_audio_buffer.speech_stopped"),
-            client.of("input_audio_buffer.speech_started"),
-        )
-        dones = client.of("response.done")
-        return (
-            time.time() > end
-            and bool(stops and dones)
-            and stops[-1][0] > starts[-1][0]
-            and dones[-1][0] > stops[-1][0]
-        )
+        final = final_turn(client, srv.log) if time.time() > end else None
+        if final is not None:
+            found.append(final)
+        return final is not None
 
     try:
         await client.until(answered, ANSWER_TIMEOUT_S + question.end_s)
@@ -369,31 +484,34 @@ async def ask(srv: Server, mode: str, turns: dict[str, Any], question: Utterance
         speaking.cancel()
         await asyncio.gather(speaking, return_exceptions=True)
         await client.close()
-    stops = client.of("input_audio_buffer.speech_stopped")
-    if turn.error or not stops:
-        turn.error = turn.error or "no turn ended"
+    turn.cuts = len(client.of("input_audio_buffer.speech_stopped")) - 1
+    turn.spoke_over = spoke_over(client)
+    if not found:
         return turn
-    stopped_at, stopped = stops[-1]
-    turn.cuts = len(stops) - 1
-    turn.at["stopped"] = stopped_at - end
-    for at, event in client.of("conversation.item.input_audio_transcription.completed"):
-        if event["item_id"] == stopped["item_id"]:
-            turn.at["transcript"] = at - end
-            turn.transcript = event["transcript"]
-    audio = [(at, e) for at, e in client.of("response.output_audio.delta") if at > stopped_at]
-    if audio:
-        turn.at["first_audio"] = audio[0][0] - end
-        said = client.of("response.output_audio_transcript.done")
-        turn.answer = said[-1][1]["transcript"] if said else ""
-    records = [
-        r for r in stage_lines(srv.log).get(client.session_id, []) if r["llm_started_at"] > stopped_at - 0.1
-    ]
-    if records:
-        record = records[0]
-        turn.pieces = int(record.get("first_clause_pieces") or 0)
-        for key in ("llm_first_token", "first_clause", "tts_first_chunk"):
-            if record.get(key + "_ms") is not None:
-                turn.at[key] = record["llm_started_at"] + record[key + "_ms"] / 1000 - end
+    final = found[0]
+    turn.transcript = final.transcript
+    turn.at["stopped"] = final.stopped_at - end
+    turn.at["transcript"] = final.heard_at - end
+    if not final.response_id:
+        turn.error = "the last turn's transcript was empty"
+        return turn
+    first_audio = final.first_audio(client)
+    if first_audio is not None:
+        turn.at["first_audio"] = first_audio - end
+    dones = [(i, e) for i, (_, e) in enumerate(client.events) if e["type"] == "response.done"]
+    heard_index = next(i for i, (at, _) in enumerate(client.events) if at >= final.heard_at)
+    turn.queued = any(heard_index < i < final.created_index for i, _ in dones)
+    said = [e for _, e in dones if e["response"]["id"] == final.response_id]
+    parts = [p for item in said[0]["response"]["output"] for p in item.get("content", [])]
+    turn.answer = " ".join(str(p.get("transcript") or "") for p in parts)
+    if final.record is None:
+        turn.error = "no stage record for the answer"
+        return turn
+    turn.pieces = int(final.record.get("first_clause_pieces") or 0)
+    for key in ("llm_started", "llm_first_token", "first_clause", "tts_first_chunk"):
+        at = final.at(key)
+        if at is not None:
+            turn.at[key] = at - end
     return turn
 
 
@@ -436,34 +554,30 @@ def report_latency(turns: list[Turn]) -> None:
             row += [percentile(values, 50), percentile(values, 95)]
         rows.append(row)
     print(table(headers, rows))
-    print("\nThe same, as the time each stage adds (p50 / p95 of the per-question differences):\n")
-    keys = [key for _, key in STAGES]
-    labels = [
-        "end of speech → end-of-turn decision",
-        "→ final transcript (Whisper on the whole turn)",
-        "→ LLM first token (prompt prefill)",
-        "→ first clause",
-        "→ first TTS chunk",
-        "→ first audio delta received",
-    ]
+    print("\nEach stage's own time (p50 / p95 of the per-question differences, ms):\n")
     rows = []
-    for i, label in enumerate(labels):
+    for label, later, earlier in SPANS:
         row = [label]
         for mode in names:
-            diffs = [
-                t.at.get(keys[i], float("nan")) - (t.at.get(keys[i - 1], float("nan")) if i else 0.0)
-                for t in by_mode[mode]
-            ]
-            row += [percentile(ms(diffs), 50), percentile(ms(diffs), 95)]
+            diffs = ms([t.span(later, earlier) for t in by_mode[mode]])
+            row += [percentile(diffs, 50), percentile(diffs, 95)]
         rows.append(row)
-    print(table(headers[:1] + headers[1:], rows))
-    print()
+    print(table(["stage", *headers[1:]], rows))
+    print(
+        "\nAn early start begins the LLM call on a provisional transcript at a pause the turn "
+        "model judges final, before the silence runs out: its LLM start comes before the "
+        "final transcript (a negative span) and its audio is held until that transcript "
+        "goes out.\n"
+    )
     summary = []
     for mode in names:
         firsts = ms([t.at.get("first_audio", float("nan")) for t in by_mode[mode]])
         p50 = percentile(firsts, 50)
         failed = sum(1 for t in by_mode[mode] if "first_audio" not in t.at)
         cut = sum(1 for t in by_mode[mode] if t.cuts)
+        over = sum(1 for t in by_mode[mode] if t.spoke_over)
+        queued = sum(1 for t in by_mode[mode] if t.queued)
+        early = sum(1 for t in by_mode[mode] if t.span("llm_started", "transcript") < -EARLY_S)
         summary.append(
             [
                 mode,
@@ -471,7 +585,10 @@ def report_latency(turns: list[Turn]) -> None:
                 percentile(firsts, 95),
                 "yes" if p50 < 1000 * BAR_S else "no",
                 "yes" if p50 < 1000 * AIM_S else "no",
+                f"{early} / {len(by_mode[mode])}",
                 f"{cut} / {len(by_mode[mode])}",
+                over,
+                queued,
                 failed,
             ]
         )
@@ -483,7 +600,10 @@ def report_latency(turns: list[Turn]) -> None:
                 "p95 ms",
                 f"p50 < {BAR_S:g} s",
                 f"p50 < {AIM_S:g} s",
+                "early-started answers",
                 "questions cut mid-speech",
+                "answered over the user",
+                "last answer queued",
                 "no answer",
             ],
             summary,
@@ -501,15 +621,20 @@ def report_latency(turns: list[Turn]) -> None:
         "a piece after the first."
     )
     print(
-        "\nCut mid-speech: a turn ended before the recording's speech did (it was answered, and "
-        "the rest of the speech barged in); the latency is that of the last turn.\n"
+        "\nCut mid-speech: a turn ended before the recording's speech did (at a pause); the "
+        "latency is that of the last turn's answer, the first response created after the last "
+        "turn's transcript. Answered over the user: an answer to a turn cut "
+        "mid-speech began its audio while the user was speaking again (its transcript came after "
+        "the barge-in check at `speech_started`, so nothing cancelled it). Last answer queued: "
+        "the last turn's answer waited for such an answer to finish.\n"
     )
     print("<details><summary>per question</summary>\n")
     detail = []
     for t in turns:
-        stages = " / ".join(f"{1000 * t.at[k]:.0f}" if k in t.at else "–" for k in keys)
+        stages = " / ".join(f"{1000 * t.at[k]:.0f}" if k in t.at else "–" for _, k in STAGES)
         said = t.error or f"{t.transcript[:50]} → {t.answer[:50]}"
-        detail.append([t.name, t.mode, f"{t.speech_s:.1f}", stages, t.cuts, said.replace("|", "/")])
+        flags = f"{t.cuts}" + (", over" if t.spoke_over else "") + (", queued" if t.queued else "")
+        detail.append([t.name, t.mode, f"{t.speech_s:.1f}", stages, flags, said.replace("|", "/")])
     print(table(["recording", "mode", "speech s", "stages ms (as above)", "cuts", "heard → said"], detail))
     print("\n</details>\n")
 
@@ -554,9 +679,9 @@ async def barge_in(srv: Server, story: str, interruption: Utterance) -> BargeIn:
         result.status = (
             f"{done['response']['status']} ({(done['response'].get('status_details') or {}).get('reason')})"
         )
-        started = client.of("input_audio_buffer.speech_started")
-        if started:
-            result.started = started[0][0] - began
+        # speech_started follows the cut response's response.done.
+        started_at, _ = await client.wait_for(lambda e: e["type"] == "input_audio_buffer.speech_started", 10)
+        result.started = started_at - began
         deltas = [
             (at, e) for at, e in client.of("response.output_audio.delta") if e["response_id"] == response_id
         ]
@@ -679,6 +804,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--only", default=",".join(SECTIONS), help=f"comma-separated, of {','.join(SECTIONS)}"
     )
     parser.add_argument("--quick", action="store_true", help="6 questions and 3 barge-ins")
+    parser.add_argument(
+        "--llm-threads", type=int, default=0, help="the server's llama.cpp threads (default: every core)"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.questions, args.barge_ins = 6, 3
@@ -687,6 +815,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unknown sections: {', '.join(sorted(unknown))}")
     began = time.perf_counter()
     header("Voice-agent latency benchmark")
+    if args.llm_threads:
+        os.environ["DRAGOMAN_LLM__THREADS"] = str(args.llm_threads)  # the server inherits it
+    threads = os.environ.get("DRAGOMAN_LLM__THREADS", "the server's budget (every core)")
+    print(f"Server: `dragoman serve --services agent`, defaults; LLM threads: {threads}.\n")
     with tempfile.TemporaryDirectory(prefix="dragoman-bench-") as tmp:
         asyncio.run(run(args, only, Path(tmp)))
     load_avg = os.getloadavg()

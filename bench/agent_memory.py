@@ -136,7 +136,7 @@ def report(readings: list[Reading], count: int) -> None:
         )
     print(
         table(
-            ["server", "RSS MiB", "vs 1 session", "per added session", "peak MiB", "threads"],
+            ["server", "RSS MiB", "vs 1 session", "mean per added session", "peak MiB", "threads"],
             rows,
         )
     )

@@ -123,9 +123,11 @@ class AgentSettings(BaseModel):
     #: The instructions of a session that sets none.
     instructions: str = (
         "You are a helpful voice assistant. Your answers are spoken aloud, so keep them short: "
-        "one to three plain sentences, no lists, no markdown. Before you call a tool, say in a few "
-        "words what you are about to do."
+        "one to three plain sentences, no lists, no markdown."
     )
+    #: Added to the instructions of a response that may call tools, so that the user hears what is
+    #: about to happen before a fire-and-forget tool acts ("" leaves the instructions as they are).
+    tool_preamble: str = "Before you call a tool, say in a few words what you are about to do."
     #: Most characters of conversation shown to the LLM (the oldest items go first).
     context_chars: int = Field(default=12_000, ge=500)
     #: A response's token cap when the client sets none.

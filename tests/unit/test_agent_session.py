@@ -8,6 +8,7 @@ the pieces a real engine would stream.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -576,3 +577,34 @@ def test_an_incomplete_pause_starts_nothing_early() -> None:
     agent.send("input_audio_buffer.append", audio=b64(np.concatenate([tone(1.0, RATE), silence(0.3, RATE)])))
     agent.no_job(ASR)
     agent.no_job(LLM)
+
+
+def test_a_transcript_that_arrives_while_the_user_speaks_again_waits_for_their_next_turn() -> None:
+    agent = Agent()
+    agent.events()
+    agent.send("input_audio_buffer.append", audio=b64(np.concatenate([tone(1.0, RATE), silence(0.8, RATE)])))
+    first: StepJob = agent.job(ASR)
+    agent.send("input_audio_buffer.append", audio=b64(tone(0.8, RATE)))  # the user goes on
+    agent.session.job_done(first, StepResult(text="Turn left.", language="en"))
+    agent.events()
+    agent.no_job(LLM)
+    agent.send("input_audio_buffer.append", audio=b64(silence(0.8, RATE)))
+    agent.transcribe("No, right.")
+    messages = agent.job(LLM).request.messages
+    assert [m.content for m in messages if m.role == "user"] == ["Turn left.", "No, right."]
+
+
+def test_the_tool_lead_in_is_asked_for_only_when_tools_may_be_called() -> None:
+    agent = Agent()
+    agent.session.limits = dataclasses.replace(agent.session.limits, tool_preamble="Say what you do first.")
+    agent.events()
+    agent.send("session.update", session={"type": "realtime", "instructions": "Be kind."})
+    agent.send("response.create")
+    assert agent.job(LLM).request.messages[0].content == "Be kind."
+    agent.send("response.cancel")
+    agent.send("session.update", session={"type": "realtime", "tools": [WEATHER]})
+    agent.send("response.create")
+    assert agent.job(LLM).request.messages[0].content == "Be kind.\n\nSay what you do first."
+    agent.send("response.cancel")
+    agent.send("response.create", response={"tool_choice": "none"})
+    assert agent.job(LLM).request.messages[0].content == "Be kind."

@@ -44,10 +44,11 @@ _MARKDOWN = [
 
 
 def speakable(text: str) -> str:
-    """`text` without the Markdown a voice would read out (`**`, `#`, fences, bullets)."""
+    """`text` without the Markdown a voice would read out (`**`, `#`, fences, bullets), its
+    white space collapsed to single spaces."""
     for pattern, replacement in _MARKDOWN:
         text = pattern.sub(replacement, text)
-    return text
+    return " ".join(text.split())
 
 
 @dataclass

@@ -29,7 +29,7 @@ from dragoman.config import AgentSettings, LLMSettings, TTSSettings
 from dragoman.engines.llm.base import ChatRequest, Finished, LLMEngine, LLMPiece, TextPiece
 from dragoman.engines.registry import create_llm_engine
 from dragoman.engines.tts.speaker import Speaker
-from dragoman.engines.workers import CancelToken, Priority, SerialWorker, Streamed
+from dragoman.engines.workers import CancelToken, Housekeeping, Priority, SerialWorker, Streamed
 from dragoman.logs import get_logger
 from dragoman.sessions.agent.config import AgentConfig
 from dragoman.sessions.agent.jobs import ASR, LLM, TTS, SpeakRequest
@@ -87,7 +87,7 @@ class AgentService:
         self.pool = PipelinePool(agent.num_pipelines)
         self.usage: defaultdict[str, float] = defaultdict(float)
         self.stages = StageClock()
-        self._housekeeping: set[asyncio.Task[None]] = set()
+        self._housekeeping = Housekeeping()
 
     async def start(self) -> None:
         began = time.perf_counter()
@@ -126,6 +126,7 @@ class AgentService:
             speech=speech,
             context_chars=self.settings.context_chars,
             max_output_tokens=self.settings.max_output_tokens,
+            tool_preamble=self.settings.tool_preamble,
         )
         config = AgentConfig(instructions=self.settings.instructions, input_rate=input_rate)
         return AgentSession(
@@ -157,16 +158,8 @@ class AgentService:
 
     def _forget(self, conversation: str) -> None:
         worker, llm = self.llm_worker, self.llm
-        if worker is None or llm is None:
-            return
-
-        async def drop() -> None:
-            async with worker.turn(Priority.BACKGROUND) as slot:
-                await slot.call(lambda: llm.forget(conversation))
-
-        task = asyncio.create_task(drop(), name=f"llm-forget-{conversation}")
-        self._housekeeping.add(task)
-        task.add_done_callback(self._housekeeping.discard)
+        if worker is not None and llm is not None:
+            self._housekeeping.later(worker, lambda: llm.forget(conversation), f"llm-forget-{conversation}")
 
     def usage_report(self) -> dict[str, Any]:
         counters = {key: round(self.usage[key], 3) for key in USAGE_COUNTERS}
@@ -186,8 +179,7 @@ class AgentService:
         return out
 
     async def close(self) -> None:
-        for task in list(self._housekeeping):
-            task.cancel()
+        self._housekeeping.cancel()
         for worker in (self.llm_worker, self.tts_worker):
             if worker is not None:
                 await worker.close()
@@ -251,8 +243,8 @@ class StageClock:
         return finished
 
     def _clause(self, response: _Response, clauses: list[str]) -> None:
-        # The clause as `ResponseRun._speakable` gives it to TTS.
-        spoken = [" ".join(speakable(text).split()) for text in clauses]
+        # The clause as the response gives it to TTS.
+        spoken = [speakable(text) for text in clauses]
         spoken = [text for text in spoken if text]
         if spoken:
             response.first_clause, response.clause_at = spoken[0], time.time()

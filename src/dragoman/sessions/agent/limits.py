@@ -17,3 +17,5 @@ class AgentLimits:
     context_chars: int = 12_000
     #: A response's token cap when the client sets none ("inf" is the model's context).
     max_output_tokens: int | None = 512
+    #: Added to the instructions of a response that may call tools: a lead-in before the call.
+    tool_preamble: str = ""

@@ -131,7 +131,7 @@ class ResponseRun:
 
     def text(self, piece: str) -> None:
         if self.audio:
-            self._clauses.extend(self._speakable(c) for c in self._cutter.push(piece))
+            self._clauses.extend(speakable(c) for c in self._cutter.push(piece))
             self._clauses = deque(c for c in self._clauses if c)
         elif piece:
             self._open_message()
@@ -159,7 +159,7 @@ class ResponseRun:
         self._llm = None
         self._llm_finished = finished
         if self.audio:
-            rest = self._speakable(self._cutter.finish())
+            rest = speakable(self._cutter.finish())
             if rest:
                 self._clauses.append(rest)
         self._maybe_complete()
@@ -168,10 +168,6 @@ class ResponseRun:
         self._llm_running = False
         self._llm = None
         self.finish("failed", error=error)
-
-    @staticmethod
-    def _speakable(text: str) -> str:
-        return " ".join(speakable(text).split())
 
     # -- TTS pieces -----------------------------------------------------------------
 

@@ -221,7 +221,10 @@ class AgentSession:
         conversation (the early start's)."""
         choice = config.tool_choice
         tools = tuple(ToolSpec(t.name, t.description, t.parameters) for t in config.tools)
-        messages = self.conversation.messages(config.instructions, self.limits.context_chars)
+        instructions = config.instructions
+        if tools and choice != "none" and self.limits.tool_preamble:
+            instructions = f"{instructions}\n\n{self.limits.tool_preamble}".strip()
+        messages = self.conversation.messages(instructions, self.limits.context_chars)
         if pending_turn is not None:
             messages += (ChatMessage("user", pending_turn),)
         return ChatRequest(
@@ -353,6 +356,10 @@ class AgentSession:
             self._drop_early()  # the final transcript says something else: answer that
         turns = self.config.turn_detection
         if not event.transcript.strip() or turns is None or not turns.create_response:
+            return
+        if self.front.user_speaking:
+            # The transcript came after the user went on: answering now would talk over them,
+            # with the barge-in check already past. Their next turn is answered with both.
             return
         if self.response is None:
             self._start(self.config)

@@ -316,6 +316,11 @@ class SpeechFront:
         self._closed.append(item)
         self._emit(Committed(item_id=item.item_id, previous_item_id=item.previous_item_id))
 
+    @property
+    def user_speaking(self) -> bool:
+        """A turn is open now: the user is speaking (server VAD)."""
+        return self._segmenter is not None and self._segmenter.in_speech
+
     def buffer_empty(self) -> bool:
         in_turn = self._segmenter is not None and self._segmenter.holding
         return (self._item is None or self._item.clock == 0) and not in_turn and not self._input.carry
