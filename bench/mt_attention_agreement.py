@@ -98,7 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from dragoman.engines.mt.qwen_torch import create as create_torch
 
     settings = load_settings(**{"mt.model": args.model})
-    torch_engine = create_torch(settings.mt.model_copy(update={"compute_type": "float32"}), settings.cache_dir)
+    torch_engine = create_torch(
+        settings.mt.model_copy(update={"compute_type": "float32"}), settings.cache_dir
+    )
     llama_engine = create_llama(settings.mt, settings.cache_dir)
     assert isinstance(torch_engine, QwenTorchMTEngine) and isinstance(llama_engine, QwenLlamaMTEngine)
     lines = [
@@ -130,4 +132,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
-

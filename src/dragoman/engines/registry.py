@@ -29,6 +29,7 @@ ASR_BACKENDS: dict[str, str] = {
 
 MT_BACKENDS: dict[str, str] = {
     "qwen-torch": "dragoman.engines.mt.qwen_torch:create",
+    "qwen-llama": "dragoman.engines.mt.qwen_llama:create",
     "ct2-seq2seq": "dragoman.engines.mt.ct2_seq2seq:create",
 }
 

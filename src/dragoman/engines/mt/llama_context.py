@@ -91,7 +91,7 @@ class TappedContext:
         try:
             self._context = _internals.LlamaContext(model=self._model, params=params, verbose=False)
         except ValueError as exc:
-            self._model.close()
+            _close(self._model)
             raise EngineFailure(f"llama.cpp cannot create a context of {context_tokens} tokens") from exc
         self.ctx = self._context.ctx
         self.vocab = self._model.vocab
@@ -202,5 +202,10 @@ class TappedContext:
         if self._batch is not None:
             llama_cpp.llama_batch_free(self._batch)
             self._batch = None
-        self._context.close()
-        self._model.close()
+        _close(self._context)
+        _close(self._model)
+
+
+def _close(resource: Any) -> None:
+    # llama-cpp-python leaves close() unannotated.
+    resource.close()

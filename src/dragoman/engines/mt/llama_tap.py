@@ -127,20 +127,24 @@ class AttentionTap:
         return np.stack(rows)
 
     def _on_tensor(self, tensor: int, ask: bool, _user_data: Any) -> bool:
-        # ask: whether this node is wanted. Otherwise: a wanted node is computed; True
-        # carries on with the graph.
+        # ask: whether this node is wanted. Otherwise a wanted node is computed, and True
+        # carries on with the graph. An exception must not unwind into C (ctypes would
+        # answer False, which aborts the computation): it is kept for `take`.
         if not self._armed:
             return not ask
-        name: bytes = self._lib.ggml_get_name(tensor)
-        heads = self._by_layer.get(int(name[len(_PREFIX) :])) if name.startswith(_PREFIX) else None
-        if ask:
-            return heads is not None
-        if heads is not None:
-            try:
-                self._captured[int(name[len(_PREFIX) :])] = self._copy(tensor, heads)
-            except Exception as exc:
-                self._error = repr(exc)
-        return True
+        try:
+            name: bytes = self._lib.ggml_get_name(tensor)
+            if not name.startswith(_PREFIX):
+                return not ask
+            layer = int(name[len(_PREFIX) :].split(b"-")[0])
+            heads = self._by_layer.get(layer)
+            if ask:
+                return heads is not None
+            if heads is not None:
+                self._captured[layer] = self._copy(tensor, heads)
+        except Exception as exc:  # see above
+            self._error = repr(exc)
+        return not ask
 
     def _copy(self, tensor: int, heads: list[int]) -> npt.NDArray[np.float32]:
         head = _TensorHead.from_address(tensor)

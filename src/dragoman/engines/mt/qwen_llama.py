@@ -187,6 +187,12 @@ class QwenLlamaMTEngine(MTEngine):
         with self._lock:
             self._cache.drop(cache_key)
 
+    def clear_cache(self) -> None:
+        """Empty the sequence and drop every key's state: the next call is computed cold.
+        (A forgotten key's tokens otherwise stay for any prompt that shares them.)"""
+        with self._lock:
+            self._cache.clear()
+
     def teacher_forced_attention(
         self, source_lang: str, target_lang: str, source_words: Sequence[str], target_text: str
     ) -> tuple[npt.NDArray[np.float32], list[int], list[tuple[int, int]]]:
