@@ -343,7 +343,7 @@ def report_items(rec: Recorder) -> None:
 def report_errors(rec: Recorder, log_events: Counter[str], tracebacks: int, metrics: list[str]) -> None:
     print("## Errors\n")
     rows: list[list[object]] = []
-    for role in (*WELL_BEHAVED, *ABUSERS):
+    for role in (*WELL_BEHAVED, *(ABUSERS if rec.schedule.abuse else ())):
         codes = rec.errors.get(role, Counter())
         closes = rec.closes.get(role, Counter())
         rows.append(
@@ -392,8 +392,12 @@ def report_abuse(rec: Recorder, plan: Plan) -> None:
     print()
 
 
+def rss_at(samples: Sequence[Sample], at: float) -> float:
+    return min(samples, key=lambda s: abs(s.at - at)).rss_mb
+
+
 def report_memory(
-    samples: Sequence[Sample], plan: Plan, health: dict[str, Any], pool: dict[str, Any]
+    samples: Sequence[Sample], schedule: Schedule, plan: Plan, health: dict[str, Any], pool: dict[str, Any]
 ) -> None:
     print("## Server memory\n")
     run = samples[:-1]  # the last sample is taken after every client has left
@@ -428,6 +432,19 @@ def report_memory(
     print(table(headers, rows))
     by_minute = [s.rss_mb for s in run if (s.at - run[0].at) % 60 < plan.sample_seconds] if run else []
     print("\nRSS at each minute of the run, MB: " + ", ".join(f"{mb:.0f}" for mb in by_minute) + ".")
+    if schedule.abuse and run:
+        growth: dict[str, list[float]] = {"calm": [], "abuse": []}
+        for k in range(10):
+            start = schedule.begin + k * schedule.window
+            delta = rss_at(run, start + schedule.window) - rss_at(run, start)
+            growth[schedule.phase(start + 1)].append(delta)
+        print(
+            "RSS growth in each window, MB: calm "
+            + ", ".join(f"{d:+.0f}" for d in growth["calm"])
+            + "; abuse "
+            + ", ".join(f"{d:+.0f}" for d in growth["abuse"])
+            + "."
+        )
     sessions = {k: v for k, v in health.items() if "session" in k or k == "status"}
     print(
         f"\nAfter the clients left: /health {json.dumps(sessions)}; pool idle {pool.get('idle')}/{pool.get('size')}, "
@@ -453,6 +470,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-message-bytes", type=int, default=1024 * 1024, help="the server's")
     parser.add_argument("--sample-seconds", type=float, default=5.0, help="RSS sampling period")
     parser.add_argument("--log", type=Path, help="the server's log file (default: a temporary folder)")
+    parser.add_argument("--dump", type=Path, help="write the RSS samples and latencies there (JSON)")
     args = parser.parse_args(argv)
     plan = Plan(
         args.minutes,
@@ -511,7 +529,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     report_errors(rec, log_events, tracebacks, metrics)
     if plan.abuse:
         report_abuse(rec, plan)
-    report_memory(samples, plan, health, pool)
+    report_memory(samples, rec.schedule, plan, health, pool)
+    if args.dump:
+        dump = {
+            "rss": [[round(s.at - rec.schedule.begin, 1), round(s.rss_mb, 1)] for s in samples],
+            "latencies": [
+                [x.kind, round(x.at - rec.schedule.begin, 2), round(x.seconds, 3)] for x in rec.latencies
+            ],
+        }
+        args.dump.write_text(json.dumps(dump))
     if rec.notes:
         print("<details><summary>client notes</summary>\n")
         print("```\n" + "\n".join(rec.notes) + "\n```\n")
