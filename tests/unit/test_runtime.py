@@ -28,3 +28,13 @@ def test_one_service_gets_every_core_and_set_threads_are_kept(monkeypatch: pytes
     assert alone.mt.threads == 2
     pinned = Runtime(load_settings(**{"asr.threads": 2}))._budgeted()
     assert (pinned.asr.threads, pinned.mt.threads) == (2, 1)
+
+
+def test_the_agents_llm_gets_every_core_alone_and_leaves_one_beside_other_services(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(runtime_module, "available_cores", lambda: 2)
+    alone = Runtime(load_settings(services=["agent"]))._budgeted()
+    assert (alone.llm.threads, alone.tts.threads, alone.asr.threads) == (2, 1, 2)
+    shared = Runtime(load_settings())._budgeted()
+    assert (shared.llm.threads, shared.tts.threads) == (1, 1)

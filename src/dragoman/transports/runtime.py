@@ -57,11 +57,12 @@ class Runtime:
     def _budgeted(self) -> Settings:
         """The settings with each enabled engine's `threads` = its share of the cores, unless set.
 
-        The agent's engines are not counted in the share. Its LLM gets every core but one:
-        TTS speaks the first clauses while the LLM still generates, and the early start
-        decodes the turn while the LLM begins, so they overlap; llama.cpp's threads spin,
-        and with one other busy thread on 2 cores, 11 tokens took 10.4 s on 2 LLM threads
-        against 1.4 s on 1. Each TTS voice gets one thread.
+        The agent's engines are not counted in the share. Its LLM gets every core when the agent
+        is the only service: on a quiet 2-core machine 2 threads brought the first audio 75-220
+        ms sooner than 1 (8 spoken questions, bench.agent_latency). Beside other services it
+        gets every core but one: llama.cpp's threads spin, and with one other busy thread on 2
+        cores, 11 tokens took 10.4 s on 2 LLM threads against 1.4 s on 1. Each TTS voice gets
+        one thread.
         """
         services = self.settings.services
         enabled = [name for name, on in (("asr", self._listens), ("mt", "mt" in services)) if on]
@@ -72,7 +73,8 @@ class Runtime:
         if "mt" in services and self.settings.mt.threads == 0:
             updates["mt"] = self.settings.mt.model_copy(update={"threads": share})
         if "agent" in services and self.settings.llm.threads == 0:
-            llm_threads = max(1, available_cores() - 1)
+            alone = services == ["agent"]
+            llm_threads = available_cores() if alone else max(1, available_cores() - 1)
             updates["llm"] = self.settings.llm.model_copy(update={"threads": llm_threads})
         if "agent" in services and self.settings.tts.threads == 0:
             updates["tts"] = self.settings.tts.model_copy(update={"threads": 1})
