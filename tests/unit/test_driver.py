@@ -288,3 +288,22 @@ async def test_a_client_that_never_reads_is_closed_without_sending_anything(
     await asyncio.wait_for(task, 5)
     assert channel.closed == CloseCode.POLICY_VIOLATION
     assert len(run.outgoing) <= 5, "nothing buffered past the bound"
+
+
+async def test_a_client_waiting_on_a_slow_job_is_not_idle() -> None:
+    def slow(request: str) -> str:
+        time.sleep(0.6)  # longer than the idle timeout
+        return request.upper()
+
+    channel = Channel(["job slow"])
+    run = SessionDriver(
+        EchoSession(),
+        channel,
+        Codec(),
+        SerialWorker(slow, name="echo"),
+        log=get_logger("test"),
+        idle_timeout_s=0.2,
+    )
+    await asyncio.wait_for(run.run(), 5)
+    assert channel.sent[:2] == ["hello", "result SLOW"], "the answer it waited for came first"
+    assert channel.sent[-1] == "refused idle_timeout" and channel.closed == CloseCode.NORMAL

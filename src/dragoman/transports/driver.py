@@ -186,6 +186,8 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
         #: Set when `run` ends: whether every engine call of the session ended in time.
         self.drained = True
         self.idle_timeout_s = idle_timeout_s
+        #: Lanes now planning or running a job: while any is, the client is not idle.
+        self._working = 0
         self._stopping = asyncio.Event()
         self._receiving: asyncio.Future[Frame | None] | None = None
 
@@ -275,6 +277,9 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
             return receiving.result()
         if self._stopping.is_set():
             return _STOP
+        if self._working:
+            # The client is waiting on us (a step, a draft, an answer), not idle.
+            return await self._next_frame()
         raise IdleTimeout(f"No event for {self.idle_timeout_s:g} s; the session is closed.")
 
     def shut_down(self) -> None:
@@ -312,6 +317,13 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
     async def _next_job(self, lane: str) -> bool:
         """Plan and run one job inside a turn on the lane's worker; False when there was none."""
         spec = self.lanes[lane]
+        self._working += 1
+        try:
+            return await self._run_next_job(lane, spec)
+        finally:
+            self._working -= 1
+
+    async def _run_next_job(self, lane: str, spec: Lane) -> bool:
         async with spec.worker.turn(spec.priority) as slot:
             try:
                 job = self.session.next_job(lane)
