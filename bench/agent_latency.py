@@ -318,6 +318,7 @@ STAGES = (
     ("first clause", "first_clause"),
     ("first TTS chunk", "tts_first_chunk"),
     ("first `response.output_audio.delta`", "first_audio"),
+    ("first sound (the audio played from its first delta)", "first_sound"),
 )
 
 #: (label, later stage, earlier stage): the time each stage takes.
@@ -333,6 +334,7 @@ SPANS: tuple[tuple[str, str, str | None], ...] = (
         "first_audio",
         "tts_first_chunk",
     ),
+    ("first audio delta → first sound (silence the voice leads with)", "first_sound", "first_audio"),
 )
 
 
@@ -387,6 +389,23 @@ class Final:
             at for at, e in client.of("response.output_audio.delta") if e["response_id"] == self.response_id
         ]
         return audio[0] if audio else None
+
+    def first_sound(self, client: Client, rate: int) -> float | None:
+        """When the answer is first heard, played from its first delta on: that delta's arrival
+        plus the silence before the first sample above -60 dBFS."""
+        deltas = [
+            (at, e)
+            for at, e in client.of("response.output_audio.delta")
+            if e["response_id"] == self.response_id
+        ]
+        played = 0
+        for _, event in deltas:
+            pcm = np.frombuffer(base64.b64decode(event["delta"]), dtype="<i2")
+            loud = np.flatnonzero(np.abs(pcm.astype(np.int32)) > 32)
+            if len(loud):
+                return deltas[0][0] + (played + int(loud[0])) / rate
+            played += len(pcm)
+        return None
 
     def at(self, key: str) -> float | None:
         """When a stage of the record happened (epoch seconds)."""
@@ -498,6 +517,9 @@ async def ask(srv: Server, mode: str, turns: dict[str, Any], question: Utterance
     first_audio = final.first_audio(client)
     if first_audio is not None:
         turn.at["first_audio"] = first_audio - end
+    first_sound = final.first_sound(client, WIRE_RATE)
+    if first_sound is not None:
+        turn.at["first_sound"] = first_sound - end
     dones = [(i, e) for i, (_, e) in enumerate(client.events) if e["type"] == "response.done"]
     heard_index = next(i for i, (at, _) in enumerate(client.events) if at >= final.heard_at)
     turn.queued = any(heard_index < i < final.created_index for i, _ in dones)

@@ -10,12 +10,13 @@ import pytest
 import soxr
 from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
 
+from dragoman.audio.silence import SILENCE_LEVEL, SilenceTrimmer
 from dragoman.config import ASRSettings, TTSSettings
 from dragoman.engines.asr.base import ASREngine, StepRequest, StepResult
 from dragoman.engines.info import EngineInfo
 from dragoman.engines.registry import create_asr_engine, create_tts_engine
 from dragoman.engines.tts.base import Emit, FloatAudio, SpeechRequest, TTSEngine
-from dragoman.engines.tts.speaker import Speaker
+from dragoman.engines.tts.speaker import LEAD_MS, MAX_PAUSE_MS, SENTENCE_TRAIL_MS, Speaker
 from dragoman.engines.tts.voices import ESPEAK_VOICES
 from dragoman.engines.workers import CancelToken
 from dragoman.errors import InvalidValue, ModelUnavailable
@@ -212,9 +213,15 @@ def test_speaker_resamples_to_the_requested_rate(
     wrapped[backend].audio.clear()
     chunks: list[bytes] = []
     speaker.synthesize(voice, " ".join(SENTENCES[:2]), 1.0, CancelToken(), chunks.append, rate)
-    native = np.concatenate(wrapped[backend].audio)
     source_rate = wrapped[backend].capabilities.sample_rate
+    # What the voice made, with the silence around and between its sentences bounded.
+    trimmer = SilenceTrimmer(
+        source_rate, lead_ms=LEAD_MS, max_pause_ms=MAX_PAUSE_MS, trail_ms=SENTENCE_TRAIL_MS
+    )
+    native = np.concatenate([*(trimmer.process(c) for c in wrapped[backend].audio), trimmer.finish()])
     got = np.frombuffer(b"".join(chunks), dtype="<i2").astype(np.float32) / 32768
+    loud = np.flatnonzero(np.abs(got) > SILENCE_LEVEL)
+    assert loud[0] <= rate * LEAD_MS / 1000 + 2, "the answer's first sound is not held back"
     assert abs(len(got) - len(native) * rate / source_rate) <= 2
     want = soxr.resample(native, source_rate, rate, quality="HQ")
     n = min(len(got), len(want))

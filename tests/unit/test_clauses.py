@@ -18,9 +18,39 @@ def cut(pieces: list[str], **params: int) -> list[str]:
 def test_sentences_are_cut_as_soon_as_they_end() -> None:
     cutter = ClauseCutter(first_min_chars=20)
     assert cutter.push("Hello there, my friend") == [], "a short first clause waits for more"
-    assert cutter.push(".") == [], "a period is an end only once white space follows"
-    assert cutter.push(" How are you?") == ["Hello there, my friend."]
-    assert cutter.finish() == "How are you?"
+    assert cutter.push(".") == ["Hello there, my friend."], "no need to wait for the space"
+    assert cutter.push(" How are you") == []
+    assert cutter.push("?") == ["How are you?"]
+    assert cutter.finish() == ""
+
+
+def test_a_final_period_that_may_still_grow_waits_for_the_next_piece() -> None:
+    for start, rest, first in [
+        ("It costs 3.", "50 dollars now. Yes.", "It costs 3.50 dollars now."),
+        ("Ask Dr.", " Smith today. Yes.", "Ask Dr. Smith today."),
+        ("Wait..", ". Yes.", "Wait..."),
+        ("Meet J.", " Doe there. Yes.", "Meet J. Doe there."),
+    ]:
+        cutter = ClauseCutter()
+        assert cutter.push(start) == [], start
+        assert cutter.push(rest) == [first, "Yes."], start
+
+
+def test_the_first_clause_breaks_between_words_before_any_mark() -> None:
+    cutter = ClauseCutter()
+    assert cutter.push("The capital of France") == [], "'France' may still grow"
+    assert cutter.push(" is") == [], "'is' may still grow into 'island'"
+    assert cutter.push(" Paris") == ["The capital of France"], "a phrase opener follows"
+    assert cutter.push(", the city of light") == []
+    assert cutter.push(" and love.") == ["is Paris, the city of light and love."]
+    words = cut(["Seven big red apples fell down today"])
+    assert words == ["Seven big red apples fell down", "today"], "at most 6 words"
+    assert cut(["I think you know the answer"])[0] == "I think you know the answer"
+
+
+def test_later_clauses_do_not_break_between_words() -> None:
+    clauses = cut(["Yes. The capital of France is Paris and it is big."])
+    assert clauses == ["Yes.", "The capital of France is Paris and it is big."]
 
 
 def test_numbers_abbreviations_and_initials_do_not_end_a_sentence() -> None:

@@ -10,9 +10,15 @@ no clock. It cuts
   `min_chars` characters, so a list of short items is not spoken word by word;
 - at white space once a clause runs past `max_chars` with no mark at all.
 
-The first clause of an answer may be shorter (`first_min_chars`): the first audio
-is what the user waits for. A period inside a number (3.5), an abbreviation (Dr.,
-e.g.) or an initial is not a sentence end. `finish()` returns what is left.
+The first clause of an answer is cut sooner, because the first audio is what the user
+waits for: at a clause mark once it holds `first_min_chars`, and, with no mark yet,
+at a word boundary once it holds `first_max_words` words, or from
+`first_min_words` on before a word that opens a phrase ("and", "of", "is", ...), where
+a speaker would take a breath anyway. A sentence end at the very end of the text so
+far is cut at once, without waiting for the space after it, unless it may still be
+part of a number, an abbreviation or an ellipsis. A period inside a number (3.5), an
+abbreviation (Dr., e.g.) or an initial is not a sentence end. `finish()` returns
+what is left.
 
 `speakable()` drops what a TTS voice would read out literally and a listener would
 not expect: Markdown emphasis and headings, code fences, bullets. The voice agent
@@ -35,6 +41,14 @@ _ABBREVIATIONS = frozenset(
     | {"no", "approx", "dept", "fig", "inc", "ltd", "co"}
 )
 
+#: English words a phrase opens with: the first clause may end before one of them.
+_PHRASE_OPENERS = frozenset(
+    {"and", "but", "or", "so", "because", "which", "that", "who", "when", "where", "if", "while"}
+    | {"to", "of", "in", "on", "at", "for", "with", "from", "by", "about", "into", "than"}
+    | {"is", "are", "was", "were", "will", "can", "has", "have"}
+)
+_WORD = re.compile(r"\S+")
+
 _MARKDOWN = [
     (re.compile(r"```[a-zA-Z0-9_-]*"), ""),  # code fences
     (re.compile(r"(?m)^\s{0,3}#{1,6}\s+"), ""),  # headings
@@ -56,6 +70,8 @@ class ClauseCutter:
     """Text pieces in (`push`), whole clauses out; `finish` flushes the rest."""
 
     first_min_chars: int = 12
+    first_min_words: int = 3
+    first_max_words: int = 6
     min_chars: int = 40
     max_chars: int = 160
 
@@ -87,16 +103,44 @@ class ClauseCutter:
         for i, char in enumerate(text):
             if char in _CJK_SENTENCE_END or (char in _CJK_CLAUSE_MARK and i + 1 >= least):
                 return i + 1
-            if i + 1 >= len(text) or not text[i + 1].isspace():
+            if i + 1 >= len(text):
+                if char in _SENTENCE_END and self._final_end(text, i):
+                    return i + 1
+                continue
+            if not text[i + 1].isspace():
                 continue  # a Latin mark ends a clause only before white space (3.5, e.g.x)
             if char in _SENTENCE_END and not self._abbreviation(text, i):
                 return i + 1
             if char in _CLAUSE_MARK and i + 1 >= least:
                 return i + 1
+        if not self._cut_any and (cut := self._first_break(text)) is not None:
+            return cut
         if len(text) > self.max_chars:
             space = text.rfind(" ", 0, self.max_chars)
             return space + 1 if space > 0 else self.max_chars
         return None
+
+    def _first_break(self, text: str) -> int | None:
+        """Where the first clause may end between words, before any mark: the end of its
+        `first_max_words`-th word, or an earlier one that a phrase opener follows."""
+        words = list(_WORD.finditer(text))
+        # The last word may still be growing; a word counts once white space follows it.
+        complete = words if text[-1:].isspace() else words[:-1]
+        for n, word in enumerate(complete[: self.first_max_words], start=1):
+            if n == self.first_max_words:
+                return word.end()
+            following = words[n].group().lower() if n < len(words) else ""
+            if n >= self.first_min_words and n < len(complete) and following in _PHRASE_OPENERS:
+                return word.end()
+        return None
+
+    def _final_end(self, text: str, mark: int) -> bool:
+        """A sentence end at the very end of the text that nothing to come can undo: not a
+        period after a digit (3.|5), nor after another period (..|.), nor of an abbreviation."""
+        if text[mark] != ".":
+            return True
+        before = text[mark - 1] if mark else ""
+        return before.isalpha() and not self._abbreviation(text, mark)
 
     @staticmethod
     def _abbreviation(text: str, dot: int) -> bool:

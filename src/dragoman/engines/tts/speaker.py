@@ -6,6 +6,10 @@ request's audio leaves the engine at the backend's rate and is resampled to the 
 client asked for with one soxr stream per request, whose filter state runs across chunks,
 so chunk boundaries leave no clicks; each piece is emitted as int16 little-endian bytes,
 ready for base64. Nothing here knows about sessions or the wire protocol.
+
+Each request is one clause of an answer, and the silence the voice frames it with is
+bounded first (`audio/silence.py`): the answer's first sound is not delayed by the
+voice's lead-in, and the clauses of one sentence join with a breath, not a gap.
 """
 
 from __future__ import annotations
@@ -14,8 +18,11 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
 from dragoman.audio.pcm import float_to_pcm16
 from dragoman.audio.resample import StreamResampler
+from dragoman.audio.silence import SilenceTrimmer
 from dragoman.config import TTSSettings
 from dragoman.engines.info import EngineInfo
 from dragoman.engines.registry import create_tts_engine
@@ -28,6 +35,14 @@ from dragoman.logs import get_logger
 log = get_logger(__name__)
 
 SPEED_PARAM = "session.audio.output.speed"
+
+#: The silence kept before a clause's first sound, within it, and after it: after a sentence
+#: end the pause a listener expects, after a clause cut mid-sentence a breath.
+LEAD_MS = 20.0
+MAX_PAUSE_MS = 350.0
+SENTENCE_TRAIL_MS = 300.0
+CLAUSE_TRAIL_MS = 100.0
+_SENTENCE_END = tuple(".!?…。！？")
 
 #: create(settings, cache_dir, backend) -> TTSEngine; the registry's, or a test's.
 EngineFactory = Callable[[TTSSettings, Path, str], TTSEngine]
@@ -101,19 +116,22 @@ class Speaker:
         if not text.strip():
             return
         engine = self.engine(voice.backend)
-        resampler = StreamResampler(engine.capabilities.sample_rate, rate)
+        engine_rate = engine.capabilities.sample_rate
+        resampler = StreamResampler(engine_rate, rate)
+        trail = SENTENCE_TRAIL_MS if text.rstrip().endswith(_SENTENCE_END) else CLAUSE_TRAIL_MS
+        trimmer = SilenceTrimmer(engine_rate, lead_ms=LEAD_MS, max_pause_ms=MAX_PAUSE_MS, trail_ms=trail)
 
         def on_audio(chunk: FloatAudio) -> None:
             if cancel.cancelled:
                 return
-            out = resampler.process(chunk)
+            out = resampler.process(trimmer.process(chunk))
             if len(out):
                 emit(float_to_pcm16(out))
 
         request = SpeechRequest(text=text, voice=voice.backend_voice, speed=speed, language=voice.language)
         engine.synthesize(request, cancel, on_audio)
         if not cancel.cancelled:
-            tail = resampler.drain()
+            tail = np.concatenate([resampler.process(trimmer.finish()), resampler.drain()])
             if len(tail):
                 emit(float_to_pcm16(tail))
 
