@@ -23,7 +23,7 @@ from openai.types.responses import (
 from dragoman.config import LLMSettings
 from dragoman.engines.llm.base import ChatMessage, ChatRequest, LLMPiece, TextPiece, ToolCallPiece, ToolSpec
 from dragoman.engines.llm.chat_completions import ChatCompletionsEngine, ChunkReader
-from dragoman.engines.llm.remote import LLMServerUnavailable, safe_url
+from dragoman.engines.llm.remote import LLMServerUnavailable, PieceSender, safe_url
 from dragoman.engines.llm.responses import EventReader
 from dragoman.engines.workers import CancelToken
 
@@ -62,7 +62,7 @@ def read_chunks(
     chunks: list[ChatCompletionChunk], request: ChatRequest = REQUEST
 ) -> tuple[list[LLMPiece], Any]:
     pieces: list[LLMPiece] = []
-    finished = ChunkReader(request, CancelToken(), pieces.append).read(iter(chunks))
+    finished = ChunkReader(CancelToken(), PieceSender(request, pieces.append)).read(iter(chunks))
     return pieces, finished
 
 
@@ -117,7 +117,7 @@ def test_cancel_stops_reading() -> None:
         cancel.cancel()
 
     chunks = [chunk({"content": f"word{i} "}) for i in range(50)]
-    finished = ChunkReader(REQUEST, cancel, emit).read(iter(chunks))
+    finished = ChunkReader(cancel, PieceSender(REQUEST, emit)).read(iter(chunks))
     assert finished.reason == "cancelled" and len(pieces) == 1
 
 
@@ -152,7 +152,7 @@ def test_responses_events() -> None:
         ),
     ]
     pieces: list[LLMPiece] = []
-    finished = EventReader(REQUEST, CancelToken(), pieces.append, "here").read(iter(events))
+    finished = EventReader(CancelToken(), PieceSender(REQUEST, pieces.append), "here").read(iter(events))
     assert pieces[0] == TextPiece("On it.")
     assert isinstance(pieces[1], ToolCallPiece) and pieces[1].call.call_id == "call_9"
     assert json.loads(pieces[1].call.arguments) == {"city": "Lima"}

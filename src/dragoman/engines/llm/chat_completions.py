@@ -11,31 +11,15 @@ parses. Usage comes from the last chunk where the server sends it
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dragoman.config import LLMSettings
-from dragoman.engines.info import EngineInfo
-from dragoman.engines.llm.base import (
-    ChatMessage,
-    ChatRequest,
-    Finished,
-    FinishReason,
-    LLMPiece,
-    TextPiece,
-    ToolCall,
-    ToolCallPiece,
-)
-from dragoman.engines.llm.calls import new_call_id, normalize_arguments
-from dragoman.engines.llm.markup import MarkupFilter
+from dragoman.engines.llm.base import ChatRequest, Finished, FinishReason
 from dragoman.engines.llm.openai_format import chat_messages, chat_tool_choice, chat_tools
-from dragoman.engines.llm.remote import RemoteClient
+from dragoman.engines.llm.remote import PieceSender, RemoteEngine
 from dragoman.engines.workers import CancelToken
-from dragoman.logs import get_logger
-
-log = get_logger(__name__)
 
 
 @dataclass
@@ -46,19 +30,10 @@ class _PartialCall:
     sent: bool = False
 
 
-class ChatCompletionsEngine:
-    def __init__(self, settings: LLMSettings) -> None:
-        self._remote = RemoteClient(settings, "chat-completions")
-        self.name = settings.remote_model or "remote-llm"
-        self.capabilities = self._remote.capabilities
+class ChatCompletionsEngine(RemoteEngine):
+    backend = "chat-completions"
 
-    def stream(self, request: ChatRequest, cancel: CancelToken, emit: Callable[[LLMPiece], None]) -> Finished:
-        with self._remote.errors():
-            response = self._remote.client.chat.completions.create(**self._arguments(request))
-            with response:
-                return ChunkReader(request, cancel, emit).read(response)
-
-    def _arguments(self, request: ChatRequest) -> dict[str, Any]:
+    def _call(self, request: ChatRequest) -> Any:
         arguments: dict[str, Any] = {
             "model": self._remote.model,
             "messages": chat_messages(request.messages),
@@ -71,56 +46,43 @@ class ChatCompletionsEngine:
         if request.tools:
             arguments["tools"] = chat_tools(request.tools)
             arguments["tool_choice"] = chat_tool_choice(request.tool_choice)
-        return arguments
+        return self._remote.client.chat.completions.create(**arguments)
 
-    def warm_up(self) -> None:
-        request = ChatRequest(messages=(ChatMessage("user", "Hi"),), max_tokens=1)
-        self.stream(request, CancelToken(), lambda piece: None)
-
-    def describe(self) -> EngineInfo:
-        return self._remote.describe(self.name)
-
-    def forget(self, conversation: str) -> None:
-        """Nothing is cached here; the server's own prefix cache manages itself."""
-
-    def close(self) -> None:
-        self._remote.close()
+    def _read(self, request: ChatRequest, stream: Any, cancel: CancelToken, send: PieceSender) -> Finished:
+        return ChunkReader(cancel, send).read(stream)
 
 
 class ChunkReader:
     """One streamed completion, read into pieces."""
 
-    def __init__(self, request: ChatRequest, cancel: CancelToken, emit: Callable[[LLMPiece], None]) -> None:
-        self._request = request
+    def __init__(self, cancel: CancelToken, send: PieceSender) -> None:
         self._cancel = cancel
-        self._emit = emit
-        self._markup = MarkupFilter(request.tools, parse_calls=True)
-        #: Under tool_choice "none" a call written as text is cut out and not passed on.
-        self._text_calls = request.tool_choice != "none"
+        self._send = send
         self._partials: dict[int, _PartialCall] = {}
-        self._calls = 0
 
     def read(self, response: Any) -> Finished:
         finish: str | None = None
         usage: Any = None
         for chunk in response:
             if self._cancel.cancelled:
-                return self._finished("cancelled", usage)
+                return _finished("cancelled", usage)
             if getattr(chunk, "usage", None) is not None:
                 usage = chunk.usage
             for choice in chunk.choices[:1]:
                 delta = choice.delta
                 if delta is not None and delta.content:
-                    self._send(self._markup.feed(delta.content))
+                    self._send.text(delta.content)
                 for part in (delta.tool_calls if delta is not None else None) or []:
                     self._add_part(part)
                 if choice.finish_reason:
                     finish = choice.finish_reason
-        self._send(self._markup.finish())
+        self._send.end_of_text()
         for index in sorted(self._partials):
             self._send_call(self._partials[index])
-        reason: FinishReason = "length" if finish == "length" else "tool_calls" if self._calls else "stop"
-        return self._finished(reason, usage)
+        reason: FinishReason = (
+            "length" if finish == "length" else "tool_calls" if self._send.calls else "stop"
+        )
+        return _finished(reason, usage)
 
     def _add_part(self, part: Any) -> None:
         index = int(part.index or 0)
@@ -140,35 +102,19 @@ class ChunkReader:
             partial.arguments += part.function.arguments or ""
 
     def _send_call(self, partial: _PartialCall) -> None:
-        if partial.sent:
-            return
-        partial.sent = True
-        try:
-            arguments = normalize_arguments(partial.arguments)
-        except ValueError:
-            log.warning("llm server sent a tool call whose arguments are not JSON", tool=partial.name)
-            return
-        if not partial.name:
-            return
-        self._calls += 1
-        self._emit(ToolCallPiece(ToolCall(partial.call_id or new_call_id(), partial.name, arguments)))
+        if not partial.sent:
+            partial.sent = True
+            self._send.call(partial.call_id, partial.name, partial.arguments)
 
-    def _send(self, events: list[Any]) -> None:
-        for event in events:
-            if isinstance(event, str):
-                self._emit(TextPiece(event))
-            elif isinstance(event, ToolCall) and self._text_calls:
-                self._calls += 1
-                self._emit(ToolCallPiece(event))
 
-    def _finished(self, reason: FinishReason, usage: Any) -> Finished:
-        details = getattr(usage, "prompt_tokens_details", None)
-        return Finished(
-            reason=reason,
-            input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-            cached_tokens=int(getattr(details, "cached_tokens", 0) or 0),
-        )
+def _finished(reason: FinishReason, usage: Any) -> Finished:
+    details = getattr(usage, "prompt_tokens_details", None)
+    return Finished(
+        reason=reason,
+        input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+        output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+        cached_tokens=int(getattr(details, "cached_tokens", 0) or 0),
+    )
 
 
 def create(settings: LLMSettings, cache_dir: Path) -> ChatCompletionsEngine:

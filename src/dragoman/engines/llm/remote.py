@@ -1,24 +1,44 @@
-"""What the remote LLM backends share: the `openai` client, the model name, and errors.
+"""What the remote LLM backends share: the `openai` client, the engine's life cycle, and errors.
 
 A remote backend talks to an OpenAI-compatible server (vLLM, llama.cpp's server,
-OpenAI) with the `openai` SDK. Its failures become `ServerError`s whose message
-names the server by its address with any credentials cut out; the SDK's own
-exception text, which may quote the request, only goes to the log as the cause.
+OpenAI) with the `openai` SDK. `RemoteEngine` is the engine contract around one
+streamed call; each API (`chat_completions.py`, `responses.py`) says how to ask and
+how to read what streams back, and passes text and calls on through one
+`PieceSender`. Failures become `ServerError`s whose message names the server by its
+address with any credentials cut out; the SDK's own exception text, which may quote
+the request, only goes to the log as the cause.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
 import openai
 
 from dragoman.config import LLMSettings
 from dragoman.engines.info import EngineInfo
-from dragoman.engines.llm.base import ContextLengthExceeded, LLMCapabilities
+from dragoman.engines.llm.base import (
+    ChatMessage,
+    ChatRequest,
+    ContextLengthExceeded,
+    Finished,
+    LLMCapabilities,
+    LLMPiece,
+    TextPiece,
+    ToolCall,
+    ToolCallPiece,
+)
+from dragoman.engines.llm.calls import new_call_id, normalize_arguments
+from dragoman.engines.llm.markup import MarkupFilter
+from dragoman.engines.workers import CancelToken
 from dragoman.errors import ConfigError, EngineFailure
+from dragoman.logs import get_logger
+
+log = get_logger(__name__)
 
 
 class LLMServerUnavailable(EngineFailure):
@@ -108,6 +128,86 @@ class RemoteClient:
 
     def close(self) -> None:
         self.client.close()
+
+
+class RemoteEngine:
+    """An LLM engine that streams each request from a remote server's API."""
+
+    backend: ClassVar[str]
+    #: The output cap of the warm-up request: the smallest the API takes.
+    warm_up_tokens: ClassVar[int] = 1
+
+    def __init__(self, settings: LLMSettings) -> None:
+        self._remote = RemoteClient(settings, self.backend)
+        self.name = settings.remote_model or "remote-llm"
+        self.capabilities = self._remote.capabilities
+
+    def stream(self, request: ChatRequest, cancel: CancelToken, emit: Callable[[LLMPiece], None]) -> Finished:
+        with self._remote.errors():
+            response = self._call(request)
+            with response:
+                return self._read(request, response, cancel, PieceSender(request, emit))
+
+    def _call(self, request: ChatRequest) -> Any:
+        """The streaming API call for `request` (the SDK's stream, a context manager)."""
+        raise NotImplementedError
+
+    def _read(self, request: ChatRequest, stream: Any, cancel: CancelToken, send: PieceSender) -> Finished:
+        """Read the stream into `send` until it ends, or until `cancel` is set."""
+        raise NotImplementedError
+
+    def warm_up(self) -> None:
+        request = ChatRequest(messages=(ChatMessage("user", "Hi"),), max_tokens=self.warm_up_tokens)
+        self.stream(request, CancelToken(), lambda piece: None)
+
+    def describe(self) -> EngineInfo:
+        return self._remote.describe(self.name)
+
+    def forget(self, conversation: str) -> None:
+        """Nothing is kept here: the server's own prefix cache manages itself."""
+
+    def close(self) -> None:
+        self._remote.close()
+
+
+class PieceSender:
+    """Passes a remote answer on as pieces: its text through `MarkupFilter` (which cuts out,
+    and parses, a call the server left in the text) and its calls, counted."""
+
+    def __init__(self, request: ChatRequest, emit: Callable[[LLMPiece], None]) -> None:
+        self._emit = emit
+        self._markup = MarkupFilter(request.tools, parse_calls=True)
+        #: Under tool_choice "none" a call written as text is cut out and not passed on.
+        self._text_calls = request.tool_choice != "none"
+        self.calls = 0
+
+    def text(self, delta: str) -> None:
+        self._send(self._markup.feed(delta))
+
+    def end_of_text(self) -> None:
+        """The text has ended: pass on what the filter held back."""
+        self._send(self._markup.finish())
+
+    def call(self, call_id: str, name: str, arguments: str) -> None:
+        """A call the API returned as such; dropped, with a warning, when its arguments are not JSON."""
+        try:
+            normalized = normalize_arguments(arguments)
+        except ValueError:
+            log.warning("llm server sent a tool call whose arguments are not JSON", tool=name)
+            return
+        if name:
+            self._send_call(ToolCall(call_id or new_call_id(), name, normalized))
+
+    def _send(self, events: list[Any]) -> None:
+        for event in events:
+            if isinstance(event, str):
+                self._emit(TextPiece(event))
+            elif isinstance(event, ToolCall) and self._text_calls:
+                self._send_call(event)
+
+    def _send_call(self, call: ToolCall) -> None:
+        self.calls += 1
+        self._emit(ToolCallPiece(call))
 
 
 def _says_context(exc: openai.APIStatusError) -> bool:

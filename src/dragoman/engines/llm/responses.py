@@ -10,45 +10,22 @@ not on the server.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from dragoman.config import LLMSettings
-from dragoman.engines.info import EngineInfo
-from dragoman.engines.llm.base import (
-    ChatMessage,
-    ChatRequest,
-    Finished,
-    FinishReason,
-    LLMPiece,
-    TextPiece,
-    ToolCall,
-    ToolCallPiece,
-)
-from dragoman.engines.llm.calls import new_call_id, normalize_arguments
-from dragoman.engines.llm.markup import MarkupFilter
+from dragoman.engines.llm.base import ChatRequest, Finished, FinishReason
 from dragoman.engines.llm.openai_format import responses_input, responses_tool_choice, responses_tools
-from dragoman.engines.llm.remote import LLMServerError, RemoteClient
+from dragoman.engines.llm.remote import LLMServerError, PieceSender, RemoteEngine
 from dragoman.engines.workers import CancelToken
-from dragoman.logs import get_logger
-
-log = get_logger(__name__)
 
 
-class ResponsesEngine:
-    def __init__(self, settings: LLMSettings) -> None:
-        self._remote = RemoteClient(settings, "responses")
-        self.name = settings.remote_model or "remote-llm"
-        self.capabilities = self._remote.capabilities
+class ResponsesEngine(RemoteEngine):
+    backend = "responses"
+    #: The Responses API refuses smaller caps.
+    warm_up_tokens = 16
 
-    def stream(self, request: ChatRequest, cancel: CancelToken, emit: Callable[[LLMPiece], None]) -> Finished:
-        with self._remote.errors():
-            response = self._remote.client.responses.create(**self._arguments(request))
-            with response:
-                return EventReader(request, cancel, emit, self._remote.where).read(response)
-
-    def _arguments(self, request: ChatRequest) -> dict[str, Any]:
+    def _call(self, request: ChatRequest) -> Any:
         arguments: dict[str, Any] = {
             "model": self._remote.model,
             "input": responses_input(request.messages),
@@ -61,35 +38,19 @@ class ResponsesEngine:
         if request.tools:
             arguments["tools"] = responses_tools(request.tools)
             arguments["tool_choice"] = responses_tool_choice(request.tool_choice)
-        return arguments
+        return self._remote.client.responses.create(**arguments)
 
-    def warm_up(self) -> None:
-        # 16: the Responses API refuses smaller caps.
-        request = ChatRequest(messages=(ChatMessage("user", "Hi"),), max_tokens=16)
-        self.stream(request, CancelToken(), lambda piece: None)
-
-    def describe(self) -> EngineInfo:
-        return self._remote.describe(self.name)
-
-    def forget(self, conversation: str) -> None:
-        """Nothing is kept here (`store=False`)."""
-
-    def close(self) -> None:
-        self._remote.close()
+    def _read(self, request: ChatRequest, stream: Any, cancel: CancelToken, send: PieceSender) -> Finished:
+        return EventReader(cancel, send, self._remote.where).read(stream)
 
 
 class EventReader:
     """One streamed response, read into pieces."""
 
-    def __init__(
-        self, request: ChatRequest, cancel: CancelToken, emit: Callable[[LLMPiece], None], where: str
-    ) -> None:
+    def __init__(self, cancel: CancelToken, send: PieceSender, where: str) -> None:
         self._cancel = cancel
-        self._emit = emit
+        self._send = send
         self._where = where
-        self._markup = MarkupFilter(request.tools, parse_calls=True)
-        self._text_calls = request.tool_choice != "none"
-        self._calls = 0
 
     def read(self, events: Any) -> Finished:
         reason: FinishReason = "stop"
@@ -99,9 +60,9 @@ class EventReader:
                 return _finished("cancelled", usage)
             kind = getattr(event, "type", "")
             if kind == "response.output_text.delta":
-                self._send(self._markup.feed(event.delta))
+                self._send.text(event.delta)
             elif kind == "response.output_item.done" and getattr(event.item, "type", "") == "function_call":
-                self._send_call(event.item)
+                self._send.call(event.item.call_id, event.item.name, event.item.arguments or "")
             elif kind in ("response.completed", "response.incomplete"):
                 usage = event.response.usage
                 details = getattr(event.response, "incomplete_details", None)
@@ -109,27 +70,10 @@ class EventReader:
                     reason = "length"
             elif kind in ("response.failed", "error"):
                 raise LLMServerError(f"the LLM server at {self._where} failed the response")
-        self._send(self._markup.finish())
-        if reason == "stop" and self._calls:
+        self._send.end_of_text()
+        if reason == "stop" and self._send.calls:
             reason = "tool_calls"
         return _finished(reason, usage)
-
-    def _send_call(self, item: Any) -> None:
-        try:
-            arguments = normalize_arguments(item.arguments or "")
-        except ValueError:
-            log.warning("llm server sent a tool call whose arguments are not JSON", tool=item.name)
-            return
-        self._calls += 1
-        self._emit(ToolCallPiece(ToolCall(item.call_id or new_call_id(), item.name, arguments)))
-
-    def _send(self, events: list[Any]) -> None:
-        for event in events:
-            if isinstance(event, str):
-                self._emit(TextPiece(event))
-            elif isinstance(event, ToolCall) and self._text_calls:
-                self._calls += 1
-                self._emit(ToolCallPiece(event))
 
 
 def _finished(reason: FinishReason, usage: Any) -> Finished:
