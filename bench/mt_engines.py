@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.mt_data import DEFAULT_WORDS_PER_SECOND, load
-from bench.mt_simul import DEFAULT_PAUSE_COMMIT_MS, SentenceRun, Summary, simulate, summarize
+from bench.mt_simul import DEFAULT_PAUSE_COMMIT_MS, SentenceRun, Summary, percentile, simulate, summarize
 from dragoman.config import load_settings
 from dragoman.cpu import cpu_info
 from dragoman.engines.mt.base import MTEngine
@@ -34,16 +34,8 @@ from dragoman.streaming.alignatt_presets import policy_presets
 BACKENDS = ("qwen-torch", "qwen-llama")
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (no interpolation: a p95 that some update really took)."""
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
-
-
 def default_preset(model: str) -> str:
-    """The model's first preset: low_latency for the 0.5B, 1.5b_quality for the 1.5B."""
+    """The model's first preset: fast for the 0.5B, low_latency for the 1.5B."""
     return next(name for name, p in PRESETS.items() if p.model == model)
 
 

@@ -100,6 +100,8 @@ class SentenceRun:
     offline_ms: float = 0.0
     #: One line per update: clock, words sent, time taken, engine calls, stop reason, delta.
     trace: list[str] = field(default_factory=list)
+    #: Drafts that copied the source and were redrafted with the target language forced.
+    copy_redrafts: int = 0
 
 
 def _answer(
@@ -109,21 +111,41 @@ def _answer(
     started = timer()
     session.receive(update)
     calls = 0
+    details = []
     while (job := session.next_job()) is not None:
         calls += 1
-        session.job_done(job, engine.draft(job.request))
+        draft = engine.draft(job.request)
+        details.append(_call_detail(job.kind.value, draft))
+        session.job_done(job, draft)
     elapsed_ms = (timer() - started) * 1000.0
     answers = [e for e in session.events_to_send() if isinstance(e, Translation) and e.seq == update.seq]
     if len(answers) != 1:
         raise RuntimeError(f"update {update.seq} got {len(answers)} translations")
+    LAST_CALLS[:] = details
     return answers[0], calls, elapsed_ms
 
 
-def _trace_line(now: float, state: tuple[int, int], took: float, calls: int, answer: Translation) -> str:
+#: What the engine calls of the last `_answer` did (for the --verbose trace).
+LAST_CALLS: list[str] = []
+
+
+def _call_detail(kind: str, draft: Any) -> str:
+    """One engine call: its kind, prompt tokens (of them cached), tokens drafted (of them
+    verified from the previous draft), and its own time."""
+    extra = draft.extra
     return (
+        f"{kind}: prompt {extra.get('prompt_tokens', 0):.0f} (cached {extra.get('cached_tokens', 0):.0f}) "
+        f"drafted {len(draft.token_ids)} (speculated {extra.get('speculated_tokens', 0):.0f}, "
+        f"accepted {extra.get('accepted_tokens', 0):.0f}) {extra.get('engine_ms', 0):.0f} ms"
+    )
+
+
+def _trace_line(now: float, state: tuple[int, int], took: float, calls: int, answer: Translation) -> str:
+    line = (
         f"t={now:7.0f} committed={state[0]:3d} heard={state[1]:3d} took={took:6.0f} calls={calls} "
         f"{answer.stop_reason:28s} +{answer.committed_delta!r}"
     )
+    return line + "".join(f"\n          {detail}" for detail in LAST_CALLS) if calls else line
 
 
 def simulate(
@@ -208,6 +230,7 @@ def simulate(
     run.trace.append(_trace_line(now, (len(words), len(words)), took, calls, answer))
     run.emissions.append(Emission(sentence.duration_ms, now + took, answer.committed_text))
     engine.forget(session.session_id)
+    run.copy_redrafts = session.stats.get("copy_redrafts", 0)
 
     started = timer()
     offline = engine.draft(
@@ -239,6 +262,13 @@ class Summary:
     fast_path_share: float
     update_ms_mean: float
     offline_ms_mean: float
+    #: Nearest-rank percentiles and the maximum over every update, finals included: each is one
+    #: call of the reference client, which gives up after 15 s.
+    update_ms_p50: float = float("nan")
+    update_ms_p95: float = float("nan")
+    update_ms_max: float = float("nan")
+    #: Utterances with a copy redraft (see dragoman.streaming.copy_check), of `sentences`.
+    copy_redrafts: int = 0
 
     @property
     def bleu_ratio(self) -> float:
@@ -282,7 +312,19 @@ def summarize(direction: str, dataset: str, runs: Sequence[SentenceRun]) -> Summ
         fast_path_share=sum(r.fast_path_commits for r in runs) / commits if commits else 0.0,
         update_ms_mean=statistics.fmean(updates) if updates else 0.0,
         offline_ms_mean=statistics.fmean(r.offline_ms for r in runs) if runs else 0.0,
+        update_ms_p50=percentile(updates, 50),
+        update_ms_p95=percentile(updates, 95),
+        update_ms_max=max(updates, default=float("nan")),
+        copy_redrafts=sum(1 for r in runs if r.copy_redrafts),
     )
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (no interpolation: a p95 that some update really took)."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
 
 
 def markdown(summaries: Sequence[Summary], header: str) -> str:
@@ -290,15 +332,17 @@ def markdown(summaries: Sequence[Summary], header: str) -> str:
         header,
         "",
         "| direction | data (timing) | sent. | BLEU simul | BLEU offline | ratio | chrF simul | chrF offline "
-        "| LAAL ideal ms | LAAL CA ms | engine calls/utt | fast-path commits | ms/update | offline ms |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| LAAL ideal ms | LAAL CA ms | engine calls/utt | fast-path commits | ms/update | p50 | p95 | max "
+        "| offline ms | copy redrafts |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s in summaries:
         lines.append(
             f"| {s.direction} | {s.dataset} ({s.timing}) | {s.sentences} | {s.bleu_simul:.1f} "
             f"| {s.bleu_offline:.1f} | {s.bleu_ratio:.2f} | {s.chrf_simul:.1f} | {s.chrf_offline:.1f} "
             f"| {s.laal_ideal_ms:.0f} | {s.laal_ca_ms:.0f} | {s.calls_per_utterance:.1f} "
-            f"| {100 * s.fast_path_share:.0f}% | {s.update_ms_mean:.0f} | {s.offline_ms_mean:.0f} |"
+            f"| {100 * s.fast_path_share:.0f}% | {s.update_ms_mean:.0f} | {s.update_ms_p50:.0f} "
+            f"| {s.update_ms_p95:.0f} | {s.update_ms_max:.0f} | {s.offline_ms_mean:.0f} | {s.copy_redrafts} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -333,6 +377,8 @@ def _engine(args: argparse.Namespace) -> tuple[MTEngine, str]:
     }
     if args.model:
         overrides["mt.model"] = args.model
+    if args.threads:
+        overrides["mt.threads"] = args.threads
     settings = load_settings(**overrides)
     engine = create_mt_engine(settings.mt, settings.cache_dir)
     engine.warm_up()  # as the server does before it is ready
@@ -362,10 +408,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help="a client override sent in init, e.g. translation_alignatt_stop_at_frontier=true (repeatable)",
     )
+    parser.add_argument("--threads", type=int, default=0, help="MT engine threads (default: the configured)")
+    parser.add_argument(
+        "--no-copy-check",
+        action="store_true",
+        help="never redraft a draft that copies the source (to measure what the check does)",
+    )
     parser.add_argument("--verbose", action="store_true", help="print every update of every sentence")
     parser.add_argument("--out", type=Path, default=None, help="also write the markdown table here")
     args = parser.parse_args(argv)
     configure_logs("info", "console")  # the engine's log lines go to stderr, not the table
+    if args.no_copy_check:
+        from dragoman.sessions.mt import utterance
+
+        utterance.COPY_CHECK_WORDS = 0  # no utterance is ever short enough to be checked
 
     load_before = os.getloadavg()[0]
     load_started = time.perf_counter()
@@ -401,6 +457,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
                 print(
                     f"[{direction} {index}/{len(sentences)}] {sentence.id}: {run.engine_calls} calls, "
+                    f"{run.copy_redrafts} copy redrafts, "
                     f"LAAL {lat.ideal_ms if lat else float('nan'):.0f}/"
                     f"{lat.computation_aware_ms if lat else float('nan'):.0f} ms\n"
                     f"    simul:   {run.simul_text}\n    offline: {run.offline_text}",
@@ -416,7 +473,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"Simultaneous MT, engine {engine.name}, preset {preset}, ASR tail {args.tail_words} words "
         f"(committed after {args.pause_commit_ms:.0f} ms of silence); "
         f"constant rate {args.words_per_second} words/s where the data has no timings.\n"
-        f"Policy: {presets[preset]}; client overrides: {client_overrides or 'none'}\n"
+        f"Policy: {presets[preset]}; client overrides: {client_overrides or 'none'}; "
+        f"copy check {'off' if args.no_copy_check else 'on'}\n"
         f"Engine compute: {_compute(engine)}. CPU: {cpu_info().describe()}.\n"
         f"Timing is wall clock on this machine; 1-minute load average "
         f"{load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end (above the CPU count, "

@@ -34,7 +34,7 @@ TEN_WORDS = SENTENCE.split()[:10]
 
 @pytest.fixture(scope="module")
 def engine(cache_dir: Path) -> Iterator[QwenLlamaMTEngine]:
-    built = create(MTSettings(backend="qwen-llama"), cache_dir)
+    built = create(MTSettings(backend="qwen-llama", preset="fast"), cache_dir)
     assert isinstance(built, QwenLlamaMTEngine)
     yield built
     built.close()

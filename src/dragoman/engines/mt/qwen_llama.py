@@ -36,7 +36,14 @@ from dragoman.engines.mt.base import (
     final_token_budget,
 )
 from dragoman.engines.mt.llama_context import TappedContext
-from dragoman.engines.mt.presets import DEFAULT_MODEL, PRESETS
+from dragoman.engines.mt.model_choice import SpeedSample, choose_model, measure, probe_text
+from dragoman.engines.mt.presets import (
+    AUTO_PRESET,
+    DEFAULT_MODEL,
+    QUALITY_MODEL,
+    model_installed,
+    preset_model,
+)
 from dragoman.engines.mt.qwen_prompt import Prompt, PromptBuilder
 from dragoman.engines.torch_lm.kv_cache import MAX_CACHED_PROMPTS
 from dragoman.errors import ClientError, ConfigError, EngineFailure, ModelUnavailable
@@ -67,7 +74,9 @@ class QwenLlamaMTEngine(MTEngine):
         context_tokens: int = CONTEXT_TOKENS,
     ) -> None:
         started = time.perf_counter()
-        self.threads = threads if threads > 0 else max(1, available_cores() // 2)
+        # 0: every core (`dragoman mt-server`, where MT is all the server does); `dragoman serve`
+        # passes each engine its share.
+        self.threads = threads if threads > 0 else available_cores()
         self._ctx = TappedContext(gguf, context_tokens=context_tokens, threads=self.threads)
         self.load_seconds = time.perf_counter() - started
         self.name = model_id
@@ -130,9 +139,16 @@ class QwenLlamaMTEngine(MTEngine):
         target_prefix: str = "",
         context_text: str | None = None,
         history: Sequence[tuple[str, str]] = (),
+        force_target_language: bool = False,
     ) -> Prompt:
         return self._prompts.build(
-            source_lang, target_lang, source_words, target_prefix, context_text, history
+            source_lang,
+            target_lang,
+            source_words,
+            target_prefix,
+            context_text,
+            history,
+            force_target_language,
         )
 
     # -- drafting --------------------------------------------------------------------------
@@ -158,6 +174,7 @@ class QwenLlamaMTEngine(MTEngine):
             request.target_prefix,
             request.context_text,
             request.history,
+            request.force_target_language,
         )
         if final:
             limit = final_token_budget(len(words), prompt.source_end - prompt.source_start)
@@ -186,6 +203,12 @@ class QwenLlamaMTEngine(MTEngine):
     def forget(self, cache_key: str) -> None:
         with self._lock:
             self._cache.drop(cache_key)
+
+    def measure_speed(self) -> SpeedSample:
+        """This model's prefill and decode speed here (`model_choice.measure`); empties the cache."""
+        with self._lock:
+            self._cache.clear()
+            return measure(self._ctx, self._prompts.encode(probe_text()))
 
     def clear_cache(self) -> None:
         """Empty the sequence and drop every key's state: the next call is computed cold.
@@ -246,17 +269,21 @@ class QwenLlamaMTEngine(MTEngine):
 def create(settings: MTSettings, cache_dir: Path) -> MTEngine:
     """The registry's factory: the GGUF of `settings.preset`'s model, or of `mt.model` when set.
 
-    `mt.model` is a packaged model name or a GGUF file; `mt.threads` (0: half the cores)
-    and `mt.speculate` as for qwen-torch. `mt.compute_type` does not apply: the GGUF's
-    own quantisation is what runs.
+    `mt.model` is a packaged model name or a GGUF file; `mt.threads` (0: every core) and
+    `mt.speculate` as for qwen-torch. `mt.compute_type` does not apply: the GGUF's
+    own quantisation is what runs. The preset `auto` (with no `mt.model`) loads the 1.5B,
+    measures it and keeps it where it is fast enough, else loads the 0.5B
+    (`engines.mt.model_choice`); the engine's `chosen_preset` says which.
     """
+    if settings.preset == AUTO_PRESET and settings.model is None:
+        return _create_auto(settings, cache_dir)
+    return _create(str(settings.model or preset_model(settings.preset)), settings, cache_dir)
+
+
+def _create(model: str, settings: MTSettings, cache_dir: Path) -> QwenLlamaMTEngine:
     from dragoman.engines.torch_lm.files import model_id_for
     from dragoman.weights import MODELS, resolve
 
-    preset = PRESETS.get(settings.preset)
-    if preset is None:
-        raise ConfigError(f"unknown MT preset {settings.preset!r}; presets: {', '.join(sorted(PRESETS))}")
-    model = str(settings.model or preset.model or DEFAULT_MODEL)
     path = resolve(model, cache_dir)
     if path.is_dir():
         ggufs = sorted(path.glob("*.gguf"))
@@ -276,3 +303,38 @@ def create(settings: MTSettings, cache_dir: Path) -> MTEngine:
         threads=settings.threads,
         speculate=settings.speculate,
     )
+
+
+def _create_auto(settings: MTSettings, cache_dir: Path) -> QwenLlamaMTEngine:
+    """`auto`: the 1.5B where installed and measured fast enough on this CPU, else the 0.5B."""
+    engine: QwenLlamaMTEngine | None = None
+    sample = None
+    installed = model_installed(QUALITY_MODEL, cache_dir)
+    if installed:
+        try:
+            engine = _create(QUALITY_MODEL, settings, cache_dir)
+            sample = engine.measure_speed()
+        except (ModelUnavailable, EngineFailure, ValueError) as exc:
+            log.warning("the 1.5B MT model could not be measured", error=str(exc))
+            if engine is not None:
+                engine.close()
+                engine = None
+    choice = choose_model(sample, quality_installed=installed)
+    if not choice.quality and engine is not None:
+        engine.close()
+        engine = None
+    if engine is None:
+        engine = _create(DEFAULT_MODEL, settings, cache_dir)
+    engine.chosen_preset = "low_latency" if choice.quality else "fast"
+    log.info(
+        "MT model chosen",
+        preset=AUTO_PRESET,
+        model=engine.name,
+        chosen_preset=engine.chosen_preset,
+        reason=choice.reason,
+        prefill_tok_s=None if sample is None else round(sample.prefill_tok_s, 1),
+        decode_tok_s=None if sample is None else round(sample.decode_tok_s, 2),
+        threads=engine.threads,
+        measured_s=None if sample is None else round(sample.seconds, 2),
+    )
+    return engine

@@ -51,6 +51,16 @@ LANGUAGE_NAMES: Mapping[str, str] = {
 #: Bumped when the prompt changes: calibrated heads were chosen under it.
 PROMPT_VERSION = 1
 
+#: The label that opens the assistant turn when the target language is forced
+#: (`MTRequest.force_target_language`), in the target language itself.
+TARGET_CUES: Mapping[str, str] = {
+    "de": "Auf Deutsch:",
+    "it": "In italiano:",
+    "zh": "中文翻译：",
+    "fr": "En français :",
+    "es": "En español:",
+}
+
 _SOURCE_MARK = "\ue000SOURCE\ue000"
 
 
@@ -136,6 +146,7 @@ class PromptBuilder:
         target_prefix: str = "",
         context_text: str | None = None,
         history: Sequence[tuple[str, str]] = (),
+        force_target_language: bool = False,
     ) -> Prompt:
         head_ids, tail = self._frame(source_lang, target_lang, context_text, history)
         sep = _separator(source_lang)
@@ -150,6 +161,10 @@ class PromptBuilder:
             spans.append((start, len(ids)))
         source_end = len(ids)
         ids.extend(self.encode(tail))
+        if force_target_language:
+            cue = TARGET_CUES.get(target_lang.split("-")[0].lower(), f"{language_name(target_lang)}:")
+            # On a line of its own, so the translation starts as it would without the label.
+            ids.extend(self.encode(cue + "\n"))
         target_start = len(ids)
         if target_prefix:
             ids.extend(self.encode(target_prefix))

@@ -38,7 +38,7 @@ from dragoman.engines.mt.base import (
     MTRequest,
     final_token_budget,
 )
-from dragoman.engines.mt.presets import DEFAULT_MODEL, PRESETS
+from dragoman.engines.mt.presets import preset_model
 from dragoman.engines.mt.qwen_draft import Drafter
 from dragoman.engines.mt.qwen_prompt import Prompt, PromptBuilder
 from dragoman.engines.torch_lm.files import prepare_model
@@ -143,9 +143,16 @@ class QwenTorchMTEngine(MTEngine):
         target_prefix: str = "",
         context_text: str | None = None,
         history: Sequence[tuple[str, str]] = (),
+        force_target_language: bool = False,
     ) -> Prompt:
         return self._prompts.build(
-            source_lang, target_lang, source_words, target_prefix, context_text, history
+            source_lang,
+            target_lang,
+            source_words,
+            target_prefix,
+            context_text,
+            history,
+            force_target_language,
         )
 
     # -- drafting --------------------------------------------------------------------------
@@ -171,6 +178,7 @@ class QwenTorchMTEngine(MTEngine):
             request.target_prefix,
             request.context_text,
             request.history,
+            request.force_target_language,
         )
         if final:
             limit = final_token_budget(len(words), prompt.source_end - prompt.source_start)
@@ -245,10 +253,8 @@ def create(settings: MTSettings, cache_dir: Path) -> MTEngine:
     folder or a GGUF file), `mt.threads` (0: half the cores), `mt.speculate` and
     `mt.compute_type` (auto, int8, bfloat16 or float32; see `engines.torch_lm.load`).
     """
-    preset = PRESETS.get(settings.preset)
-    if preset is None:
-        raise ConfigError(f"unknown MT preset {settings.preset!r}; presets: {', '.join(sorted(PRESETS))}")
-    model = str(settings.model or preset.model or DEFAULT_MODEL)
+    # `auto` is the 0.5B here: the 1.5B in torch is too slow on every CPU measured (bench/RESULTS.md).
+    model = str(settings.model or preset_model(settings.preset))
     model_dir, model_id, sha = prepare_model(model, cache_dir)
     return QwenTorchMTEngine(
         model_dir,

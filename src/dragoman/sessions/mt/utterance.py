@@ -9,9 +9,10 @@ rest becomes `buffer_text`, and the draft is cached for the commit fast path.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dragoman.engines.mt.base import MTDraft, MTRequest
+from dragoman.engines.workers import CancelToken
 from dragoman.sessions.mt.events import MTJob
 from dragoman.streaming.alignatt import (
     AlignAttParams,
@@ -22,8 +23,14 @@ from dragoman.streaming.alignatt import (
     clean_final_text,
     select_commit,
 )
+from dragoman.streaming.copy_check import copies_source
 
 Decode = Callable[[Sequence[int]], str]
+
+
+#: The copy check runs while the utterance has committed fewer words than this: it is about
+#: the first words, and later ones of a translation have names and numbers of the source.
+COPY_CHECK_WORDS = 4
 
 
 @dataclass
@@ -33,6 +40,8 @@ class Utterance:
     committed: str = ""
     covered: int | None = None
     cache: CachedDraft | None = None
+    #: A draft copied the source: every later request of the utterance forces the target language.
+    force_language: bool = False
 
 
 @dataclass(frozen=True)
@@ -81,6 +90,25 @@ def commit_partial(
     return PartialCommit(committed, texts.tail_text(cut.end).strip(), cut.covered, cut.reason)
 
 
+def copy_redraft(
+    job: MTJob, draft: MTDraft, utt: Utterance, target_lang: str, decode: Decode
+) -> MTJob | None:
+    """The job again with the target language forced, when its draft copies the source.
+
+    Checked on what the draft makes of the utterance (its accepted target plus the whole
+    draft, so that English is caught before any of it is committed), once per utterance:
+    a forced request is never checked again. None: the draft is used as it is.
+    """
+    request = job.request
+    if request.force_target_language or len(utt.committed.split()) >= COPY_CHECK_WORDS:
+        return None
+    text = extend_target(utt.committed, clean_final_text(decode(draft.token_ids)))
+    if not copies_source(request.source_words, text, target_lang):
+        return None
+    utt.force_language = True
+    return replace(job, request=replace(request, force_target_language=True), cancel=CancelToken())
+
+
 def final_text(draft: MTDraft, utt: Utterance, decode: Decode) -> str:
     """The utterance's whole translation after its final pass."""
     return extend_target(utt.committed, clean_final_text(decode(draft.token_ids)))
@@ -91,10 +119,30 @@ def extend_target(accepted: str, text: str) -> str:
     return accepted + text if accepted else text.lstrip()
 
 
+def history_window(total: int, pairs: int) -> int:
+    """How many of the latest history pairs the prompt holds, `total` utterances into the session.
+
+    Not always the last `pairs`: a window that slides by one pair per utterance changes the
+    prompt right after the system prompt, so the first update of every utterance recomputes
+    the whole history (about 60 tokens a pair; 3-4 s of prefill for two pairs of the 1.5B on
+    one thread). The window grows instead, one pair per utterance, from `pairs` to `2 * pairs`,
+    then falls back to `pairs`. While it grows, the previous utterance's prompt and final
+    translation are a prefix of the new prompt token for token (the history turns are
+    rendered as the current turn is), so the engine's KV cache serves all of it; the history
+    is recomputed once every `pairs + 1` utterances.
+    """
+    if pairs <= 0:
+        return 0
+    if total <= 2 * pairs:
+        return total
+    return pairs + (total - 2 * pairs - 1) % (pairs + 1)
+
+
 def prompt_key(request: MTRequest) -> PromptKey:
     return PromptKey(
         tuple(request.source_words),
         request.context_text,
         tuple((src, tgt) for src, tgt in request.history),
         request.max_new_tokens,
+        request.force_target_language,
     )

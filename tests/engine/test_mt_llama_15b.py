@@ -1,0 +1,87 @@
+"""Qwen2.5-Coder-1.5B on llama.cpp (qwen-llama): the default MT engine where the CPU is fast enough.
+
+`make install` installs the 1.5B; the test is skipped only on an older install without it.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dragoman.config import MTSettings
+from dragoman.engines.mt.base import DraftMode, MTRequest
+from dragoman.engines.mt.model_choice import choose_model
+from dragoman.engines.mt.presets import DEFAULT_MODEL, QUALITY_MODEL, model_installed
+from dragoman.engines.mt.qwen_llama import QwenLlamaMTEngine, create
+
+pytestmark = pytest.mark.engine
+
+FLORES = Path(__file__).resolve().parents[2] / "../shared/eval/mt/flores200_devtest_first100_en-de-it-zh.tsv"
+
+
+def flores_line(line: int) -> tuple[str, str]:
+    with FLORES.open(encoding="utf-8", newline="") as handle:
+        for row in csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE):
+            if int(row["line"]) == line:
+                return row["eng_Latn"], row["deu_Latn"]
+    raise LookupError(line)
+
+
+@pytest.fixture(scope="module")
+def engine(cache_dir: Path) -> Iterator[QwenLlamaMTEngine]:
+    if not model_installed(QUALITY_MODEL, cache_dir):
+        pytest.skip("the 1.5B model is not installed (make install)")
+    built = create(MTSettings(preset="low_latency"), cache_dir)
+    assert isinstance(built, QwenLlamaMTEngine)
+    yield built
+    built.close()
+
+
+def test_low_latency_is_the_1_5b_on_llama_cpp(engine: QwenLlamaMTEngine) -> None:
+    assert engine.name == QUALITY_MODEL
+    assert engine.describe().backend == "qwen-llama"
+    assert engine.num_layers == 28  # the 0.5B has 24
+    assert engine.directions() == ["en-de", "en-it", "en-zh"]
+    assert engine.chosen_preset is None  # named, not chosen by `auto`
+
+
+def test_it_translates_a_flores_line_into_german(engine: QwenLlamaMTEngine) -> None:
+    # FLORES devtest line 1: „Wir haben jetzt 4 Monate alte Mäuse, die ... keinen Diabetes mehr ...“
+    source, reference = flores_line(1)
+    assert "Mäuse" in reference
+    final = engine.draft(MTRequest("en", "de", source.split(), mode=DraftMode.FINAL, cache_key="t"))
+    text = engine.decode(final.token_ids)
+    assert final.finished, text
+    for word in ("Wir", "Mäuse", "Monat", "diabet"):
+        assert word in text, text
+    assert "mice" not in text and "month" not in text, text  # German, not an English copy
+
+
+def test_a_streaming_draft_aligns_its_tokens_to_the_source(engine: QwenLlamaMTEngine) -> None:
+    sentence = "The committee said on Monday that the new rules will take effect next year"
+    words = sentence.split(" ")
+    draft = engine.draft(MTRequest("en", "de", words, max_new_tokens=10, cache_key="s"))
+    assert draft.attention is not None and draft.attention.shape == (len(draft.token_ids), len(words))
+    peaks = draft.attention.argmax(axis=1)
+    assert peaks[0] <= 1 and peaks[-1] > peaks[0], peaks  # starts at the start, moves forward
+    engine.forget("s")
+
+
+def test_auto_keeps_the_1_5b_only_where_it_measures_fast_enough(
+    engine: QwenLlamaMTEngine, cache_dir: Path
+) -> None:
+    sample = engine.measure_speed()
+    assert sample.prefill_tok_s > 0 and sample.decode_tok_s > 0 and sample.threads == engine.threads
+    expected = choose_model(sample, quality_installed=True)
+    # The start-up measurement is its own (the machine may be busier or quieter then), so what
+    # `auto` chose is checked against its own preset, and the model against that preset.
+    chosen = create(MTSettings(), cache_dir)
+    try:
+        assert chosen.chosen_preset in ("low_latency", "fast")
+        assert chosen.name == (QUALITY_MODEL if chosen.chosen_preset == "low_latency" else DEFAULT_MODEL)
+    finally:
+        chosen.close()
+    assert expected.pick in ("quality", "fast")
