@@ -56,12 +56,14 @@ def profile_of(engine: ASREngine, settings: Settings) -> EngineProfile:
 
 @dataclass(frozen=True)
 class Step:
-    #: Audio the step decoded (the whole item so far), in seconds.
+    #: Audio the step decoded (the item's current window), in seconds.
     audio_seconds: float
     #: Wall time of the engine call.
     seconds: float
     final: bool
     prefix_chars: int
+    #: The item's audio so far (the window is the part of it after the last seal).
+    item_seconds: float = 0.0
 
 
 @dataclass
@@ -115,7 +117,13 @@ class _Driver:
                 assert isinstance(result, StepResult)
                 self.session.job_done(job, result)
             self.run.steps.append(
-                Step(len(job.request.audio) / RATE, seconds, job.final, len(job.request.prefix))
+                Step(
+                    len(job.request.audio) / RATE,
+                    seconds,
+                    job.final,
+                    len(job.request.prefix),
+                    item_seconds=job.item.samples / RATE,
+                )
             )
             self.collect()
         # next_job may complete a committed item without an engine call (its last step covered it).

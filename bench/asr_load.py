@@ -128,6 +128,8 @@ class LoadResult:
     traces: list[Trace]
     wall: float
     errors: list[dict[str, Any]]
+    #: Partial steps the server skipped under load (`dragoman_transcription_steps_coalesced_total`).
+    coalesced: int = 0
 
     def lags(self) -> list[float]:
         return [lag for trace in self.traces for lag in trace.partial_lags]

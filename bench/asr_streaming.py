@@ -3,6 +3,8 @@
     --only wer,revisions,steps,concurrency,batching   (default: all)
     --quick                                          a smoke run of a few minutes
     --model whisper-base                             a packaged model name or a CTranslate2 folder
+    --max-window 10                                  the re-decode window compared with none (0)
+    --wer-range 10,60                                only the recordings of 10-60 s in the WER set
 
 Progress goes to stderr, markdown tables to stdout. Absolute times on a shared
 2-core machine are noisy, so each benchmark compares figures measured in the same
@@ -13,14 +15,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import platform
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench import asr_inprocess as inproc
 from bench import server as dragoman_server
@@ -69,13 +75,33 @@ class Plan:
     session_seconds: float
     batching_sessions: int
 
+    #: The re-decode window of the first config (`--max-window`); the second has none.
+    max_window: float = 10.0
+
     @classmethod
-    def make(cls, quick: bool, model: str) -> Plan:
-        default = ("default (chunk 2 s, unfixed 2 chunks / 5 tokens)", SessionConfig(language="en"))
-        faster = ("chunk 1 s", SessionConfig(language="en", chunk_seconds=1.0))
+    def make(cls, quick: bool, model: str, max_window: float = 10.0) -> Plan:
+        default = (
+            f"default (chunk 2 s, unfixed 2 chunks / 5 tokens, window {max_window:g} s)",
+            SessionConfig(language="en", max_window_seconds=max_window),
+        )
+        whole = (
+            "window off (every step decodes the whole item)",
+            SessionConfig(language="en", max_window_seconds=0.0),
+        )
+        faster = ("chunk 1 s", SessionConfig(language="en", chunk_seconds=1.0, max_window_seconds=max_window))
         if quick:
-            return cls(True, model, (default,), (5.0, 9.0), 10.0, (1, 4), 10.0, 4)
-        return cls(False, model, (default, faster), (0.0, float("inf")), 30.0, (1, 2, 4, 8, 16), 20.0, 16)
+            return cls(True, model, (default, whole), (5.0, 9.0), 10.0, (1, 4), 10.0, 4, max_window)
+        return cls(
+            False,
+            model,
+            (default, whole, faster),
+            (0.0, float("inf")),
+            30.0,
+            (1, 2, 4, 8, 16),
+            20.0,
+            16,
+            max_window,
+        )
 
 
 # -- in-process: WER, revisions, step times -------------------------------------------------
@@ -112,7 +138,11 @@ def report_wer(run: WerRun, cap: float, plan: Plan) -> None:
     refs = [c.row.reference for c in run.clips]
     offline_wer = wer(refs, run.offline)
     split = [c.row.name for c in run.clips if len(c.parts) > 1]
-    subset = " (quick: only the recordings of {:g}-{:g} s)".format(*plan.wer_range) if plan.quick else ""
+    subset = (
+        " (only the recordings of {:g}-{:g} s)".format(*plan.wer_range)
+        if plan.wer_range != (0.0, float("inf"))
+        else ""
+    )
     print("## 1. Streaming vs offline WER (English, in-process)\n")
     print(
         f"{len(run.clips)} English rows of asr.tsv{subset}, {sum(c.seconds for c in run.clips):.0f} s of audio. Left out: "
@@ -179,30 +209,47 @@ def report_revisions(run: WerRun, load_results: list[LoadResult]) -> None:
 
 
 def run_steps(engine: ASREngine, profile: EngineProfile, plan: Plan, clips: list[Clip]) -> None:
-    """Step time as the item grows: one long clip streamed with the default settings."""
+    """Step time as the item grows, with the window (after) and without it (before), in one run."""
     longest = max(clips, key=lambda c: max(len(p) for p in c.parts))
     audio = max(longest.parts, key=len)[: int(plan.step_seconds * RATE)]
-    config = plan.configs[0][1]
-    runs = [inproc.stream(engine, profile, (audio,), config) for _ in range(2)]
-    print("## 2. Step time and first-partial latency as the item grows (in-process)\n")
+    windowed = SessionConfig(language="en", max_window_seconds=plan.max_window)
+    whole = SessionConfig(language="en", max_window_seconds=0.0)
+    # Interleaved, twice each, so that a change in the machine's load hits both alike.
+    runs: dict[str, list[inproc.StreamRun]] = {"on": [], "off": []}
+    for _ in range(2):
+        runs["off"].append(inproc.stream(engine, profile, (audio,), whole))
+        runs["on"].append(inproc.stream(engine, profile, (audio,), windowed))
+    print("## 2. Step cost against audio length, before and after the window (in-process)\n")
     print(
-        f"{longest.row.name}, first {len(audio) / RATE:.1f} s, streamed twice with the default "
-        "settings; each step re-decodes the whole item so far with the stable prefix forced. "
-        "Times are the engine call's wall time (best of the two runs).\n"
+        f"{longest.row.name}, first {len(audio) / RATE:.1f} s, streamed twice without a window (every step "
+        f"re-decodes the whole item: before) and twice with a {plan.max_window:g} s window (after), "
+        "interleaved. Times are the engine call's wall time (best of the two runs).\n"
     )
     rows: list[list[object]] = []
-    for steps in zip(*(r.steps for r in runs), strict=True):
-        first = steps[0]
-        kind = "final" if first.final else "partial"
-        rows.append(
-            [f"{first.audio_seconds:.1f}", kind, first.prefix_chars, f"{min(s.seconds for s in steps):.3f}"]
-        )
-    print(table(["audio s", "step", "forced prefix chars", "step time s"], rows))
-    partial_steps = [min(s.seconds for s in steps) for steps in zip(*(r.steps for r in runs), strict=True)]
-    print(
-        f"\nLast partial step / first step: {partial_steps[-2] / partial_steps[0]:.2f}× "
-        f"({partial_steps[-2]:.3f} s vs {partial_steps[0]:.3f} s).\n"
+    pairs = zip(
+        zip(*(r.steps for r in runs["off"]), strict=True),
+        zip(*(r.steps for r in runs["on"]), strict=True),
+        strict=False,
     )
+    totals = [0.0, 0.0]
+    for off, on in pairs:
+        kind = "final" if off[0].final else "partial"
+        best_off, best_on = min(s.seconds for s in off), min(s.seconds for s in on)
+        totals[0] += best_off
+        totals[1] += best_on
+        rows.append(
+            [
+                f"{off[0].item_seconds:.1f}",
+                kind,
+                f"{best_off:.3f}",
+                f"{on[0].audio_seconds:.1f}",
+                f"{best_on:.3f}",
+            ]
+        )
+    print(
+        table(["item audio s", "step", "step time s (no window)", "window s", "step time s (window)"], rows)
+    )
+    print(f"\nTotal step time: {totals[0]:.2f} s without the window, {totals[1]:.2f} s with it.\n")
 
 
 def report_first_partial(run: WerRun) -> None:
@@ -222,8 +269,9 @@ def batch_label(max_batch: int | None) -> str:
     return "default max batch" if max_batch is None else f"max batch {max_batch}"
 
 
-def serve_args(model: str, max_batch: int | None) -> list[str]:
+def serve_args(model: str, max_batch: int | None, max_window: float = 10.0) -> list[str]:
     args = ["serve", "--services", "transcription", "--asr-model", model, "--log-level", "warning"]
+    args += ["--max-window-seconds", f"{max_window:g}"]
     return args + (["--asr-max-batch", str(max_batch)] if max_batch is not None else [])
 
 
@@ -234,12 +282,14 @@ def run_server_loads(
     log_path = workdir / f"dragoman-{max_batch or 'default'}.log"
     results: list[LoadResult] = []
     began = time.perf_counter()
-    with dragoman_server.running(serve_args(plan.model, max_batch), log_path) as srv:
+    with dragoman_server.running(serve_args(plan.model, max_batch, plan.max_window), log_path) as srv:
         log(f"server ({batch_label(max_batch)}) up in {time.perf_counter() - began:.1f} s")
         for count in counts:
             inputs = session_inputs(clips, count, plan.session_seconds)
+            before = coalesced_steps(srv.http)
             try:
                 result = asyncio.run(run_load(srv.ws, inputs, settings, max_batch))
+                result = dataclasses.replace(result, coalesced=coalesced_steps(srv.http) - before)
             except Exception:
                 log(f"{count} sessions failed; the server's log ends:\n{srv.log_tail()}")
                 raise
@@ -249,6 +299,16 @@ def run_server_loads(
             )
             results.append(result)
     return results
+
+
+def coalesced_steps(http: str) -> int:
+    """The server's count of partial steps skipped under load, from `GET /metrics`."""
+    with urllib.request.urlopen(f"{http}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    for family in text_string_to_metric_families(text):
+        if family.name == "dragoman_transcription_steps_coalesced":
+            return int(sum(sample.value for sample in family.samples if sample.name.endswith("_total")))
+    return 0
 
 
 def load_row(result: LoadResult, chunk: float) -> list[object]:
@@ -268,6 +328,7 @@ def load_row(result: LoadResult, chunk: float) -> list[object]:
         f"{result.steps / result.wall:.2f}",
         f"{result.audio_decoded / result.wall:.1f}",
         pct(result.wer()),
+        result.coalesced,
         done + (f", {len(result.errors)} errors" if result.errors else ""),
         "yes" if worst < chunk else "no",
     ]
@@ -285,6 +346,7 @@ LOAD_HEADERS = [
     "steps/s",
     "audio s decoded/s",
     "WER",
+    "steps coalesced",
     "completed",
     "keeps up",
 ]
@@ -378,11 +440,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--only", default=",".join(SECTIONS), help=f"comma-separated, of {','.join(SECTIONS)}"
     )
     parser.add_argument("--model", default="whisper-base", help="packaged model name or a CTranslate2 folder")
+    parser.add_argument(
+        "--max-window", type=float, default=10.0, help="re-decode window in seconds, compared with none (0)"
+    )
+    parser.add_argument("--wer-range", help="MIN,MAX: only the recordings of MIN-MAX s in the WER set")
     args = parser.parse_args(argv)
     only = {s.strip() for s in args.only.split(",") if s.strip()}
     if unknown := only - set(SECTIONS):
         parser.error(f"unknown sections: {', '.join(sorted(unknown))}")
-    plan = Plan.make(args.quick, args.model)
+    plan = Plan.make(args.quick, args.model, args.max_window)
+    if args.wer_range:
+        low, high = (float(v) for v in args.wer_range.split(","))
+        plan = dataclasses.replace(plan, wer_range=(low, high))
     configure_logs("warning", "console")  # the engine's log lines go to stderr, not the tables
     began = time.perf_counter()
     header(plan)

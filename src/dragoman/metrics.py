@@ -3,7 +3,7 @@
 What can be read off the server's state when it is scraped (sessions open, queue
 depths, the pool) is collected then, in `transports/metrics.py`; these are the events
 counted or timed as they pass: errors sent to clients by code, refusals by reason,
-and engine job latency by lane.
+engine job latency by lane, and transcription steps coalesced under load.
 """
 
 from __future__ import annotations
@@ -12,6 +12,12 @@ from prometheus_client import Counter, Histogram
 
 ERRORS = Counter("dragoman_errors_total", "Error events and frames sent to clients, by error code.", ["code"])
 REFUSALS = Counter("dragoman_refusals_total", "Connections and sessions refused, by reason.", ["reason"])
+#: Counted by the speech front (sessions/speech/front.py), the one place that knows.
+STEPS_COALESCED = Counter(
+    "dragoman_transcription_steps_coalesced_total",
+    "Partial transcription steps skipped under load: still waiting for the engine when the next "
+    "chunk came, their audio went into the next step.",
+)
 ENGINE_JOB_SECONDS = Histogram(
     "dragoman_engine_job_seconds",
     "Engine jobs from the start of their call to their result, by lane (engine role).",

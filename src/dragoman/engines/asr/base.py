@@ -59,8 +59,19 @@ class StepRequest:
     prefix: str = ""
     language: str | None = None
     prompt: str | None = None
+    #: Also say where each word of the hypothesis starts (`StepResult.words`), for sealing.
+    word_times: bool = False
     #: Free-form labels for logs (session id, item id); never sent to a model.
     tags: dict[str, str] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class WordStart:
+    """Where a word of a hypothesis starts: at `chars` in its text (its leading space), and
+    `seconds` into the request's audio."""
+
+    chars: int
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,13 @@ class StepResult:
     text: str
     #: The language the engine used (detected when the request left it open).
     language: str | None = None
+    #: Each word's start, in order, when the request asked (`word_times`) and the engine
+    #: can tell; empty otherwise.
+    words: tuple[WordStart, ...] = ()
+    #: Mean log probability of the generated tokens, and the probability the model gave to
+    #: "no speech" in the audio, where the backend reports them (Whisper's verbose_json segments).
+    avg_logprob: float | None = None
+    no_speech_prob: float | None = None
 
 
 class ASREngine(abc.ABC):

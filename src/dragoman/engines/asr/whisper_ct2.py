@@ -1,7 +1,8 @@
 """Whisper on CTranslate2: the ASR backend for re-decode steps.
 
-One `transcribe_batch` call encodes every request's audio in one batch and decodes
-them together, each with its own decoder prompt:
+One `transcribe_batch` call encodes its requests' audio in batches, one per length
+bucket (`buckets`: short steps do not pad to long ones), and decodes each batch
+together, each request with its own decoder prompt:
 
     [<|startofprev|> prompt…] <|startoftranscript|> <|xx|> <|transcribe|> <|notimestamps|> prefix…
 
@@ -9,12 +10,17 @@ The stable prefix goes after `<|notimestamps|>`, so the hypothesis starts with
 exactly those tokens: CTranslate2's `Whisper.generate` continues the prompt it is given.
 
 Only the audio a request has is encoded, not a window padded to 30 s: the encoder's
-cost follows its input length. Two guards keep that as accurate as the padded
-window (measured on eval clips cut at 2.5-25 s; without them Whisper loops):
-a second of silence after the audio, so the decoder sees where speech ends, and a
-10 s minimum window. If a trimmed decode still looks like a loop (Whisper's own
-compression-ratio test, or it ran into the length limit), that item is decoded
-again over the full 30 s window.
+cost follows its input length, so a 2 s step costs a 3 s encode (its audio and a second
+of silence, on the grid of `buckets`). On a short window Whisper sometimes misses the
+end of the text and starts it over ("And so my fellow Americans. And so my fellow
+Americans. And so…"). Three guards keep trimmed windows as accurate as the padded one:
+a second of silence after the audio, so the decoder sees where speech ends; a length
+limit in tokens per second of audio, so a loop stops after a few dozen tokens; and the
+loop itself, which shows as a periodic tail of the tokens, is cut after its first copy
+(`repetition`), as is a continuation that copies eight tokens in a row of the
+previous-text prompt or of itself. A decode that still looks like a loop (Whisper's
+compression-ratio test, or the length limit without a periodic tail) is decoded again
+over the full 30 s window.
 """
 
 from __future__ import annotations
@@ -38,7 +44,10 @@ from dragoman.engines.asr.base import (
     PrefixMode,
     StepRequest,
     StepResult,
+    WordStart,
 )
+from dragoman.engines.asr.buckets import grid_window, length_buckets
+from dragoman.engines.asr.repetition import echo_start, loop_start
 from dragoman.engines.info import EngineInfo
 from dragoman.errors import ClientError, ModelUnavailable, RequestRejected
 from dragoman.logs import get_logger
@@ -51,13 +60,18 @@ _WINDOW_SAMPLES = int(WINDOW_SECONDS * SAMPLE_RATE)
 _HOP = 160
 #: The encoder halves the frame count, so windows are whole multiples of two hops.
 _GRAIN = 2 * _HOP
-#: Silence after the audio and the shortest window encoded (see the module docstring).
+#: Silence after the audio (see the module docstring). There is no floor on the window
+#: beyond that: a 10 s floor once stood in for the loop guards, and made every short step
+#: pay for 10 s.
 TAIL_SECONDS = 1.0
-MIN_WINDOW_SECONDS = 10.0
+#: What ends a clause, for cutting a repetition loop after a whole one.
+_CLAUSE_ENDS = tuple(".,!?;:。，！？、")
 #: Whisper's text context: prompt, task tokens and generated tokens together.
 MAX_LENGTH = 448
 #: openai-whisper keeps the last n_text_ctx // 2 - 1 tokens of a previous-text prompt.
 _MAX_PROMPT_TOKENS = MAX_LENGTH // 2 - 1
+#: Prompt lengths are rounded down to whole multiples of this many tokens (see `_prepare`).
+_PROMPT_GRAIN = 16
 #: Room always left for new tokens after the forced prefix.
 _MIN_NEW_TOKENS = 32
 #: More tokens than any speech yields per second (fast speech is ~5 tokens/s in English,
@@ -131,7 +145,14 @@ class _Item:
     language: str | None
     window: int = 0
     text: str = ""
+    #: The hypothesis's tokens, the forced prefix's included.
+    ids: list[int] = field(default_factory=list)
+    words: tuple[WordStart, ...] = ()
+    #: Repetition loops and echoes of earlier text cut off its hypothesis.
+    loops: int = 0
     suspect: bool = field(default=False)
+    avg_logprob: float | None = None
+    no_speech_prob: float | None = None
 
 
 def _compression_ratio(text: str) -> float:
@@ -204,6 +225,8 @@ class WhisperCT2Engine(ASREngine):
         self._transcribe = tok.token_id("<|transcribe|>")
         self._no_timestamps = tok.token_id("<|notimestamps|>")
         self._prev = tok.token_id("<|startofprev|>")
+        self._eot = tok.token_id("<|endoftext|>")
+        self._clause_ends: dict[int, bool] = {}
         self.multilingual = bool(self._model.is_multilingual)
         # The language tokens follow <|startoftranscript|>, one per language the model knows.
         self._lang_ids: dict[str, int] = {}
@@ -245,14 +268,26 @@ class WhisperCT2Engine(ASREngine):
             except ClientError as exc:
                 results[slot] = exc
         if items:
-            self._decode(items, trimmed=self.trim)
+            if self.trim:
+                # Short steps are not padded to long ones: one encoder pass per length bucket.
+                seconds = [it.request.audio.shape[0] / SAMPLE_RATE + TAIL_SECONDS for it in items]
+                for bucket in length_buckets(seconds):
+                    self._decode([items[i] for i in bucket], trimmed=True)
+            else:
+                self._decode(items, trimmed=False)
             if self.trim:
                 retry = [it for it in items if it.suspect and it.window < _WINDOW_SAMPLES]
                 if retry:
                     log.info("whisper decode looks like a loop; retrying over 30 s", count=len(retry))
                     self._decode(retry, trimmed=False)
             for it in items:
-                results[it.slot] = StepResult(text=it.text, language=it.language)
+                results[it.slot] = StepResult(
+                    text=it.text,
+                    language=it.language,
+                    words=it.words,
+                    avg_logprob=it.avg_logprob,
+                    no_speech_prob=it.no_speech_prob,
+                )
         done: list[StepResult | ClientError] = []
         for result in results:
             assert result is not None  # every slot got a result or its refusal above
@@ -293,7 +328,12 @@ class WhisperCT2Engine(ASREngine):
         if request.prompt and request.prompt.strip():
             # As openai-whisper does: a leading space, and the prompt's end is what counts.
             prompt_ids = self.tokenizer.encode(" " + request.prompt.strip())
-            keep = min(_MAX_PROMPT_TOKENS, room - 1)  # one more for <|startofprev|>
+            keep = min(_MAX_PROMPT_TOKENS, room - 1, len(prompt_ids))  # one more for <|startofprev|>
+            # Prompts of different lengths decode in separate calls (see `_decode`): past
+            # _PROMPT_GRAIN tokens a prompt keeps a whole number of grains, its last ones, so
+            # that steps of long items, whose prompt is their sealed text, decode together.
+            if keep > _PROMPT_GRAIN:
+                keep -= keep % _PROMPT_GRAIN
             if keep > 0:
                 prev = [self._prev, *prompt_ids[-keep:]]
         return _Item(slot, request, prev, prefix_ids, language)
@@ -302,8 +342,9 @@ class WhisperCT2Engine(ASREngine):
         if not trimmed:
             return _WINDOW_SAMPLES
         longest = max(int(it.request.audio.shape[0]) for it in items)
-        want = max(longest + int(TAIL_SECONDS * SAMPLE_RATE), int(MIN_WINDOW_SECONDS * SAMPLE_RATE))
-        return min(_WINDOW_SAMPLES, -(-want // _GRAIN) * _GRAIN)
+        # The grid's windows are whole seconds, so whole multiples of _GRAIN.
+        want = grid_window(longest / SAMPLE_RATE + TAIL_SECONDS)
+        return min(_WINDOW_SAMPLES, round(want * SAMPLE_RATE))
 
     def _log_mel(self, items: Sequence[_Item], window: int) -> npt.NDArray[np.float32]:
         """[batch, n_mels, window / hop] log-mel features; silence pads each item to `window`."""
@@ -342,11 +383,7 @@ class WhisperCT2Engine(ASREngine):
     def _generate(self, items: Sequence[_Item], encoded: Any, window: int) -> None:
         prompts = []
         for it in items:
-            task = [self._sot]
-            if self.multilingual:
-                assert it.language is not None
-                task += [self._lang_ids[it.language], self._transcribe]
-            prompts.append([*it.prev, *task, self._no_timestamps, *it.prefix_ids])
+            prompts.append([*it.prev, *self._task(it), self._no_timestamps, *it.prefix_ids])
         limit = min(MAX_LENGTH, max(_length_budget(it, len(p)) for it, p in zip(items, prompts, strict=True)))
         outputs = self._model.generate(
             encoded,
@@ -354,6 +391,8 @@ class WhisperCT2Engine(ASREngine):
             beam_size=self._beam_size,
             max_length=limit,
             suppress_blank=not any(it.prefix_ids for it in items),
+            return_scores=True,
+            return_no_speech_prob=True,
         )
         for it, prompt, out in zip(items, prompts, outputs, strict=True):
             ids = list(out.sequences_ids[0])
@@ -361,9 +400,73 @@ class WhisperCT2Engine(ASREngine):
             # them and keep the caller's own prefix text so the result starts with it exactly.
             n = len(it.prefix_ids)
             new = ids[n:] if ids[:n] == it.prefix_ids else ids
+            at_limit = len(prompt) + len(new) >= limit
+            cut = loop_start([*it.prefix_ids, *new], n, at_limit=at_limit, clause_end=self._clause_end)
+            if cut is not None:
+                new = new[: cut - n]
+                it.loops += 1
+            echo = echo_start([*it.prefix_ids, *new], n, it.prev[1:])
+            if echo is not None:
+                new = new[: echo - n]
+                it.loops += 1
+            it.ids = [*it.prefix_ids, *new]
             it.text = it.request.prefix + self.tokenizer.decode(new)
             it.window = window
-            it.suspect = len(prompt) + len(new) >= limit or _compression_ratio(it.text) > _COMPRESSION_LIMIT
+            # CTranslate2's score is the hypothesis' log probability over its length.
+            it.avg_logprob = float(out.scores[0]) if out.scores else None
+            it.no_speech_prob = float(out.no_speech_prob)
+            cut_off = cut is not None or echo is not None
+            it.suspect = (at_limit and not cut_off) or _compression_ratio(it.text) > _COMPRESSION_LIMIT
+        self._align([i for i, it in enumerate(items) if it.request.word_times and it.ids], items, encoded)
+
+    def _align(self, wanted: list[int], items: Sequence[_Item], encoded: Any) -> None:
+        """Word starts from the cross-attention of the alignment heads (CTranslate2's `align`,
+        a teacher-forced decoder pass over the hypothesis: no second encoder pass)."""
+        by_task: dict[tuple[int, ...], list[int]] = {}
+        for i in wanted:
+            by_task.setdefault(tuple(self._task(items[i])), []).append(i)
+        states = None
+        for task, indices in by_task.items():
+            if len(indices) == len(items):
+                part = encoded
+            else:
+                states = np.asarray(encoded) if states is None else states
+                part = self._ct2.StorageView.from_array(np.ascontiguousarray(states[indices]))
+            group = [items[i] for i in indices]
+            frames = [min(it.window, int(it.request.audio.shape[0])) // _HOP for it in group]
+            aligned = self._model.align(part, list(task), [[*it.ids, self._eot] for it in group], frames)
+            for it, result in zip(group, aligned, strict=True):
+                it.words = self._word_starts(it, result.alignments)
+
+    def _word_starts(self, it: _Item, alignments: Sequence[tuple[int, int]]) -> tuple[WordStart, ...]:
+        """Each word's start: the first encoder frame its first token aligns to."""
+        first: dict[int, int] = {}
+        for text_index, time_index in alignments:
+            first.setdefault(int(text_index), int(time_index))
+        tok = self.tokenizer
+        assert isinstance(tok, WhisperTokenizer)
+        words = []
+        for i in range(len(it.ids)):
+            token = tok.id_to_token(it.ids[i]) or ""
+            if (i and not token.startswith("Ġ")) or i not in first:
+                continue
+            head = tok.decode(it.ids[:i])
+            if it.text.startswith(head):
+                words.append(WordStart(chars=len(head), seconds=first[i] * _GRAIN / SAMPLE_RATE))
+        return tuple(words)
+
+    def _clause_end(self, token_id: int) -> bool:
+        ends = self._clause_ends.get(token_id)
+        if ends is None:
+            ends = self._clause_ends[token_id] = self.tokenizer.decode([token_id]).endswith(_CLAUSE_ENDS)
+        return ends
+
+    def _task(self, it: _Item) -> list[int]:
+        task = [self._sot]
+        if self.multilingual:
+            assert it.language is not None
+            task += [self._lang_ids[it.language], self._transcribe]
+        return task
 
 
 def _length_budget(item: _Item, prompt_length: int) -> int:

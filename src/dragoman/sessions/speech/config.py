@@ -38,6 +38,8 @@ class SessionConfig:
     chunk_seconds: float = 2.0
     unfixed_chunks: int = 2
     unfixed_tokens: int = 5
+    #: The re-decode window's bound (`dragoman.streaming.sealing`); 0: no sealing.
+    max_window_seconds: float = 10.0
 
     @classmethod
     def defaults(cls, settings: TranscriptionSettings, input_rate: int) -> SessionConfig:
@@ -47,6 +49,7 @@ class SessionConfig:
             chunk_seconds=max(settings.chunk_seconds, MIN_CHUNK_SECONDS),
             unfixed_chunks=settings.unfixed_chunks,
             unfixed_tokens=settings.unfixed_tokens,
+            max_window_seconds=settings.max_window_seconds,
         )
 
     def patched(self, values: Mapping[str, Any], cap: float) -> SessionConfig:

@@ -29,6 +29,7 @@ from dragoman.sessions.speech.events import (
     SpeechEvent,
     SpeechStarted,
     SpeechStopped,
+    TimeoutTriggered,
 )
 
 # -- in ----------------------------------------------------------------------------
@@ -84,5 +85,6 @@ __all__ = [
     "SessionConfigured",
     "SpeechStarted",
     "SpeechStopped",
+    "TimeoutTriggered",
     "UpdateSession",
 ]

@@ -73,6 +73,11 @@ class TranscriptionSession:
         return self.front.revisions
 
     @property
+    def coalesced(self) -> int:
+        """Partial steps skipped under load, their audio decoded by the next step."""
+        return self.front.coalesced
+
+    @property
     def item_cap_seconds(self) -> float:
         return self.front.item_cap_seconds
 
