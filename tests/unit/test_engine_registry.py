@@ -25,7 +25,7 @@ def not_an_engine(settings: MTSettings, cache_dir: Path) -> object:
 
 
 def test_known_backends() -> None:
-    assert registry.asr_backends() == ["whisper-ct2"]
+    assert registry.asr_backends() == ["moonshine", "whisper-ct2"]
     assert registry.mt_backends() == ["ct2-seq2seq", "qwen-llama", "qwen-torch"]
 
 

@@ -25,6 +25,7 @@ from dragoman.errors import ConfigError
 
 ASR_BACKENDS: dict[str, str] = {
     "whisper-ct2": "dragoman.engines.asr.whisper_ct2:create",
+    "moonshine": "dragoman.engines.asr.moonshine_ort:create",
 }
 
 MT_BACKENDS: dict[str, str] = {

@@ -1,0 +1,366 @@
+"""Moonshine base-en on plain onnxruntime: an English ASR backend whose encoder reads
+only the audio it is given.
+
+The model files come from the `moonshine-cpp` package (`encoder_model.ort`,
+`decoder_model_merged.ort`, `tokenizer.bin`), but its own `libmoonshine.so` is never
+loaded: it is built for AVX-512 and dies with "Illegal instruction" on AVX2-only CPUs,
+while onnxruntime picks its kernels for the CPU it runs on. The package is therefore
+never imported either (its `__init__` loads the library); the files are found by the
+weights registry. They are re-saved as ONNX at load so that onnxruntime folds their
+weight dequantisation once (`_as_onnx`), rather than on every decoder pass.
+
+Moonshine's encoder takes raw 16 kHz samples and has no fixed window: its cost
+follows the audio's length (about 41 frames a second), where Whisper pads to a grid
+window. The merged decoder is run greedily with its KV cache: one pass over
+`<s>` and the forced prefix's tokens fills the self-attention cache and computes the
+cross-attention keys and values once; every later token is one cached step.
+
+The forced prefix follows `<s>` in the decoder input (`PrefixMode.DECODER_PROMPT`).
+Moonshine has no task tokens, no language token and no previous-text prompt, so a
+request's `prompt` is not used, and it has no alignment heads, so `word_times`
+gets no word starts.
+
+Guards against a decoder that does not stop: a length limit proportional to the audio
+(`_MAX_TOKENS_PER_SECOND`), and the repetition-loop cut Whisper uses (`repetition`).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dragoman.audio.rates import SAMPLE_RATE
+from dragoman.config import ASRSettings
+from dragoman.engines.asr.base import ASRCapabilities, ASREngine, PrefixMode, StepRequest, StepResult
+from dragoman.engines.asr.repetition import loop_start
+from dragoman.engines.info import EngineInfo
+from dragoman.errors import ClientError, ModelUnavailable, RequestRejected
+from dragoman.logs import get_logger
+
+log = get_logger(__name__)
+
+#: The packaged model this backend serves when the settings name no Moonshine model.
+DEFAULT_MODEL = "moonshine-base-en"
+#: Longest audio per request. Moonshine was trained on segments of up to about 30 s
+#: and its accuracy drops on longer ones; the item cap follows this.
+MAX_AUDIO_SECONDS = 30.0
+#: The shortest input the encoder's convolutions take (its output length formula is
+#: positive from about 0.05 s); shorter audio is padded with silence to it.
+_MIN_SAMPLES = SAMPLE_RATE // 10
+#: The length bound, as in Moonshine's own reference decoder (about 6 tokens per second of
+#: audio): fast English speech is 3-4 tokens a second with this vocabulary, so a
+#: decoder caught in a loop stops after a few dozen tokens.
+_MAX_TOKENS_PER_SECOND = 6.5
+_SLACK_TOKENS = 8
+#: The SentencePiece word-boundary mark, a space in the text.
+_SPACE = "\u2581"
+_BOS, _EOS = 1, 2
+#: Token ids 3..258 are the byte-fallback tokens <0x00>..<0xFF>.
+_BYTE_BASE = 3
+_CLAUSE_ENDS = tuple(".,!?;:")
+
+
+class MoonshineTokenizer:
+    """Moonshine's vocabulary (Llama's 32,000 SentencePiece pieces) read from `tokenizer.bin`,
+    a `TextTokenizer`.
+
+    The file is the pieces in id order, each its byte length (one byte, or two when
+    the first has its high bit set: the low 7 bits, then 128 × the second byte) and
+    its UTF-8 bytes. Encoding is SentencePiece BPE: pieces never cross a word boundary,
+    and the merge made first is the adjacent pair whose merged piece has the lowest id
+    (SentencePiece scores a BPE piece by its merge rank, which is its id order).
+    Characters the vocabulary lacks fall back to their bytes. Text maps to pieces with
+    spaces as U+2581 and no dummy prefix, so `decode(encode(t)) == t`; the engine adds
+    the leading space the model expects itself.
+    """
+
+    def __init__(self, path: Path) -> None:
+        data = path.read_bytes()
+        pieces: list[bytes] = []
+        i = 0
+        while i < len(data):
+            n = data[i]
+            i += 1
+            if n >= 128:
+                n = (n - 128) + 128 * data[i]
+                i += 1
+            pieces.append(data[i : i + n])
+            i += n
+        if len(pieces) < _BYTE_BASE + 256 or i != len(data):
+            raise ModelUnavailable(f"{path} is not a Moonshine tokenizer.bin")
+        self._pieces = pieces
+        self._ids: dict[str, int] = {}
+        for token_id, piece in enumerate(pieces[_BYTE_BASE + 256 :], start=_BYTE_BASE + 256):
+            self._ids.setdefault(piece.decode("utf-8", errors="replace"), token_id)
+        self.vocab_size = len(pieces)
+        self._encode_word = lru_cache(maxsize=8192)(self._bpe)
+
+    def encode(self, text: str) -> list[int]:
+        ids: list[int] = []
+        for word in _words(text.replace(" ", _SPACE)):
+            ids.extend(self._encode_word(word))
+        return ids
+
+    def decode(self, ids: Sequence[int]) -> str:
+        data = b"".join(self._pieces[i] for i in ids if _EOS < i < self.vocab_size)
+        return data.decode("utf-8", errors="replace").replace(_SPACE, " ")
+
+    def _bpe(self, word: str) -> tuple[int, ...]:
+        symbols = list(word)
+        while len(symbols) > 1:
+            best: tuple[int, int] | None = None
+            for k in range(len(symbols) - 1):
+                merged = self._ids.get(symbols[k] + symbols[k + 1])
+                if merged is not None and (best is None or merged < best[0]):
+                    best = (merged, k)
+            if best is None:
+                break
+            k = best[1]
+            symbols[k : k + 2] = [symbols[k] + symbols[k + 1]]
+        ids: list[int] = []
+        for symbol in symbols:
+            found = self._ids.get(symbol)
+            if found is not None:
+                ids.append(found)
+            else:
+                ids.extend(_BYTE_BASE + b for b in symbol.encode("utf-8"))
+        return tuple(ids)
+
+
+def _options(ort: Any, threads: int) -> Any:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    return options
+
+
+def _as_onnx(path: Path) -> bytes:
+    """The ORT-format model at `path` as an ONNX model, serialised.
+
+    The packaged files keep their weights as 8-bit integers and dequantise them in the
+    graph (Cast, Mul, Add), and onnxruntime does not constant-fold an ORT-format model:
+    every decoder step dequantised and transposed the 32,768 x 416 embedding again, 0.15 s
+    a token. Saved as ONNX (onnxruntime writes any model it loads) and loaded from that,
+    the chains fold once at load, and a step costs about 15 ms.
+    """
+    import onnx
+    import onnxruntime as ort
+
+    with tempfile.TemporaryDirectory(prefix="dragoman-moonshine-") as tmp:
+        out = Path(tmp) / (path.stem + ".onnx")
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        options.optimized_model_filepath = str(out)
+        ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        model = onnx.load(str(out))
+    # The ORT format drops subgraph names (the merged decoder's `If` branches), which ONNX requires.
+    for node in model.graph.node:
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH and not attribute.g.name:
+                attribute.g.name = f"{node.name}_{attribute.name}"
+    data: bytes = model.SerializeToString()
+    return data
+
+
+def _words(text: str) -> list[str]:
+    """`text` cut before each word-boundary mark: SentencePiece merges never cross one."""
+    words: list[str] = []
+    start = 0
+    for i, char in enumerate(text):
+        if char == _SPACE and i > start:
+            words.append(text[start:i])
+            start = i
+    if start < len(text):
+        words.append(text[start:])
+    return words
+
+
+@dataclass(frozen=True)
+class _Decoded:
+    ids: list[int]
+    avg_logprob: float | None
+
+
+class MoonshineEngine(ASREngine):
+    """Moonshine (base-en) on onnxruntime's CPU provider."""
+
+    def __init__(self, model_path: Path, *, name: str | None = None, threads: int = 0) -> None:
+        import onnxruntime as ort
+
+        folder = Path(model_path)
+        needed = ("encoder_model.ort", "decoder_model_merged.ort", "tokenizer.bin")
+        for file in needed:
+            if not (folder / file).is_file():
+                raise ModelUnavailable(f"{folder} is not a Moonshine model folder: {file} is missing")
+        providers = ["CPUExecutionProvider"]
+        try:
+            self._encoder = ort.InferenceSession(
+                _as_onnx(folder / needed[0]), _options(ort, threads), providers=providers
+            )
+            # One thread for the decoder: its passes are one token's small products, where a
+            # second thread costs more in hand-offs than it saves (on a busy 2-core machine,
+            # 20 passes took 1.2 s on one thread against 2.6 s on two, alone or batched by 4).
+            self._decoder = ort.InferenceSession(
+                _as_onnx(folder / needed[1]), _options(ort, 1), providers=providers
+            )
+        except Exception as exc:  # onnxruntime raises its own untyped errors on a bad file
+            raise ModelUnavailable(f"cannot load the Moonshine model in {folder}: {exc}") from exc
+        self.tokenizer = MoonshineTokenizer(folder / needed[2])
+        # The cache's inputs and outputs by layer: past_key_values.N.{decoder,encoder}.{key,value}.
+        self._past = [i.name for i in self._decoder.get_inputs() if i.name.startswith("past_key_values.")]
+        self._present = [o.name for o in self._decoder.get_outputs() if o.name.startswith("present.")]
+        shape = next(i.shape for i in self._decoder.get_inputs() if i.name == self._past[0])
+        self._heads, self._head_dim = int(shape[1]), int(shape[3])
+        self._vocab = min(self.tokenizer.vocab_size, 32_768)
+        self.path = folder
+        self.name = name or folder.name
+        #: Work done so far (encoder output frames, decoder passes), for benchmarks and tests:
+        #: what a step costs, counted rather than timed.
+        self.encoded_frames = 0
+        self.decoder_passes = 0
+        self.capabilities = ASRCapabilities(
+            max_audio_seconds=MAX_AUDIO_SECONDS,
+            languages=frozenset({"en"}),
+            prefix_mode=PrefixMode.DECODER_PROMPT,
+        )
+        self._info = EngineInfo(
+            name=self.name,
+            backend="moonshine-ort",
+            device="cpu",
+            compute_type="float32",
+            compute_reason="the files' int8 weights, dequantised to float32 at load",
+        )
+        log.info("moonshine model loaded", path=str(folder), encoder_threads=threads, decoder_threads=1)
+
+    # -- the ASREngine interface ------------------------------------------------------
+
+    def describe(self) -> EngineInfo:
+        return self._info
+
+    def batch_key(self, request: StepRequest) -> Hashable:
+        return None
+
+    def transcribe_batch(self, requests: Sequence[StepRequest]) -> list[StepResult | ClientError]:
+        # Neither the encoder nor the decoder takes an attention mask, so padding would
+        # change a hypothesis: requests share a pass only when their audio and forced
+        # prefix have the same lengths, and each request gets what it would get alone.
+        # Sharing pays in the decoder (4 equal 5 s requests: 20 passes in 0.44 s batched
+        # against 1.2 s one by one); the encoder costs the same either way.
+        results: list[StepResult | ClientError | None] = [None] * len(requests)
+        groups: dict[tuple[int, int], list[tuple[int, list[int]]]] = {}
+        for slot, request in enumerate(requests):
+            try:
+                prefix_ids = self._check(request)
+            except ClientError as exc:
+                results[slot] = exc
+                continue
+            groups.setdefault((request.audio.shape[0], len(prefix_ids)), []).append((slot, prefix_ids))
+        for members in groups.values():
+            audio = np.stack([requests[slot].audio for slot, _ in members]).astype(np.float32, copy=False)
+            decoded = self._transcribe(audio, [ids for _, ids in members])
+            for (slot, _), one in zip(members, decoded, strict=True):
+                text = requests[slot].prefix + self.tokenizer.decode(one.ids)
+                results[slot] = StepResult(text=text, language="en", avg_logprob=one.avg_logprob)
+        done: list[StepResult | ClientError] = []
+        for result in results:
+            assert result is not None  # every slot got a result or its refusal above
+            done.append(result)
+        return done
+
+    # -- internals --------------------------------------------------------------------
+
+    def _check(self, request: StepRequest) -> list[int]:
+        """The request's forced-prefix tokens, or a refusal."""
+        audio = request.audio
+        if audio.ndim != 1:
+            raise RequestRejected("audio must be mono", param="audio")
+        if audio.shape[0] > MAX_AUDIO_SECONDS * SAMPLE_RATE:
+            raise RequestRejected(
+                f"the audio is {audio.shape[0] / SAMPLE_RATE:.1f} s long; "
+                f"this model takes at most {MAX_AUDIO_SECONDS:.0f} s per request",
+                param="audio",
+            )
+        language = request.language.strip().lower() if request.language else None
+        if language is not None and language != "en":
+            raise RequestRejected(
+                f"language {language!r} is not supported: this model transcribes English ('en') only",
+                param="language",
+            )
+        if not request.prefix:
+            return []
+        # The model writes a word-boundary mark before its first word, as before every other.
+        prefix = request.prefix if request.prefix.startswith(" ") else " " + request.prefix
+        return self.tokenizer.encode(prefix)
+
+    def _transcribe(self, audio: npt.NDArray[np.float32], prefixes: list[list[int]]) -> list[_Decoded]:
+        """Greedy decodes of `audio` [batch, samples], each row after its forced prefix
+        (all of one length)."""
+        rows, length = audio.shape
+        samples = np.zeros((rows, max(_MIN_SAMPLES, length)), dtype=np.float32)
+        samples[:, :length] = audio
+        hidden = self._encoder.run(None, {"input_values": samples})[0]
+        self.encoded_frames += int(hidden.shape[0] * hidden.shape[1])
+        n = len(prefixes[0])
+        limit = max(n + _SLACK_TOKENS, int(_MAX_TOKENS_PER_SECOND * length / SAMPLE_RATE) + _SLACK_TOKENS)
+        empty = np.zeros((rows, self._heads, 0, self._head_dim), dtype=np.float32)
+        feed: dict[str, Any] = {name: empty for name in self._past}
+        feed["encoder_hidden_states"] = hidden
+        feed["input_ids"] = np.asarray([[_BOS, *ids] for ids in prefixes], dtype=np.int64)
+        feed["use_cache_branch"] = np.asarray([False])
+        new: list[list[int]] = [[] for _ in range(rows)]
+        logprob = np.zeros(rows)
+        running = np.ones(rows, dtype=bool)
+        steps = 0
+        while n + steps < limit and running.any():
+            steps += 1
+            logits, *present = self._decoder.run(["logits", *self._present], feed)
+            self.decoder_passes += 1
+            scores = logits[:, -1, : self._vocab].astype(np.float64)
+            tokens = scores.argmax(axis=1)
+            # A finished row keeps decoding (the batch moves together); its tokens are dropped.
+            running &= tokens != _EOS
+            picked = scores[np.arange(rows), tokens] - np.logaddexp.reduce(scores, axis=1)
+            logprob += np.where(running, picked, 0.0)
+            for row in np.flatnonzero(running).tolist():
+                new[row].append(int(tokens[row]))
+            for past, value in zip(self._past, present, strict=True):
+                # The cross-attention keys and values are computed on the first pass only.
+                if ".decoder." in past or not feed["use_cache_branch"][0]:
+                    feed[past] = value
+            feed["input_ids"] = tokens.astype(np.int64)[:, None]
+            feed["use_cache_branch"] = np.asarray([True])
+        out: list[_Decoded] = []
+        for row, prefix_ids in enumerate(prefixes):
+            ids = new[row]
+            at_limit = bool(running[row])
+            cut = loop_start([*prefix_ids, *ids], n, at_limit=at_limit, clause_end=self._clause_end)
+            kept = ids if cut is None else ids[: cut - n]
+            out.append(_Decoded(kept, float(logprob[row]) / len(ids) if ids else None))
+        return out
+
+    def _clause_end(self, token_id: int) -> bool:
+        return self.tokenizer.decode([token_id]).endswith(_CLAUSE_ENDS)
+
+
+def create(settings: ASRSettings, cache_dir: Path) -> ASREngine:
+    """The registry's factory: `settings.model` is a packaged Moonshine model or a folder of
+    Moonshine files. A packaged model of another kind (the Whisper default that
+    `--asr-backend moonshine` leaves in place) means `moonshine-base-en`."""
+    from dragoman.weights import resolve
+    from dragoman.weights.registry import MODELS
+
+    model = settings.model
+    spec = MODELS.get(model)
+    if spec is not None and not spec.files[0].name.endswith(".ort"):
+        log.info("the moonshine backend serves its own model", asked=model, serving=DEFAULT_MODEL)
+        model = DEFAULT_MODEL
+    path = resolve(model, cache_dir, role="asr")
+    name = model if not Path(model).expanduser().exists() else None
+    return MoonshineEngine(path, name=name, threads=settings.threads)
