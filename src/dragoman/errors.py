@@ -106,6 +106,19 @@ class MessageTooBig(ClientError):
     code = "message_too_big"
 
 
+class InvalidFile(ClientError):
+    """An uploaded file that is not audio this server can decode."""
+
+    code = "invalid_file"
+
+
+class FileTooLarge(ClientError):
+    """An upload past the server's size limit (HTTP 413)."""
+
+    code = "file_too_large"
+    status = 413
+
+
 class IdleTimeout(ClientError):
     """The client sent nothing for longer than the server waits."""
 

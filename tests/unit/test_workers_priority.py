@@ -1,0 +1,51 @@
+"""The batching worker's priorities: file windows (BULK) fill what live steps leave."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+
+from dragoman.engines.workers import BatchingWorker, Priority
+from dragoman.errors import ClientError
+
+
+class _Recorder:
+    """Echoes its requests; the first call waits for `release`, so others queue behind it."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+        self.release = threading.Event()
+
+    def __call__(self, requests: Sequence[str]) -> list[str | ClientError]:
+        if not self.calls:
+            self.release.wait(5)
+        self.calls.append(list(requests))
+        return list(requests)
+
+
+async def test_live_steps_lead_each_call_and_bulk_fills_the_rest() -> None:
+    engine = _Recorder()
+    worker: BatchingWorker[str, str] = BatchingWorker(engine, name="test", max_batch=3)
+    async with worker:
+        first = asyncio.create_task(worker.submit("warm"))
+        await asyncio.sleep(0.05)  # the first call is running: the rest queue behind it
+        bulk = [asyncio.create_task(worker.submit(f"file{i}", priority=Priority.BULK)) for i in range(4)]
+        await asyncio.sleep(0)
+        live = [asyncio.create_task(worker.submit(f"live{i}")) for i in range(2)]
+        await asyncio.sleep(0.05)
+        engine.release.set()
+        results = await asyncio.gather(first, *bulk, *live)
+    assert results == ["warm", "file0", "file1", "file2", "file3", "live0", "live1"]
+    # Queued first, the file windows still wait for the live steps, and fill the call's slots.
+    assert engine.calls == [["warm"], ["live0", "live1", "file0"], ["file1", "file2", "file3"]]
+
+
+async def test_same_priority_keeps_arrival_order() -> None:
+    engine = _Recorder()
+    engine.release.set()
+    worker: BatchingWorker[str, str] = BatchingWorker(engine, name="test", max_batch=2)
+    async with worker:
+        done = await asyncio.gather(*(worker.submit(f"w{i}", priority=Priority.BULK) for i in range(3)))
+    assert done == ["w0", "w1", "w2"]
+    assert [r for call in engine.calls for r in call] == ["w0", "w1", "w2"]
