@@ -73,6 +73,7 @@ def validate(event: dict[str, Any]) -> None:
         )
         if session["turn_detection"] is not None:
             beta_types.transcription_session.TurnDetection.model_validate(session["turn_detection"])
+        beta_types.transcription_session.ClientSecret.model_validate(session["client_secret"])
     else:
         GA_EVENT.validate_python(event)
 

@@ -58,9 +58,10 @@ def validate(event: dict[str, Any], generation: Generation) -> BaseModel:
 
 def _beta_transcription_session(event: dict[str, Any]) -> BaseModel:
     """Beta's union has no `transcription_session.created`, and its `TranscriptionSession` is the
-    REST object (it requires a `client_secret`, and its model names only OpenAI's models): so
-    each field the server sends is checked against that field's type."""
+    REST object (its model names only OpenAI's models): so each field the server sends is
+    checked against that field's type, and the `client_secret` it requires must be there."""
     session = dict(event["session"])
+    assert "client_secret" in session, "beta's TranscriptionSession requires a client_secret"
     fields = beta_types.TranscriptionSession.model_fields
     transcription = session.pop("input_audio_transcription")
     beta_types.transcription_session.InputAudioTranscription.model_validate({**transcription, "model": None})

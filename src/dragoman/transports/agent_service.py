@@ -117,7 +117,8 @@ class AgentService:
 
     # -- sessions ------------------------------------------------------------------
 
-    def new_session(self, session_id: str, input_rate: int) -> AgentSession:
+    def new_session(self, session_id: str, input_rate: int, *, media_track: bool = False) -> AgentSession:
+        """`media_track`: a WebRTC call's session (`AgentSession`'s flag)."""
         profile, speaker = self.transcription.profile, self.speaker
         assert profile is not None and speaker is not None and self.llm is not None, "served once started"
         speech = SessionConfig.defaults(self.transcription.settings, input_rate)
@@ -137,6 +138,7 @@ class AgentService:
             vad_factory=self.transcription.vad_factory(),
             voices=lambda name: speaker.voice(name).name,
             turn_model_factory=self.transcription.turn_model_factory(),
+            media_track=media_track,
         )
 
     def lanes(self) -> dict[str, Lane]:

@@ -1,0 +1,210 @@
+"""`POST /v1/realtime/calls` and `DELETE /v1/realtime/calls/{call_id}`: WebRTC calls.
+
+The handshake, from the reference agent's description of the WebRTC transport: "the
+client POSTs an SDP offer to POST /v1/realtime/calls (Content-Type: application/sdp)
+and gets the SDP answer (201, with a Location: /v1/realtime/calls/{call_id} header)".
+The official SDK's `client.realtime.calls.create(sdp=..., session=...)` sends the same
+offer as a multipart form, with the session config as JSON in a `session` part (and
+only the SDP, as `application/sdp`, when there is no config); the config is applied
+before `session.created`. So is the config bound to the request's key, where the
+access guard put one on `request.state.session_config` (an ephemeral key's), after the
+form's. `DELETE` on the Location hangs up. Past `--num-pipelines` a call is refused
+with 503 `session_limit_reached`. The routes sit behind the same access guard as every
+other endpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from aiortc import RTCIceServer
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+
+from dragoman.errors import ClientError, InvalidValue
+from dragoman.logs import get_logger, log_failure
+from dragoman.metrics import REFUSALS
+from dragoman.protocol.realtime.client_events import AgentClientParser
+from dragoman.protocol.realtime.generation import Generation
+from dragoman.sessions.agent import events as agent
+from dragoman.sessions.agent.session import AgentSession
+from dragoman.transports.agent_service import AgentService
+from dragoman.transports.connections import ConnectionPolicy
+from dragoman.transports.pool import PipelineUnit
+from dragoman.transports.readiness import Readiness
+from dragoman.transports.webrtc.call import Call
+from dragoman.transports.webrtc.codec import INPUT_RATE
+from dragoman.transports.webrtc.peer import check_offer, ice_servers
+
+log = get_logger(__name__)
+
+#: The largest offer taken: an SDP offer is a few kilobytes.
+MAX_OFFER_BYTES = 256 * 1024
+#: How long a hang-up waits for the call to let its unit go.
+HANG_UP_TIMEOUT_S = 10.0
+
+
+def error_response(
+    status: int, code: str, message: str, param: str | None = None, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    """OpenAI's JSON error body."""
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    body = {"error": {"type": kind, "code": code, "message": message, "param": param}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+async def read_offer(request: Request) -> tuple[str, dict[str, Any] | None]:
+    """The SDP offer and the form's session config (None without one); raises ClientError."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if int(request.headers.get("content-length") or 0) > MAX_OFFER_BYTES:
+        raise InvalidValue(f"The offer is larger than {MAX_OFFER_BYTES} bytes.")
+    session: dict[str, Any] | None = None
+    if content_type == "multipart/form-data":
+        async with request.form(max_files=2, max_fields=8, max_part_size=MAX_OFFER_BYTES) as form:
+            sdp = await _text(form.get("sdp"))
+            raw_session = await _text(form.get("session"))
+        if raw_session:
+            try:
+                parsed = json.loads(raw_session)
+            except json.JSONDecodeError:
+                raise InvalidValue("The session part is not JSON.", param="session") from None
+            if not isinstance(parsed, dict):
+                raise InvalidValue("The session part must be a JSON object.", param="session")
+            session = parsed
+    elif content_type in ("application/sdp", "text/plain", ""):
+        body = await request.body()
+        if len(body) > MAX_OFFER_BYTES:
+            raise InvalidValue(f"The offer is larger than {MAX_OFFER_BYTES} bytes.")
+        sdp = body.decode("utf-8", errors="replace")
+    else:
+        raise InvalidValue(
+            "Send the SDP offer as Content-Type application/sdp, or as multipart/form-data with "
+            "'sdp' and 'session' parts."
+        )
+    check_offer(sdp)
+    return sdp, session
+
+
+async def _text(value: Any) -> str:
+    """A form part, given as a field or as a file."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    data = await value.read()
+    return bytes(data).decode("utf-8", errors="replace")
+
+
+def configure(session: AgentSession, *configs: Mapping[str, Any] | None) -> None:
+    """Apply session objects (GA `session.update` shape) in order, before `session.created`."""
+    parser = AgentClientParser(Generation.GA)
+    for config in configs:
+        if config is None:
+            continue
+        frame = json.dumps({"type": "session.update", "session": {"type": "realtime", **config}})
+        event = parser.parse(frame)
+        if isinstance(event, agent.Rejected):
+            if isinstance(event.error, ClientError):
+                raise event.error
+            raise InvalidValue("The session config is not valid.", param="session")
+        assert isinstance(event, agent.UpdateSession)
+        session.configure(event.values)
+
+
+class Calls:
+    """The calls running now, by id."""
+
+    def __init__(self, servers: list[RTCIceServer] | None) -> None:
+        self.ice_servers = servers
+        self.running: dict[str, Call] = {}
+
+    def start(self, call: Call) -> None:
+        self.running[call.id] = call
+        call.task = asyncio.create_task(self._run(call), name=f"call-{call.id}")
+
+    async def _run(self, call: Call) -> None:
+        try:
+            await call.run()
+        finally:
+            self.running.pop(call.id, None)
+
+
+def calls_router(agent_service: Callable[[], AgentService | None], readiness: Readiness) -> APIRouter:
+    """The call routes; raises ValueError for ICE servers configured wrong (at start-up)."""
+    router = APIRouter()
+    calls = Calls(ice_servers())
+
+    @router.post("/v1/realtime/calls")
+    async def create_call(request: Request) -> Response:
+        not_ready = readiness.refusal()
+        if not_ready is not None:
+            return error_response(503, "server_not_ready", not_ready, headers={"Retry-After": "5"})
+        service = agent_service()
+        if service is None:
+            return error_response(
+                404, "service_unavailable", "The voice agent is not enabled on this server."
+            )
+        try:
+            offer, form_session = await read_offer(request)
+        except ClientError as exc:
+            return error_response(400, exc.code, exc.message, exc.param)
+        suffix = uuid.uuid4().hex[:20]
+        call_id, session_id = "rtc_" + suffix, "sess_" + suffix
+        unit = service.pool.acquire(session_id)
+        if unit is None:
+            service.usage["sessions_refused"] += 1
+            REFUSALS.labels("session_limit_reached").inc()
+            message = f"All {len(service.pool.units)} voice-agent pipelines are in use; try again later."
+            return error_response(503, "session_limit_reached", message, headers={"Retry-After": "5"})
+        call: Call | None = None
+        try:
+            session = service.new_session(session_id, INPUT_RATE, media_track=True)
+            configure(session, form_session, getattr(request.state, "session_config", None))
+            call = Call(call_id, unit, service, session, _policy(request), calls.ice_servers)
+            sdp = await call.connect(offer)
+        except ClientError as exc:  # the offer or the session config
+            await _abandon(call, service, unit)
+            return error_response(400, exc.code, exc.message, exc.param)
+        except Exception as exc:
+            error_id = log_failure(log, "call setup failed", exc)
+            await _abandon(call, service, unit)
+            return error_response(500, "server_error", f"The call could not be set up (error id {error_id}).")
+        service.usage["sessions_opened"] += 1
+        calls.start(call)
+        log.info("call answered", call=call_id, session=session_id, unit=unit.index)
+        location = f"/v1/realtime/calls/{call_id}"
+        return Response(sdp, status_code=201, media_type="application/sdp", headers={"Location": location})
+
+    @router.delete("/v1/realtime/calls/{call_id}")
+    async def hang_up(call_id: str) -> Response:
+        call = calls.running.get(call_id)
+        if call is None:
+            return error_response(
+                404, "call_not_found", f"No call {call_id[:64]!r} is in progress.", "call_id"
+            )
+        call.hang_up()
+        if call.task is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(call.task), HANG_UP_TIMEOUT_S)
+        return Response(status_code=204)
+
+    return router
+
+
+def _policy(request: Request) -> ConnectionPolicy:
+    policy = getattr(request.app.state, "policy", None)
+    return policy if isinstance(policy, ConnectionPolicy) else ConnectionPolicy()
+
+
+async def _abandon(call: Call | None, service: AgentService, unit: PipelineUnit) -> None:
+    """A call that was never answered lets its unit and its peer connection go."""
+    if call is not None:
+        with contextlib.suppress(Exception):
+            await call.peer.close()
+        call.track.stop()
+    service.pool.release(unit, drained=True)

@@ -1,0 +1,140 @@
+"""Ephemeral client keys on a real `dragoman serve --api-key K`, minted and used by the openai SDK.
+
+`client.realtime.client_secrets.create(...)` mints a key bound to a session config; a client
+holding only that key connects once (the SDK with it as its api_key, or a browser-style
+subprotocol), its session starts with the bound config, and the key then opens nothing,
+nor does one past its expiry (OpenAI's shortest, 10 s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+import websockets
+from openai import AsyncOpenAI
+
+from tests.e2e.realtime_helpers import validate
+from tests.e2e.server import Server, start, stop
+
+pytestmark = pytest.mark.e2e
+
+KEY = "sk-test-long-lived"
+#: A config that differs from the server's defaults in every field it sets.
+BOUND = {
+    "type": "transcription",
+    "audio": {
+        "input": {
+            "transcription": {"language": "de", "prompt": "Guten Tag."},
+            "turn_detection": None,
+        }
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Iterator[Server]:
+    args = ["serve", "--cache-dir", str(cache_dir), "--services", "transcription", "--api-key", KEY]
+    running = start(args, tmp_path_factory.mktemp("secrets") / "dragoman.log", timeout=300.0)
+    yield running
+    stop(running)
+
+
+def client(server: Server, key: str) -> AsyncOpenAI:
+    return AsyncOpenAI(
+        base_url=server.http + "/v1", websocket_base_url=server.ws + "/v1", api_key=key, max_retries=0
+    )
+
+
+async def first_event(server: Server, key: str) -> dict[str, Any]:
+    async with client(server, key).realtime.connect(
+        model="whisper-base", extra_query={"intent": "transcription"}
+    ) as conn:
+        event: dict[str, Any] = json.loads(await asyncio.wait_for(conn.recv_bytes(), 30))
+    validate(event)
+    return event
+
+
+async def refused_status(server: Server, key: str) -> int:
+    with pytest.raises(websockets.InvalidStatus) as refused:
+        await first_event(server, key)
+    return refused.value.response.status_code
+
+
+async def test_a_minted_key_opens_one_session_that_starts_with_the_bound_config(guarded: Server) -> None:
+    secret = await client(guarded, KEY).realtime.client_secrets.create(
+        expires_after={"anchor": "created_at", "seconds": 600},
+        session=BOUND,  # type: ignore[arg-type]
+    )
+    assert secret.value.startswith("ek_") and secret.session.type == "transcription"
+    created = await first_event(guarded, secret.value)
+    assert created["type"] == "session.created"
+    transcription = created["session"]["audio"]["input"]["transcription"]
+    assert (transcription["language"], transcription["prompt"]) == ("de", "Guten Tag.")
+    assert created["session"]["audio"]["input"]["turn_detection"] is None
+    assert await refused_status(guarded, secret.value) == 401, "a key opens one session"
+    # The long-lived key still gets the server's defaults.
+    plain = await first_event(guarded, KEY)
+    assert plain["session"]["audio"]["input"]["transcription"]["language"] != "de"
+
+
+async def test_a_key_past_its_expiry_is_refused(guarded: Server) -> None:
+    secret = await client(guarded, KEY).realtime.client_secrets.create(
+        expires_after={"anchor": "created_at", "seconds": 10},
+        session=BOUND,  # type: ignore[arg-type]
+    )
+    await asyncio.sleep(11.5)
+    assert await refused_status(guarded, secret.value) == 401
+
+
+async def test_minting_needs_the_long_lived_key(guarded: Server) -> None:
+    with pytest.raises(openai.AuthenticationError):
+        await client(guarded, "sk-wrong").realtime.client_secrets.create(session=BOUND)  # type: ignore[arg-type]
+    secret = await client(guarded, KEY).realtime.client_secrets.create(session=BOUND)  # type: ignore[arg-type]
+    with pytest.raises(openai.AuthenticationError):
+        await client(guarded, secret.value).realtime.client_secrets.create(session=BOUND)  # type: ignore[arg-type]
+    with pytest.raises(openai.BadRequestError):
+        await client(guarded, KEY).realtime.client_secrets.create(expires_after={"seconds": 5})
+
+
+async def test_a_browser_style_beta_client_sees_its_key_as_the_client_secret(guarded: Server) -> None:
+    secret = await client(guarded, KEY).realtime.client_secrets.create(session=BOUND)  # type: ignore[arg-type]
+    url = guarded.ws + "/v1/realtime?intent=transcription"
+    protocols = ["realtime", f"openai-insecure-api-key.{secret.value}"]
+    async with websockets.connect(
+        url,
+        subprotocols=protocols,  # type: ignore[arg-type]
+        additional_headers={"OpenAI-Beta": "realtime=v1"},
+    ) as ws:
+        assert ws.subprotocol == "realtime", "a browser's WebSocket fails unless a protocol is picked"
+        created = json.loads(await asyncio.wait_for(ws.recv(), 30))
+    validate(created)
+    assert created["type"] == "transcription_session.created"
+    assert created["session"]["client_secret"] == {"value": secret.value, "expires_at": secret.expires_at}
+    assert created["session"]["input_audio_transcription"]["language"] == "de"
+
+
+async def test_an_agent_session_starts_with_the_bound_instructions_and_voice(server: Server) -> None:
+    """On the shared server with every service and no keys: minting is open, the key still counts."""
+    bound = {
+        "type": "realtime",
+        "instructions": "You are a pirate. Answer in one sentence.",
+        "audio": {"output": {"voice": "joe"}},
+    }
+    open_client = client(server, "local")
+    secret = await open_client.realtime.client_secrets.create(session=bound)  # type: ignore[arg-type]
+    async with client(server, secret.value).realtime.connect(model="dragoman") as conn:
+        created = json.loads(await asyncio.wait_for(conn.recv_bytes(), 30))
+    validate(created)
+    assert created["type"] == "session.created"
+    assert created["session"]["instructions"] == bound["instructions"]
+    assert created["session"]["audio"]["output"]["voice"] == "joe"
+    with pytest.raises(websockets.InvalidStatus) as refused:
+        async with client(server, secret.value).realtime.connect(model="dragoman") as conn:
+            await conn.recv_bytes()
+    assert refused.value.response.status_code == 401
