@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import signal
 import urllib.error
@@ -140,3 +141,48 @@ def test_metrics_are_prometheus_text_behind_the_key(guarded: Server) -> None:
     }
     assert refusals.get("invalid_api_key", 0) >= 1, refusals
     assert "dragoman_engine_job_seconds" in families
+
+
+def open_sessions(server: Server) -> dict[str, float]:
+    request = urllib.request.Request(server.http + "/metrics", headers={"Authorization": f"Bearer {KEY}"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        text = answer.read().decode()
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    return {s.labels["service"]: s.value for s in families["dragoman_sessions"].samples}
+
+
+async def test_large_appends_and_clients_that_vanish_mid_step_leave_the_server_serving_and_nothing_behind(
+    guarded: Server,
+) -> None:
+    headers = {"Authorization": f"Bearer {KEY}"}
+    # 0.9 s of 24 kHz silence per append: 59 KB of base64 (under this server's 64 KiB limit),
+    # handled off the event loop.
+    audio = base64.b64encode(b"\x00\x00" * 22_000).decode()
+    append = json.dumps({"type": "input_audio_buffer.append", "audio": audio})
+    for _ in range(3):
+        # Appends and a commit (a step in flight), then gone without reading a thing.
+        ws = await websockets.connect(realtime_url(guarded), additional_headers=headers)
+        for _ in range(4):
+            await ws.send(append)
+        await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+        ws.transport.abort()
+    # Another client is served meanwhile.
+    async with websockets.connect(realtime_url(guarded), additional_headers=headers) as ws:
+        assert json.loads(await ws.recv())["type"] == "session.created"
+        for _ in range(3):
+            await ws.send(append)
+        await ws.send(json.dumps({"type": "session.update", "session": {"type": "transcription"}}))
+        answer = json.loads(await asyncio.wait_for(ws.recv(), 30))
+        assert answer["type"] == "session.updated", answer
+    assert await asyncio.to_thread(health_status, guarded) == 200
+    for _ in range(100):
+        if (await asyncio.to_thread(open_sessions, guarded)).get("transcription") == 0:
+            break
+        await asyncio.sleep(0.1)
+    sessions = await asyncio.to_thread(open_sessions, guarded)
+    assert sessions.get("transcription") == 0, "every session that went away is gone"
+
+
+def health_status(server: Server) -> int:
+    with urllib.request.urlopen(server.http + "/health", timeout=10) as health:
+        return int(health.status)

@@ -150,18 +150,28 @@ def test_an_unsupported_direction_returns_the_supported_list(
     assert "supported: " in caplog.text and "en-de" in caplog.text
 
 
-def test_busy_at_max_sessions_then_a_freed_slot_serves(mt_server: Server, frames: FrameRecorder) -> None:
+def test_busy_at_max_sessions_then_a_freed_slot_serves(
+    mt_server: Server, frames: FrameRecorder, caplog: pytest.LogCaptureFixture
+) -> None:
     wait_sessions(mt_server, 0)
     with contextlib.ExitStack() as stack:
         held = [stack.enter_context(raw_connect(mt_server.ws + "/")) for _ in range(MT_MAX_SESSIONS)]
         for ws in held:
             ws.send(json.dumps(INIT))
             assert json.loads(ws.recv(timeout=30))["type"] == "init_ok"
+        # The refusal comes at once on connect, before the client says anything.
+        with raw_connect(mt_server.ws + "/") as refused:
+            assert json.loads(refused.recv(timeout=30))["code"] == "busy"
         client, timed = new_client(mt_server)
         speaker = Speaker(client, timed)
-        speaker.say("Television reports show", stop=1)
+        with caplog.at_level(logging.WARNING):
+            speaker.say("Television reports show", stop=1)
         error = frames.received(0)[0]
         assert error["code"] == "busy"
+        # WhisperLiveKit's client sends `init` before it reads: it still reads the refusal, and
+        # reports it as a clean warning, no traceback.
+        assert "busy: The server is at its limit" in caplog.text
+        assert "Traceback" not in caplog.text and "ConnectionClosed" not in caplog.text
         held[0].close()
         wait_sessions(mt_server, MT_MAX_SESSIONS - 1)
         time.sleep(1.1)  # the client's first reconnect back-off

@@ -280,3 +280,29 @@ async def test_concurrent_sessions_get_their_own_transcripts(server: Server) -> 
         (item,) = transcript.completed
         assert wer([reference(file)], [item["transcript"]]) <= 0.2, item["transcript"]
         check_item(transcript, item)
+
+
+async def test_idle_timeout_commits_the_silence_after_a_turn(server: Server) -> None:
+    audio = np.concatenate([load_audio(EN_3, 24_000), np.zeros(7 * 24_000, dtype=np.float32)])
+    async with client(server).realtime.connect(
+        model="whisper-base", extra_query={"intent": "transcription"}
+    ) as conn:
+        transcript = await read_until(conn, Transcript(), lambda e: e["type"] == "session.created")
+        turn = {"type": "server_vad", "silence_duration_ms": 600, "idle_timeout_ms": 5000}
+        await conn.session.update(
+            session={"type": "transcription", "audio": {"input": {"turn_detection": turn}}}
+        )
+        await stream(conn, audio, 24_000, piece_seconds=0.2)
+        await read_until(conn, transcript, lambda e: len(transcript.completed) == 2)
+    (updated,) = transcript.of("session.updated")
+    assert updated["session"]["audio"]["input"]["turn_detection"]["idle_timeout_ms"] == 5000
+    (stopped,) = transcript.of("input_audio_buffer.speech_stopped")
+    (triggered,) = transcript.of("input_audio_buffer.timeout_triggered")
+    # The timer ran from the end of the turn, over 5 s of the silence after it.
+    assert triggered["audio_start_ms"] == stopped["audio_end_ms"]
+    assert 5000 <= triggered["audio_end_ms"] - triggered["audio_start_ms"] < 5100
+    committed = transcript.of("input_audio_buffer.committed")
+    assert [c["item_id"] for c in committed] == [stopped["item_id"], triggered["item_id"]]
+    assert transcript.completed[1]["item_id"] == triggered["item_id"]
+    assert wer([reference(EN_3)], [transcript.completed[0]["transcript"]]) <= 0.2
+    assert not transcript.errors()

@@ -44,6 +44,7 @@ KEYS = (
     "threshold",
     "prefix_padding_ms",
     "silence_duration_ms",
+    "idle_timeout_ms",
     "eagerness",
     "item",
     "content",

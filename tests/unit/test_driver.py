@@ -9,11 +9,14 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from dragoman.engines.workers import CancelToken, Priority, SerialWorker
+from dragoman.engines.workers import CancelToken, Priority, SerialWorker, Streamed
 from dragoman.errors import ClientError, DragomanError, InvalidEvent, MessageTooBig, ServerError
 from dragoman.logs import get_logger
 from dragoman.sessions.base import CloseCode
-from dragoman.transports.driver import Frame, SendQueue, SessionDriver
+from dragoman.transports.adapters import Frame
+from dragoman.transports.connections import Connections
+from dragoman.transports.driver import OFFLOAD_BYTES, SessionDriver
+from dragoman.transports.send_queue import SendQueue
 
 
 @dataclass(frozen=True)
@@ -307,3 +310,154 @@ async def test_a_client_waiting_on_a_slow_job_is_not_idle() -> None:
     await asyncio.wait_for(run.run(), 5)
     assert channel.sent[:2] == ["hello", "result SLOW"], "the answer it waited for came first"
     assert channel.sent[-1] == "refused idle_timeout" and channel.closed == CloseCode.NORMAL
+
+
+# -- faults: a hung engine, a heavy frame, clients that go away -----------------------------
+
+
+class RecordingSession(EchoSession):
+    """Keeps the errors its jobs failed with."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.errors: list[DragomanError] = []
+
+    def job_failed(self, job: EchoJob, error: DragomanError) -> None:
+        self.errors.append(error)
+        super().job_failed(job, error)
+
+
+async def test_a_hung_engine_call_fails_its_session_with_an_error_id_and_the_engine_serves_the_next() -> None:
+    release = threading.Event()
+
+    def engine(request: str) -> str:
+        if request == "hang":
+            release.wait(10)  # ignores its token, as a stuck native call does
+        return request.upper()
+
+    worker: SerialWorker[str, str] = SerialWorker(engine, name="echo")
+    hung, other = RecordingSession(), RecordingSession()
+    hung_channel, other_channel = Channel(["job hang"]), Channel([])
+
+    def run(session: EchoSession, channel: Channel) -> SessionDriver:  # type: ignore[type-arg]
+        return SessionDriver(session, channel, Codec(), worker, log=get_logger("test"), engine_timeout_s=0.3)
+
+    tasks = [
+        asyncio.create_task(run(hung, hung_channel).run()),
+        asyncio.create_task(run(other, other_channel).run()),
+    ]
+    await asyncio.wait_for(hung_channel.seen("failed engine_failure"), 5)
+    (error,) = hung.errors
+    assert isinstance(error, ServerError) and error.error_id.startswith("err_")
+    assert error.error_id in error.public_message and "hang" not in error.public_message
+    # The engine is not lost to the hung call: the other session and the same one are served.
+    other_channel.incoming.put_nowait("job b")
+    hung_channel.incoming.put_nowait("job again")
+    await asyncio.wait_for(other_channel.seen("result B"), 5)
+    await asyncio.wait_for(hung_channel.seen("result AGAIN"), 5)
+    assert worker.abandoned == 1 and not other.errors
+    release.set()
+    for channel in (hung_channel, other_channel):
+        channel.incoming.put_nowait("close")
+    await asyncio.wait_for(asyncio.gather(*tasks), 5)
+
+
+async def test_a_streaming_call_that_keeps_making_pieces_is_not_hung() -> None:
+    pieces = 8
+
+    def engine(request: Streamed[str]) -> str:
+        for n in range(pieces):
+            time.sleep(0.05)  # 0.4 s in all, past the 0.2 s timeout, but never 0.2 s without a piece
+            request.emit(n)
+        return request.request
+
+    seen: list[object] = []
+    worker: SerialWorker[Streamed[str], str] = SerialWorker(engine, name="stream")
+    async with worker.turn() as slot:
+        result = await slot.run(Streamed("done", CancelToken(), seen.append), timeout_s=0.2)
+    assert result == "done" and seen == list(range(pieces))
+
+
+class HeavySession(EchoSession):
+    """Taking a "big ..." event blocks its thread until `release` is set (as decoding, resampling
+    and VAD of a huge append would hold the loop): whether it was set before `wait` gave up
+    tells whether anything else ran meanwhile."""
+
+    def __init__(self, release: threading.Event) -> None:
+        super().__init__()
+        self.release = release
+        self.released: bool | None = None
+
+    def receive(self, event: str) -> None:
+        if event.startswith("big"):
+            self.released = self.release.wait(10)
+            self.out.append("took big")
+            return
+        super().receive(event)
+
+
+async def test_a_huge_frame_is_taken_off_the_loop_while_other_sessions_are_answered() -> None:
+    release = threading.Event()
+    heavy = HeavySession(release)
+    worker: SerialWorker[str, str] = SerialWorker(str.upper, name="echo")
+    huge = "big " + "x" * OFFLOAD_BYTES
+    heavy_channel, light_channel = Channel(["job first", huge, "after"]), Channel([])
+    runs = [
+        asyncio.create_task(driver(heavy, heavy_channel, worker).run()),
+        asyncio.create_task(driver(EchoSession(), light_channel, worker).run()),
+    ]
+    # While the heavy session's frame is being taken, the light session's requests and jobs are
+    # all answered (on the loop this would wait for the heavy frame: released would be False).
+    for n in range(5):
+        light_channel.incoming.put_nowait(f"job {n}")
+        await asyncio.wait_for(light_channel.seen(f"result {n}"), 5)
+    release.set()
+    await asyncio.wait_for(heavy_channel.seen("got after"), 5)
+    assert heavy.released is True
+    # The heavy session's own events keep their order: its job result (which may have come while
+    # the thread had the session) is never sent inside the frame's handling.
+    order = heavy_channel.sent
+    assert order.index("took big") < order.index("got after")
+    assert "result FIRST" in order
+    for channel in (heavy_channel, light_channel):
+        channel.incoming.put_nowait("close")
+    await asyncio.wait_for(asyncio.gather(*runs), 5)
+
+
+async def test_clients_that_go_away_mid_step_or_never_read_leave_no_task_or_queue_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("dragoman.transports.driver.DRAIN_TIMEOUT_S", 2.0)  # past the 0.2 s step
+    baseline = len(asyncio.all_tasks())
+    connections = Connections()
+    started = threading.Event()
+
+    def slow(request: str) -> str:
+        started.set()
+        time.sleep(0.2)
+        return request.upper()
+
+    worker: SerialWorker[str, str] = SerialWorker(slow, name="echo")
+
+    async def serve(session: EchoSession, channel: Channel, **kwargs: object) -> SessionDriver:  # type: ignore[type-arg]
+        run = SessionDriver(session, channel, Codec(), worker, log=get_logger("test"), **kwargs)  # type: ignore[arg-type]
+        with connections.track(run):
+            await run.run()
+        return run
+
+    # One goes away in the middle of its step; one never reads a frame.
+    leaving = Channel(["job step"])
+    leaving_task = asyncio.create_task(serve(EchoSession(), leaving))
+    await asyncio.to_thread(started.wait, 5)
+    assert len(connections) == 1
+    leaving.incoming.put_nowait(None)
+    deaf = DeafChannel([f"a{n}" for n in range(10)])
+    deaf_task = asyncio.create_task(serve(EchoSession(), deaf, send_limit=3))
+    left, never_read = await asyncio.wait_for(asyncio.gather(leaving_task, deaf_task), 5)
+    assert never_read.session.close_code is None and deaf.closed == CloseCode.POLICY_VIOLATION
+    assert left.drained and never_read.drained
+    assert len(connections) == 0, "no session is left counted"
+    assert len(left.outgoing) == 0 and len(never_read.outgoing) <= 3, "nothing queued past the bound"
+    assert not worker._busy and not worker._waiting, "no turn is left held or waiting"
+    await asyncio.sleep(0)
+    assert len(asyncio.all_tasks()) == baseline, "no task is left running"

@@ -35,7 +35,7 @@ PRESETS = {
 class Driver:
     """A session plus its engine; `run()` plays the server's worker synchronously."""
 
-    def __init__(self, *, max_words: int = 50, **init: Any) -> None:
+    def __init__(self, *, max_words: int = 50, max_finals: int = 16, **init: Any) -> None:
         self.engine = FakeEngine()
         self.session = MTSession(
             session_id="mt_test",
@@ -45,6 +45,7 @@ class Driver:
             default_preset="plain",
             max_utterance_words=max_words,
             presets=PRESETS,
+            max_queued_finals=max_finals,
         )
         self.seq = 0
         self.clock = 0.0
@@ -378,6 +379,30 @@ def test_finals_are_sticky_ordered_and_supersede_their_utterances_partial() -> N
     answered = [(t.seq, t.utterance_id, t.final) for t in d.translations()]
     assert answered == [(1, 0, False), (3, 0, True), (4, 1, True), (5, 2, False)]
     assert d.session.stats["coalesced"] == 1
+
+
+def test_finals_waiting_past_the_bound_are_dropped_with_processing_failed_and_the_session_goes_on() -> None:
+    d = Driver(max_finals=2)
+    d.update(["Hello"])
+    job = d.session.next_job()  # the engine is busy with it while finals pile up
+    assert job is not None
+    for utterance in range(4):
+        d.update(["word"], utterance=utterance, final=True)
+    dropped = [e for e in d.out if isinstance(e, Error)]
+    assert [(e.code, e.seq) for e in dropped] == [
+        (ErrorCode.PROCESSING_FAILED, 4),
+        (ErrorCode.PROCESSING_FAILED, 5),
+    ]
+    assert "2 finals" in dropped[0].message and d.session.stats["dropped_finals"] == 2
+    d.session.job_done(job, d.engine.draft(job.request))
+    d.take()
+    d.run()
+    answered = [(t.seq, t.utterance_id, t.final) for t in d.translations()]
+    assert answered == [(1, 0, False), (2, 0, True), (3, 1, True)]
+    # The client closed the dropped utterances all the same: its next one is served.
+    d.update(["again"], utterance=4, final=True)
+    d.run()
+    assert d.translations()[-1].seq == d.seq and d.translations()[-1].final
 
 
 def test_a_final_continues_the_streamed_partial_and_enters_the_history() -> None:

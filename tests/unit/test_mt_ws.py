@@ -152,6 +152,26 @@ def test_busy_at_max_sessions(client: TestClient, service: MTService) -> None:
         assert again.receive_json()["type"] == "init_ok"
 
 
+def test_busy_comes_at_once_on_connect_and_a_connection_waiting_to_init_holds_its_slot(
+    client: TestClient, service: MTService
+) -> None:
+    # Two connections that have not sent `init` yet already hold both slots.
+    with client.websocket_connect("/") as one, client.websocket_connect("/") as two:
+        wait_for(lambda: service.sessions == 2)
+        with client.websocket_connect("/") as three:
+            error = three.receive_json()  # nothing sent: the refusal comes on connect
+            assert error["type"] == "error" and error["code"] == "busy"
+            # A client that writes its init first (as WhisperLiveKit's does) is then closed.
+            three.send_text(json.dumps(INIT))
+            with pytest.raises(WebSocketDisconnect) as closed:
+                three.receive_json()
+            assert closed.value.code == 1013
+        for ws in (one, two):
+            ws.send_text(json.dumps(INIT))
+            assert ws.receive_json()["type"] == "init_ok"
+    wait_for(lambda: service.sessions == 0)
+
+
 def test_bad_frames_after_init_do_not_end_the_session(client: TestClient) -> None:
     with client.websocket_connect("/") as ws:
         ws.send_text(json.dumps(INIT))

@@ -308,3 +308,23 @@ async def test_closing_a_serial_worker_fails_the_waiting_turns() -> None:
         await waiting
     gate.set()
     await holder
+
+
+async def test_a_hung_batch_fails_its_requests_with_an_error_id_and_the_next_batch_is_served() -> None:
+    release = threading.Event()
+
+    def call(requests: Sequence[StepRequest]) -> list[StepResult | ClientError]:
+        if any(r.prompt == "hang" for r in requests):
+            release.wait(10)  # a native call that never looks at its token
+        return [StepResult(text=r.prompt or "", language="en") for r in requests]
+
+    token = CancelToken()
+    async with BatchingWorker(call, name="asr") as sched:
+        with pytest.raises(EngineFailure) as failed:
+            await sched.submit(_req("hang"), token, timeout_s=0.2)
+        # The hung call's thread still runs; the worker does not wait for it.
+        assert (await sched.submit(_req("next"), timeout_s=5)).text == "next"
+        release.set()
+    assert failed.value.error_id.startswith("err_") and token.cancelled
+    assert "hang" not in failed.value.public_message
+    assert sched.stats.failures == 1

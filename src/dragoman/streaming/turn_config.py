@@ -24,6 +24,11 @@ MIN_SPEECH_CONTINUATION_MS = 192
 PAUSE_MS = 200
 #: The turn model sees the end of the turn: Smart Turn's input is "the last 8 s".
 TURN_CONTEXT_SECONDS = 8
+#: server_vad's `idle_timeout_ms` range, as OpenAI's API reference gives it (its SDK's types
+#: give none); the upper end also bounds the silent audio a segmenter holds for the item a
+#: timeout commits (30 s of 16 kHz audio: 1.9 MB).
+MIN_IDLE_TIMEOUT_MS = 5_000
+MAX_IDLE_TIMEOUT_MS = 30_000
 
 Eagerness = Literal["low", "medium", "high", "auto"]
 #: eagerness -> (threshold on P(complete), the pause at which the model is asked, max timeout),
@@ -57,11 +62,19 @@ class ServerVADConfig:
     prefix_padding_ms: int = 300
     silence_duration_ms: int = 500
     min_speech_ms: int = MIN_SPEECH_MS
+    #: OpenAI: "Optional timeout after which a model response will be triggered automatically";
+    #: None: off. The segmenter runs it on the audio timeline (`turns.IdleTimeout`).
+    idle_timeout_ms: int | None = None
 
     def __post_init__(self) -> None:
         _check_vad(self.threshold, self.prefix_padding_ms, self.min_speech_ms)
         if self.silence_duration_ms < 0:
             raise ValueError(f"silence_duration_ms must be >= 0, got {self.silence_duration_ms}")
+        idle = self.idle_timeout_ms
+        if idle is not None and not MIN_IDLE_TIMEOUT_MS <= idle <= MAX_IDLE_TIMEOUT_MS:
+            raise ValueError(
+                f"idle_timeout_ms must be within [{MIN_IDLE_TIMEOUT_MS}, {MAX_IDLE_TIMEOUT_MS}], got {idle}"
+            )
 
     @property
     def negative_threshold(self) -> float:

@@ -48,6 +48,17 @@ also asks the model once per pause, at `PAUSE_MS` of silence: at P(complete) >= 
 `EndLikely`, so an answer can be prepared while the silence runs out; speech that comes back
 before the end emits `Resumed`.
 
+server_vad's `idle_timeout_ms` (OpenAI: "Optional timeout after which a model response will be
+triggered automatically", emitted as `input_audio_buffer.timeout_triggered`, "it indicates that
+there hasn't been any speech detected for the configured duration") runs on the audio timeline,
+as everything here does: from the start, from the end of each turn, and from each start-over
+(`reset()`), a span of that much audio with no turn in it emits `IdleTimeout` with the span's
+bounds and its audio ("the empty audio will be committed to the conversation as an input_audio
+item"); the timer then runs again from there. A turn that opens stops it. A caller with
+answers of its own (the voice agent) holds it while it answers (`hold_idle()`) and starts it
+again where its answer's audio will have finished playing (`arm_idle(delay)`): OpenAI's timeout
+"will be applied after the last model response's audio has finished playing".
+
 Times are whole milliseconds (rounded down) since the start of the timeline: `offset_samples`
 plus every sample pushed, including those a `reset()` dropped, or where `realign()` put it.
 """
@@ -86,6 +97,7 @@ __all__ = [
     "TURN_CONTEXT_SECONDS",
     "Eagerness",
     "EndLikely",
+    "IdleTimeout",
     "Resumed",
     "SemanticVADConfig",
     "ServerVADConfig",
@@ -132,7 +144,17 @@ class Resumed:
     """Speech came back after an `EndLikely`: the turn goes on."""
 
 
-TurnOp: TypeAlias = SpeechStarted | TurnAudio | SpeechStopped | EndLikely | Resumed
+@dataclass(frozen=True, eq=False)
+class IdleTimeout:
+    """No turn for `idle_timeout_ms`: the span [audio_start_ms, audio_end_ms) and its audio
+    (a fresh array, owned by the receiver)."""
+
+    audio_start_ms: int
+    audio_end_ms: int
+    samples: NDArray[np.float32]
+
+
+TurnOp: TypeAlias = SpeechStarted | TurnAudio | SpeechStopped | EndLikely | Resumed | IdleTimeout
 
 
 @dataclass
@@ -211,6 +233,13 @@ class TurnSegmenter:
         self._context_samples = 0
         # server_vad with a turn model: whether this pause was judged, and found complete.
         self._judged = self._likely = False
+        # server_vad's idle timeout: its length (0: off), where the running timer started (None:
+        # stopped), whether the caller holds it, and the audio since it started.
+        idle_ms = config.idle_timeout_ms if isinstance(config, ServerVADConfig) else None
+        self._idle = self._samples(idle_ms) if idle_ms else 0
+        self._idle_from: int | None = offset_samples if self._idle else None
+        self._idle_held = False
+        self._idle_audio: list[NDArray[np.float32]] = []
 
     def _samples(self, ms: int) -> int:
         return ms * self.sample_rate // 1000
@@ -248,6 +277,9 @@ class TurnSegmenter:
         self._candidate = None
         self._end_turn()
         self.vad.reset()
+        # A start-over (a commit, a clear) is the client's doing: the idle time starts again.
+        if self._idle_from is not None and self._idle_from < self._cursor:
+            self._restart_idle(self._cursor)
 
     def realign(self, position: int) -> None:
         """Put the next sample pushed at `position` on the timeline (in samples), right after a
@@ -261,7 +293,26 @@ class TurnSegmenter:
             raise ValueError("position must be non-negative")
         if self.holding or len(self._leftover) or self._ring:
             raise ValueError("realign() is for a segmenter that holds nothing: reset() it first")
+        if self._idle_from is not None:
+            self._idle_from = max(self._idle_from + position - self._cursor, 0)
         self._cursor = position
+
+    def hold_idle(self) -> None:
+        """Stop the idle timer until `arm_idle` (the caller is answering)."""
+        self._idle_held = True
+        self._idle_from = None
+        self._idle_audio = []
+
+    def arm_idle(self, delay_samples: int = 0) -> None:
+        """Run the idle timer from `delay_samples` past the audio pushed so far (where the
+        caller's answer will have finished playing); nothing when the config has no timeout."""
+        self._idle_held = False
+        if self._idle:
+            self._restart_idle(self._cursor + max(delay_samples, 0))
+
+    def _restart_idle(self, position: int) -> None:
+        self._idle_from = position
+        self._idle_audio = []
 
     def open_candidate(self) -> list[TurnOp]:
         """Announce a candidate turn short of its gate now (the client commits the buffer, which
@@ -303,6 +354,8 @@ class TurnSegmenter:
         speech = prob >= self.config.threshold
         if not self._in_speech:
             self._step_candidate(window, start, speech, ops, pieces)
+            if self._idle_from is not None:
+                self._step_idle(window, start, ops, pieces)
             return
         pieces.append(window)
         if self.turn_model is not None:
@@ -355,10 +408,27 @@ class TurnSegmenter:
             for piece in candidate.held:
                 self._remember(piece)
 
+    def _step_idle(
+        self, window: NDArray[np.float32], start: int, ops: list[TurnOp], pieces: list[NDArray[np.float32]]
+    ) -> None:
+        """Outside a turn: keep the window for the idle span, and end the span once it is as long
+        as the timeout (never while a candidate turn may still open)."""
+        begin = self._idle_from
+        if begin is None or start < begin:
+            return  # the timer starts later (the caller's answer is still playing)
+        self._idle_audio.append(window.copy())
+        if self._candidate is None and self._cursor - begin >= self._idle:
+            _flush(ops, pieces)
+            audio = np.concatenate(self._idle_audio)
+            ops.append(IdleTimeout(self.ms(begin), self.ms(self._cursor), audio))
+            self._restart_idle(self._cursor)
+
     def _open(self, ops: list[TurnOp], pieces: list[NDArray[np.float32]]) -> None:
         candidate = self._candidate
         assert candidate is not None
         self._candidate = None
+        self._idle_from = None  # speech: not idle
+        self._idle_audio = []
         ops.append(SpeechStarted(self.ms(candidate.first)))
         pieces.extend(candidate.held)
         if self.turn_model is not None:
@@ -413,6 +483,8 @@ class TurnSegmenter:
         _flush(ops, pieces)
         ops.append(SpeechStopped(self.ms(self._cursor)))
         self._end_turn()
+        if self._idle and not self._idle_held:
+            self._restart_idle(self._cursor)
 
     def _end_turn(self) -> None:
         self._in_speech = False

@@ -17,7 +17,9 @@ from fastapi import FastAPI
 from starlette.websockets import WebSocket
 
 from dragoman.config import Settings, read_api_keys
+from dragoman.engines.workers import DEFAULT_CALL_TIMEOUT_S
 from dragoman.logs import get_logger
+from dragoman.transports.client_secrets import ClientSecretStore
 from dragoman.transports.guard import AccessGuard, AccessStats
 from dragoman.transports.websocket.channel import WebSocketChannel
 
@@ -77,6 +79,10 @@ class ConnectionPolicy:
     max_message_bytes: int = 2 * 1024 * 1024
     idle_timeout_s: float | None = 300.0
     access: AccessStats = field(default_factory=AccessStats)
+    #: The ephemeral keys minted by `POST /v1/realtime/client_secrets`, which the guard redeems.
+    client_secrets: ClientSecretStore = field(default_factory=ClientSecretStore)
+    #: An engine call that shows no life for this long fails its session's job (`engines/workers/`).
+    engine_timeout_s: float | None = DEFAULT_CALL_TIMEOUT_S
 
     @classmethod
     def of(cls, websocket: WebSocket) -> ConnectionPolicy:
@@ -93,12 +99,18 @@ _DEFAULT = ConnectionPolicy()
 
 def apply_policy(app: FastAPI, settings: Settings) -> ConnectionPolicy:
     """Put `settings`' keys, connection limit, message size and idle timeout on `app`."""
-    policy = ConnectionPolicy(Connections(), settings.max_message_bytes, settings.idle_timeout_s)
+    policy = ConnectionPolicy(
+        Connections(),
+        settings.max_message_bytes,
+        settings.idle_timeout_s,
+        engine_timeout_s=settings.engine_timeout_s,
+    )
     app.state.policy = policy
     app.add_middleware(
         AccessGuard,
         api_keys=read_api_keys(settings),
         max_connections=settings.max_connections,
         stats=policy.access,
+        client_secrets=policy.client_secrets,
     )
     return policy

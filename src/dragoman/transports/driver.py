@@ -18,7 +18,15 @@ no session should write again:
 - the close: what the session said last goes out, then the close code;
 - a guard around every session and codec call: a bug in one session is logged
   under an error id, its client is told that id, and the connection, the worker and
-  every other session go on.
+  every other session go on;
+- an event loop that one client cannot stall: a frame of `OFFLOAD_BYTES` or more (an
+  append of audio: base64, resampling and VAD cost in proportion to its size) is
+  parsed and taken by the session in a thread. Until it is done, the session's job
+  results and pieces wait (in order) and its lanes plan nothing, so the session is
+  never entered twice at once and its events keep their order; every other session
+  goes on meanwhile;
+- an engine call that hangs past `engine_timeout_s` fails that session's job with an
+  error id (the worker gives the call up, `engines/workers/`); the others go on.
 
 As python-websockets' asyncio, sync and trio connections all drive one protocol,
 the WebSocket routes (and a WebRTC data channel) only adapt their frames to this.
@@ -34,24 +42,22 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, cast
 
-from dragoman.engines.workers import CancelToken, Priority, Streamed
+from dragoman.engines.workers import DEFAULT_CALL_TIMEOUT_S, CancelToken, Priority, Streamed
 from dragoman.errors import ClientError, EngineFailure, IdleTimeout, MessageTooBig, ServerError, ShuttingDown
 from dragoman.logs import log_failure
 from dragoman.metrics import ENGINE_JOB_SECONDS
 from dragoman.sessions.base import DEFAULT_LANE, CloseCode, Job, Session
+from dragoman.transports.adapters import Channel, ClientEventT, Codec, Frame, ServerEventT
+from dragoman.transports.send_queue import DEFAULT_SEND_LIMIT, SendQueue
 
-ClientEventT = TypeVar("ClientEventT")
-ServerEventT = TypeVar("ServerEventT")
 JobT = TypeVar("JobT", bound=Job)
 ResultT = TypeVar("ResultT")
 
-Frame = str | bytes
-
-#: Frames a client may leave unread before the connection is closed (about a minute of
-#: 100 ms events); a client that reads nothing must not make the server buffer forever.
-DEFAULT_SEND_LIMIT = 1024
 #: How long a closing connection waits for the client to take the frames still queued.
 DRAIN_TIMEOUT_S = 5.0
+#: Frames at least this large are handled off the event loop (100 ms of 24 kHz audio in an
+#: append is about 6.5 KB; 16 KB is about a quarter second of it).
+OFFLOAD_BYTES = 16 * 1024
 
 
 class _Stop:
@@ -61,85 +67,16 @@ class _Stop:
 _STOP = _Stop()
 
 
-class Channel(Protocol):
-    """One connection's frames: a WebSocket, or a WebRTC data channel."""
-
-    async def receive(self) -> Frame | None:
-        """The next frame, or None once the peer has closed; raises MessageTooBig for a frame
-        past the channel's size limit."""
-
-    async def send(self, frame: str) -> None: ...
-
-    async def close(self, code: int) -> None: ...
-
-
-class Codec(Protocol[ClientEventT, ServerEventT]):
-    """A protocol's wire format for one connection (it may keep state, such as a name generation)."""
-
-    def parse(self, frame: Frame) -> ClientEventT:
-        """The session event of a frame; raises `ClientError` for a frame it refuses."""
-
-    def write(self, event: ServerEventT) -> str | None:
-        """The frame of `event`, or None when the client's protocol has no such event."""
-
-    def refusal(self, error: ClientError, frame: Frame) -> ServerEventT:
-        """The error event answering a refused frame."""
-
-    def failure(self, error: ServerError, event: ClientEventT | None) -> ServerEventT:
-        """The error event telling the client of a server fault (while handling `event`)."""
-
-
 class Slot(Protocol):
-    async def run(self, request: Any, cancel: CancelToken | None = None) -> Any: ...
+    async def run(
+        self, request: Any, cancel: CancelToken | None = None, timeout_s: float | None = None
+    ) -> Any: ...
 
 
 class Worker(Protocol):
-    """An engine worker (`engines/workers.py`): a turn on the engine, then a call in it."""
+    """An engine worker (`engines/workers/`): a turn on the engine, then a call in it."""
 
     def turn(self, priority: Priority) -> contextlib.AbstractAsyncContextManager[Slot]: ...
-
-
-class SendQueue:
-    """Frames waiting for the sender: bounded, and clearable by tag."""
-
-    def __init__(self, limit: int = DEFAULT_SEND_LIMIT) -> None:
-        self.limit = limit
-        self._frames: deque[tuple[str, str | None]] = deque()
-        self._ready = asyncio.Event()
-        self._closed = False
-        self.overflowed = False
-
-    def put(self, frame: str, tag: str | None = None) -> bool:
-        """Queue a frame; False (and nothing queued) once the reader is `limit` frames behind."""
-        if len(self._frames) >= self.limit:
-            self.overflowed = True
-            return False
-        self._frames.append((frame, tag))
-        self._ready.set()
-        return True
-
-    def clear(self, tag: str) -> int:
-        """Drop every unsent frame tagged `tag` (e.g. the audio of a cancelled response)."""
-        kept = deque(item for item in self._frames if item[1] != tag)
-        dropped = len(self._frames) - len(kept)
-        self._frames = kept
-        return dropped
-
-    def __len__(self) -> int:
-        return len(self._frames)
-
-    def close(self) -> None:
-        """No more frames: `get` returns None once the queue is empty."""
-        self._closed = True
-        self._ready.set()
-
-    async def get(self) -> str | None:
-        while not self._frames:
-            if self._closed:
-                return None
-            self._ready.clear()
-            await self._ready.wait()
-        return self._frames.popleft()[0]
 
 
 @dataclass(frozen=True)
@@ -166,6 +103,7 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
         send_limit: int = DEFAULT_SEND_LIMIT,
         tag: Callable[[ServerEventT], str | None] = lambda event: None,
         idle_timeout_s: float | None = None,
+        engine_timeout_s: float | None = DEFAULT_CALL_TIMEOUT_S,
     ) -> None:
         """A session of one engine passes its `worker` and `priority`; one of several, `lanes`."""
         if lanes is None:
@@ -190,6 +128,11 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
         self._working = 0
         self._stopping = asyncio.Event()
         self._receiving: asyncio.Future[Frame | None] | None = None
+        self.engine_timeout_s = engine_timeout_s
+        #: Set while a thread has the session (`_take_off_loop`); what comes for it meanwhile
+        #: waits in `_deferred`, in order.
+        self._busy = False
+        self._deferred: deque[Callable[[], None]] = deque()
 
     async def run(self, first: ClientEventT | None = None) -> None:
         """Serve until the peer or the session closes; `first` is an event the adapter already read."""
@@ -245,15 +188,10 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
             if frame is None:
                 return None
             assert not isinstance(frame, _Stop)
-            try:
-                event = self.codec.parse(frame)
-            except ClientError as exc:
-                self._send(self.codec.refusal(exc, frame))
-                continue
-            except Exception as exc:  # a protocol-layer bug: this frame is lost, the session lives
-                self._report(exc, "frame parsing failed", None)
-                continue
-            self._receive_event(event)
+            if len(frame) >= OFFLOAD_BYTES:
+                await self._take_off_loop(frame)
+            else:
+                self._taken(frame, *self._take(frame))
             if self.session.close_code is not None:
                 return self.session.close_code
             if self.outgoing.overflowed:
@@ -294,6 +232,51 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
         self._flush()
         self._wake_all()
 
+    def _take(self, frame: Frame) -> tuple[ClientEventT | None, Exception | None]:
+        """Parse `frame` and give its event to the session; the event, and what went wrong.
+
+        Touches only the codec and the session, so it may run in a thread (`_take_off_loop`)."""
+        try:
+            event = self.codec.parse(frame)
+        except Exception as exc:  # a refused frame, or a protocol-layer bug (the frame is lost)
+            return None, exc
+        try:
+            self.session.receive(event)
+        except Exception as exc:  # a session bug must not end the connection
+            return event, exc
+        return event, None
+
+    def _taken(self, frame: Frame, event: ClientEventT | None, error: Exception | None) -> None:
+        """On the loop, after `_take`: the refusal or the error report, then what the session said."""
+        if isinstance(error, ClientError) and event is None:
+            self._send(self.codec.refusal(error, frame))
+            return
+        if error is not None:
+            self._report(error, "frame parsing failed" if event is None else "event handling failed", event)
+            if event is None:
+                return
+        self._flush()
+        self._wake_all()
+
+    async def _take_off_loop(self, frame: Frame) -> None:
+        """`_take` a large frame in a thread, so that the loop serves every other session
+        meanwhile; this session's results and pieces wait for it, in order."""
+        self._busy = True
+        try:
+            taken = await asyncio.to_thread(self._take, frame)
+        finally:
+            self._busy = False
+        self._taken(frame, *taken)
+        while self._deferred and not self._busy:
+            self._deferred.popleft()()
+        self._wake_all()
+
+    def _later(self, call: Callable[[], None]) -> bool:
+        """Defer `call` while a thread has the session; True when it was deferred."""
+        if self._busy:
+            self._deferred.append(call)
+        return self._busy
+
     # -- engine jobs -----------------------------------------------------------------
 
     def _wake_all(self) -> None:
@@ -325,6 +308,8 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
 
     async def _run_next_job(self, lane: str, spec: Lane) -> bool:
         async with spec.worker.turn(spec.priority) as slot:
+            if self._busy:
+                return False  # a thread has the session; its end wakes every lane
             try:
                 job = self.session.next_job(lane)
             except Exception as exc:
@@ -340,7 +325,7 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
                 request = Streamed(job.request, job.cancel, self._piece_sink(job))
             began = time.perf_counter()
             try:
-                outcome: Any = await slot.run(request, job.cancel)
+                outcome: Any = await slot.run(request, job.cancel, timeout_s=self.engine_timeout_s)
             except asyncio.CancelledError:
                 raise
             except (ClientError, ServerError) as exc:
@@ -375,7 +360,7 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
         return emit
 
     def _progress(self, job: JobT, piece: Any) -> None:
-        if not self._running:
+        if not self._running or self._later(lambda: self._progress(job, piece)):
             return
         try:
             cast(Any, self.session).job_progress(job, piece)
@@ -386,6 +371,8 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
 
     def _deliver(self, job: JobT, outcome: Any) -> None:
         """Hand a job's result, or its `DragomanError`, back to the session."""
+        if self._later(lambda: self._deliver(job, outcome)):
+            return
         try:
             if isinstance(outcome, ClientError | ServerError):
                 self.session.job_failed(job, outcome)

@@ -92,6 +92,13 @@ class SpeechStopped(ServerEvent):
     item_id: str
 
 
+class TimeoutTriggered(ServerEvent):
+    type: Literal["input_audio_buffer.timeout_triggered"] = "input_audio_buffer.timeout_triggered"
+    audio_start_ms: int
+    audio_end_ms: int
+    item_id: str
+
+
 class TranscriptionDelta(ServerEvent):
     type: Literal["conversation.item.input_audio_transcription.delta"] = (
         "conversation.item.input_audio_transcription.delta"
@@ -149,10 +156,13 @@ class TranscriptionPartial(ServerEvent):
 # -- session events to the wire ----------------------------------------------------------
 
 
-def server_event(event: out.ServerEvent, generation: Generation) -> ServerEvent:
-    """The wire model of a session output event, for a client of `generation`."""
+def server_event(
+    event: out.ServerEvent, generation: Generation, client_secret: dict[str, Any] | None = None
+) -> ServerEvent:
+    """The wire model of a session output event, for a client of `generation`; `client_secret`
+    is the ephemeral key the session was opened with, if any."""
     if isinstance(event, out.SessionConfigured):
-        return session_event(event, generation)
+        return session_event(event, generation, client_secret)
     return speech_event(event)
 
 
@@ -166,6 +176,10 @@ def speech_event(event: speech.SpeechEvent) -> ServerEvent:
         return SpeechStarted(audio_start_ms=event.audio_start_ms, item_id=event.item_id)
     if isinstance(event, speech.SpeechStopped):
         return SpeechStopped(audio_end_ms=event.audio_end_ms, item_id=event.item_id)
+    if isinstance(event, speech.TimeoutTriggered):
+        return TimeoutTriggered(
+            audio_start_ms=event.audio_start_ms, audio_end_ms=event.audio_end_ms, item_id=event.item_id
+        )
     if isinstance(event, speech.Delta):
         return TranscriptionDelta(item_id=event.item_id, delta=event.delta)
     if isinstance(event, speech.Completed):
@@ -184,9 +198,11 @@ def speech_event(event: speech.SpeechEvent) -> ServerEvent:
     return ErrorEvent(error=error_detail(event.error, event.event_id))
 
 
-def wire_event(event: out.ServerEvent, generation: Generation) -> dict[str, Any]:
+def wire_event(
+    event: out.ServerEvent, generation: Generation, client_secret: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """`server_event` as the JSON object sent."""
-    return server_event(event, generation).wire()
+    return server_event(event, generation, client_secret).wire()
 
 
 def error_detail(error: DragomanError, event_id: str | None) -> ErrorDetail:
@@ -216,16 +232,30 @@ def turn_detection_object(config: TurnConfig | None) -> dict[str, Any] | None:
         return None
     if isinstance(config, SemanticVADConfig):
         return {"type": "semantic_vad", "eagerness": config.eagerness}
-    return {
+    fields: dict[str, Any] = {
         "type": "server_vad",
         "threshold": config.threshold,
         "prefix_padding_ms": config.prefix_padding_ms,
         "silence_duration_ms": config.silence_duration_ms,
     }
+    if config.idle_timeout_ms is not None:  # GA only: beta has no idle timeout, nor sets one
+        fields["idle_timeout_ms"] = config.idle_timeout_ms
+    return fields
 
 
-def session_event(event: out.SessionConfigured, generation: Generation) -> SessionEvent:
-    """`session.created/updated` (GA) or `transcription_session.created/updated` (beta)."""
+#: The beta session's `client_secret` when the session was opened without an ephemeral key:
+#: no key (an empty value, expired at the epoch), in the shape the SDK's type requires.
+NO_CLIENT_SECRET: dict[str, Any] = {"value": "", "expires_at": 0}
+
+
+def session_event(
+    event: out.SessionConfigured, generation: Generation, client_secret: dict[str, Any] | None = None
+) -> SessionEvent:
+    """`session.created/updated` (GA) or `transcription_session.created/updated` (beta).
+
+    Beta's `TranscriptionSession` requires `client_secret` (`value`, `expires_at`): the
+    ephemeral key the session was opened with (`POST /v1/realtime/client_secrets`; spent,
+    since a key opens one session), or `NO_CLIENT_SECRET`."""
     config = event.config
     transcription = {
         # Honest: the engine that serves the session, whatever model the client named.
@@ -262,6 +292,7 @@ def session_event(event: out.SessionConfigured, generation: Generation) -> Sessi
             "input_audio_format": format_for(Generation.BETA, config.input_rate),
             "input_audio_transcription": transcription,
             "turn_detection": turn_detection,
+            "client_secret": dict(client_secret or NO_CLIENT_SECRET),
         }
     body["mstar"] = mstar
     return SessionEvent(type=kind, session=body)

@@ -19,6 +19,7 @@ changes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Annotated, Any, Literal
 
@@ -43,6 +44,7 @@ from dragoman.sessions.agent.config import (
     ToolChoice,
     TurnDetection,
 )
+from dragoman.streaming.turn_config import MAX_IDLE_TIMEOUT_MS, MIN_IDLE_TIMEOUT_MS
 from dragoman.streaming.turns import Eagerness, SemanticVADConfig, ServerVADConfig, TurnConfig
 
 MAX_LANGUAGE_CHARS = 32
@@ -94,6 +96,17 @@ def _vad_ms(value: int, info: ValidationInfo) -> int:
 
 
 VadMs = Annotated[Count, AfterValidator(_vad_ms)]
+
+
+def _idle_ms(value: int, info: ValidationInfo) -> int:
+    if not MIN_IDLE_TIMEOUT_MS <= value <= MAX_IDLE_TIMEOUT_MS:
+        raise fault(
+            f"{info.field_name} must be an integer between {MIN_IDLE_TIMEOUT_MS} and {MAX_IDLE_TIMEOUT_MS}, or null."
+        )
+    return value
+
+
+IdleMs = Annotated[Count, AfterValidator(_idle_ms)]
 
 
 def _max_tokens(value: Any, info: ValidationInfo) -> int | None:
@@ -151,13 +164,15 @@ class TurnDetectionModel(ClientModel):
 
     Each mode ignores the other's fields: OpenAI's threshold, prefix_padding_ms and
     silence_duration_ms are "Used only for `server_vad` mode", eagerness "only for
-    `semantic_vad` mode".
+    `semantic_vad` mode", and "Idle timeout is currently only supported for `server_vad`
+    mode".
     """
 
     type: Annotated[str, BeforeValidator(_turn_type)] = "server_vad"
     threshold: UnitInterval | None = None
     prefix_padding_ms: VadMs | None = None
     silence_duration_ms: VadMs | None = None
+    idle_timeout_ms: IdleMs | None = None
     eagerness: Annotated[Eagerness, BeforeValidator(_eagerness)] | None = None
     create_response: bool | None = None
     interrupt_response: bool | None = None
@@ -175,6 +190,7 @@ class TurnDetectionModel(ClientModel):
             silence_duration_ms=(
                 defaults.silence_duration_ms if self.silence_duration_ms is None else self.silence_duration_ms
             ),
+            idle_timeout_ms=self.idle_timeout_ms,
         )
 
     def turn_detection(self) -> TurnDetection:
@@ -183,6 +199,17 @@ class TurnDetectionModel(ClientModel):
             create_response=self.create_response is not False,
             interrupt_response=self.interrupt_response is not False,
         )
+
+
+class BetaTurnDetectionModel(TurnDetectionModel):
+    """Beta's turn_detection, which has no idle_timeout_ms: a beta client's is ignored, as any
+    field beta does not know is."""
+
+    idle_timeout_ms: Any = None
+
+    def vad(self) -> TurnConfig:
+        vad = super().vad()
+        return dataclasses.replace(vad, idle_timeout_ms=None) if isinstance(vad, ServerVADConfig) else vad
 
 
 class TranscriptionModel(ClientModel):
@@ -256,7 +283,7 @@ class BetaTranscriptionSession(ClientModel):
 
     input_audio_format: TranscriptionFormat = TRANSCRIPTION_PCM16_RATE
     input_audio_transcription: TranscriptionModel | None = None
-    turn_detection: TurnDetectionModel | None = None
+    turn_detection: BetaTurnDetectionModel | None = None
     mstar: Mstar | None = None
 
     def values(self) -> dict[str, Any]:
@@ -380,7 +407,7 @@ class BetaAgentSession(ClientModel):
     input_audio_format: AgentFormat = AGENT_PCM16_RATE
     output_audio_format: AgentFormat = AGENT_PCM16_RATE
     input_audio_transcription: TranscriptionModel | None = None
-    turn_detection: TurnDetectionModel | None = None
+    turn_detection: BetaTurnDetectionModel | None = None
     tools: Tools | None = None
     tool_choice: BetaToolChoice | None = None
     max_response_output_tokens: MaxTokens = None

@@ -12,7 +12,10 @@ ordered queue for finals"): pending updates sit in one queue in arrival order
 holding at most one partial; a new partial replaces the queued one, and a final
 drops a queued partial of its own utterance. The replacement always has a larger
 seq and is always answered, so a client reading "until seq >= its last" never
-waits on a dropped one.
+waits on a dropped one. The sticky finals are bounded: past `max_queued_finals`
+waiting, a new final is dropped and answered at once with processing_failed ("that
+update was dropped; the session stays usable") under its seq, so a client that sends
+finals faster than they are translated cannot make the server hold them without end.
 
 Utterances: `is_final` closes the open utterance with a FINAL engine pass that
 continues the streamed partial, and the next update must carry utterance_id + 1.
@@ -52,8 +55,10 @@ from dragoman.sessions.mt.utterance import (
     Decode,
     Utterance,
     commit_partial,
+    copy_redraft,
     extend_target,
     final_text,
+    history_window,
     prompt_key,
 )
 from dragoman.sessions.mt.validation import (
@@ -63,6 +68,10 @@ from dragoman.sessions.mt.validation import (
     resolve_init,
 )
 from dragoman.streaming.alignatt import AlignAttParams, build_source_accessibility_frontier
+from dragoman.streaming.copy_check import copies_source
+
+#: Finals that may wait for the engine at once (`MTSettings.max_queued_finals`).
+MAX_QUEUED_FINALS = 16
 
 
 class MTSession:
@@ -76,8 +85,12 @@ class MTSession:
         default_preset: str,
         max_utterance_words: int,
         presets: Mapping[str, AlignAttParams],
+        max_queued_finals: int = MAX_QUEUED_FINALS,
     ) -> None:
         self.session_id = session_id
+        self._max_finals = max_queued_finals
+        #: The utterance of the last final dropped at the bound: the one after it may follow.
+        self._dropped_final: int | None = None
         self._engine_name = engine_name
         self._directions = list(directions)
         self._decode = decode
@@ -97,9 +110,14 @@ class MTSession:
         self._next_id: int | None = None
         self._last_closed: ClosedUtterance | None = None
         self._history: list[tuple[str, str]] = []
+        #: Pairs that ever entered the history (it keeps the last MAX_HISTORY_PAIRS), for `history_window`.
+        self._history_total = 0
         self._pending_prefix = ""
         #: Counters for the session log: engine drafts, fast-path answers, coalesced partials.
-        self.stats = {"drafts": 0, "fast_path": 0, "coalesced": 0}
+        self.stats = {"drafts": 0, "fast_path": 0, "coalesced": 0, "dropped_finals": 0, "copy_redrafts": 0}
+        #: The job of a draft that copied the source, again with the target language forced;
+        #: it runs before anything queued (`utterance.copy_redraft`).
+        self._redraft: MTJob | None = None
 
     # -- the caller's interface ---------------------------------------------------
 
@@ -127,7 +145,7 @@ class MTSession:
         return self._close_code is not None
 
     def _can_plan(self) -> bool:
-        return self._in_flight is None and bool(self._queue) and not self.closed
+        return self._in_flight is None and self._redraft is None and bool(self._queue) and not self.closed
 
     def next_job(self, lane: str = DEFAULT_LANE) -> MTJob | None:
         """The engine call to make next (at most one at a time), or None.
@@ -135,6 +153,11 @@ class MTSession:
         The driver asks for it when its turn on the engine comes, so the job is
         planned from the latest update: queued partials are coalesced, not drafted.
         """
+        redraft = self._redraft
+        if redraft is not None and self._in_flight is None and not self.closed:
+            self._redraft, self._in_flight = None, redraft
+            self.stats["drafts"] += 1
+            return redraft
         while self._can_plan():
             job = self._plan_head()
             self._queue.popleft()
@@ -195,6 +218,7 @@ class MTSession:
             return
         self._setup = setup
         self._history = list(setup.history)
+        self._history_total = len(self._history)
         self._pending_prefix = setup.accepted_target_prefix
         self._outbox.append(InitOk(setup.direction, setup.preset, self._engine_name))
 
@@ -209,6 +233,16 @@ class MTSession:
             self._outbox.append(Error(ErrorCode.BAD_PROTOCOL, exc.message, seq=update.seq))
             return
         self._last_seq, self._last_clock = update.seq, update.clock_ms
+        if update.is_final and sum(queued.is_final for queued in self._queue) >= self._max_finals:
+            message = (
+                f"{self._max_finals} finals are still waiting to be translated and this one was "
+                "dropped; send finals no faster than their translations come back."
+            )
+            self._outbox.append(Error(ErrorCode.PROCESSING_FAILED, message, seq=update.seq))
+            self.stats["dropped_finals"] += 1
+            # The client has closed that utterance all the same: its next one is welcome.
+            self._dropped_final = update.utterance_id
+            return
         superseded = [
             queued
             for queued in self._queue
@@ -298,7 +332,10 @@ class MTSession:
         if self._utt is not None and uid == self._utt.id:
             return self._utt
         expected = self._utt.id if self._utt is not None else self._next_id
-        if expected is None or uid in (expected, expected + 1):
+        after_dropped = self._dropped_final is not None and uid == self._dropped_final + 1
+        if expected is None or uid in (expected, expected + 1) or after_dropped:
+            if self._dropped_final is not None and uid > self._dropped_final:
+                self._dropped_final = None
             if self._utt is not None:
                 self._remember(self._utt, (), forced=False)  # abandoned: no final pass
             self._utt = Utterance(uid, committed=self._pending_prefix)
@@ -341,7 +378,7 @@ class MTSession:
     ) -> MTRequest:
         setup = self._setup
         assert setup is not None
-        pairs = setup.params.history_pairs
+        pairs = min(len(self._history), history_window(self._history_total, setup.params.history_pairs))
         return MTRequest(
             source_lang=setup.source_lang,
             target_lang=setup.target_lang,
@@ -352,6 +389,7 @@ class MTSession:
             mode=mode,
             max_new_tokens=budget,
             cache_key=self.session_id,
+            force_target_language=utt.force_language,
             frontier_word=frontier_word,
             past_frontier_tokens=setup.params.past_frontier_tokens,
         )
@@ -360,12 +398,29 @@ class MTSession:
         setup = self._setup
         assert setup is not None
         cut = commit_partial(job, draft, utt, setup.params, setup.target_lang, self._decode)
+        if self._copied(job, draft, utt):
+            utt.cache = None
+            return
         self._emit(job.seq, utt, cut.committed, cut.buffer, cut.covered, cut.reason)
 
     def _apply_final(self, job: MTJob, draft: MTDraft, utt: Utterance) -> None:
         text = final_text(draft, utt, self._decode)
+        if self._copied(job, draft, utt):
+            return
         words = tuple(job.request.source_words)
         self._close(job.seq, utt, text, words, forced=job.kind is JobKind.FORCED_FINAL)
+
+    def _copied(self, job: MTJob, draft: MTDraft, utt: Utterance) -> bool:
+        """Whether the draft repeats the source; then nothing of it is used and the job runs
+        again, first, with the target language forced (`utterance.copy_redraft`)."""
+        setup = self._setup
+        assert setup is not None
+        redraft = copy_redraft(job, draft, utt, setup.target_lang, self._decode)
+        if redraft is None:
+            return False
+        self._redraft = redraft
+        self.stats["copy_redrafts"] += 1
+        return True
 
     def _close(self, seq: int, utt: Utterance, text: str, words: tuple[str, ...], *, forced: bool) -> None:
         covered = len(words) if words else utt.covered
@@ -373,9 +428,16 @@ class MTSession:
         self._remember(utt, words, forced=forced)
 
     def _remember(self, utt: Utterance, words: tuple[str, ...], *, forced: bool) -> None:
-        """Close `utt`: it enters the history, and the next update must use id + 1."""
-        if words and utt.committed:
+        """Close `utt`: it enters the history, and the next update must use id + 1.
+
+        Not a translation that copies its source: in the prompt it teaches the model to
+        copy, and the next utterances then stay English too (IWSLT dev talks, 0.5B).
+        """
+        setup = self._setup
+        lang = setup.target_lang if setup is not None else ""
+        if words and utt.committed and not copies_source(words, utt.committed, lang):
             self._history.append((" ".join(words), utt.committed))
+            self._history_total += 1
             del self._history[:-MAX_HISTORY_PAIRS]
         self._last_closed = ClosedUtterance(utt.id, words, utt.committed, utt.covered, forced)
         self._next_id = utt.id + 1

@@ -69,6 +69,16 @@ class SpeechStopped:
 
 
 @dataclass(frozen=True)
+class TimeoutTriggered:
+    """server_vad's idle_timeout_ms ran out: [audio_start_ms, audio_end_ms) held no speech, and
+    is committed as the item `item_id` (its `Committed` follows)."""
+
+    audio_start_ms: int
+    audio_end_ms: int
+    item_id: str
+
+
+@dataclass(frozen=True)
 class Delta:
     """Firm text appended to the item's transcript (never revised)."""
 
@@ -130,7 +140,16 @@ class TurnResumed:
 
 #: What the sessions send on, as it is.
 SpeechEvent = (
-    Committed | Cleared | SpeechStarted | SpeechStopped | Delta | Completed | Failed | Partial | Error
+    Committed
+    | Cleared
+    | SpeechStarted
+    | SpeechStopped
+    | TimeoutTriggered
+    | Delta
+    | Completed
+    | Failed
+    | Partial
+    | Error
 )
 #: The early start's events, for the voice agent only.
 EarlyEvent = Provisional | TurnResumed

@@ -26,8 +26,9 @@ from typing import Any
 from dragoman.audio.rates import SAMPLE_RATE
 from dragoman.audio.vad import SpeechProbability
 from dragoman.engines.asr.base import StepRequest, StepResult
-from dragoman.engines.workers import CancelToken, Priority
+from dragoman.engines.workers import CancelToken, JobCancelled, Priority
 from dragoman.errors import BufferTooLong, DragomanError, InvalidValue
+from dragoman.metrics import STEPS_COALESCED
 from dragoman.sessions.speech.audio_input import AudioInput
 from dragoman.sessions.speech.config import EngineProfile, SessionConfig
 from dragoman.sessions.speech.events import (
@@ -42,10 +43,12 @@ from dragoman.sessions.speech.events import (
     Provisional,
     SpeechStarted,
     SpeechStopped,
+    TimeoutTriggered,
     TurnResumed,
 )
 from dragoman.sessions.speech.item import Item
 from dragoman.streaming import turns
+from dragoman.streaming.sealing import SealPolicy, choose_seal
 from dragoman.streaming.stable_prefix import stable_prefix
 
 
@@ -102,6 +105,10 @@ class SpeechFront:
         self._in_flight: StepJob | None = None
         #: Steps, over all items, whose firm text contradicted deltas already sent.
         self.revisions = 0
+        #: Steps skipped under load, their audio decoded by the next one (`_coalesce`).
+        self.coalesced = 0
+        #: The voice agent holds server_vad's idle timer while it answers (`hold_idle`).
+        self._idle_held = False
         self._make_segmenter()
 
     @property
@@ -157,6 +164,7 @@ class SpeechFront:
             item.clock = clock
         else:
             self._segment(self._input.accept(samples, odd))
+        self._coalesce()
 
     def commit(self) -> None:
         """The client ends the turn: the buffer becomes a committed item; raises when it is empty."""
@@ -222,6 +230,8 @@ class SpeechFront:
         self._segmenter = turns.TurnSegmenter(
             vad, self._vad_factory(), SAMPLE_RATE, offset_samples=offset, turn_model=turn_model
         )
+        if self._idle_held:
+            self._segmenter.hold_idle()
 
     def _follow_config(self) -> None:
         """Segment by the config's turn_detection, once no turn is open.
@@ -258,9 +268,38 @@ class SpeechFront:
                 self._add_turn_audio(op.samples)
             elif isinstance(op, turns.EndLikely | turns.Resumed):
                 self._early(op)
+            elif isinstance(op, turns.IdleTimeout):
+                self._idle_timeout(op)
             elif self._item is not None:
                 self._emit(SpeechStopped(audio_end_ms=op.audio_end_ms, item_id=self._item.item_id))
                 self._close_item()
+
+    def _idle_timeout(self, op: turns.IdleTimeout) -> None:
+        """server_vad's idle_timeout_ms ran out. OpenAI: "The empty audio will be committed to
+        the conversation as an input_audio item (there will be a input_audio_buffer.committed
+        event)", and it is transcribed as any item ("there may be speech that didn't trigger
+        VAD but is still detected by the model")."""
+        if self._item is not None:
+            return  # a turn is open; the segmenter times out only between turns
+        item = self._open_item()
+        item.start_ms = op.audio_start_ms
+        self._emit(TimeoutTriggered(op.audio_start_ms, op.audio_end_ms, item.item_id))
+        cap = min(len(op.samples), self.item_cap_samples)
+        self._add_turn_audio(op.samples[len(op.samples) - cap :])
+        self._close_item()
+
+    def hold_idle(self) -> None:
+        """Stop server_vad's idle timer: the voice agent is answering."""
+        self._idle_held = True
+        if self._segmenter is not None:
+            self._segmenter.hold_idle()
+
+    def arm_idle(self, delay_seconds: float = 0.0) -> None:
+        """Run server_vad's idle timer again from `delay_seconds` of audio after what came so
+        far: OpenAI applies it "after the last model response's audio has finished playing"."""
+        self._idle_held = False
+        if self._segmenter is not None:
+            self._segmenter.arm_idle(round(delay_seconds * SAMPLE_RATE))
 
     def _early(self, op: turns.EndLikely | turns.Resumed) -> None:
         item = self._item
@@ -355,10 +394,14 @@ class SpeechFront:
         """
         if item.steps == 0 or item.decoded_samples != item.samples:
             return False
-        text = item.raw.strip()
+        text = item.transcript()
         self._send_delta(item, text)
         self._completed(item, text)
         return True
+
+    @property
+    def seal_policy(self) -> SealPolicy:
+        return SealPolicy.for_window(self.config.max_window_seconds)
 
     @property
     def chunk_samples(self) -> int:
@@ -366,11 +409,15 @@ class SpeechFront:
 
     def _job(self, item: Item, final: bool) -> StepJob:
         prefix = item.raw_prefix if item.steps >= self.config.unfixed_chunks else ""
+        audio = item.window_audio()
+        policy = self.seal_policy
         request = StepRequest(
-            audio=item.audio(),
+            audio=audio,
             prefix=prefix,
             language=self.config.language or item.language,
-            prompt=self.config.prompt,
+            prompt=item.prompt(self.engine.tokenizer, self.config.prompt),
+            # Word starts are needed only where a cut may be made.
+            word_times=not final and policy.enabled and len(audio) >= policy.min_window_seconds * SAMPLE_RATE,
             tags={"session": self.session_id, "item": item.item_id},
         )
         return StepJob(item=item, request=request, final=final, clock=item.clock)
@@ -384,15 +431,23 @@ class SpeechFront:
         item.language = result.language or item.language
         item.steps += 1
         item.decoded_clock = job.clock
-        item.decoded_samples = len(job.request.audio)
+        item.decoded_samples = item.window_start + len(job.request.audio)
         item.raw_prefix = stable_prefix(item.raw, self.engine.tokenizer, self.config.unfixed_tokens)
-        text = item.raw.strip()
+        if not job.final:
+            # Only text forced in this step (stable for a step already) and still stable is sealed.
+            stable = min(len(job.request.prefix), len(item.raw_prefix))
+            seal = choose_seal(
+                item.raw, stable, result.words, job.request.audio, SAMPLE_RATE, self.seal_policy
+            )
+            if seal is not None:
+                item.seal(seal)
+        text = item.transcript()
         if job.final:
             self._send_delta(item, text)
             self._completed(item, text)
             return
         # Only text the next step will force is firm enough to send as a delta.
-        firm = item.raw_prefix.lstrip() if item.steps >= self.config.unfixed_chunks else ""
+        firm = item.firm(forced=item.steps >= self.config.unfixed_chunks)
         self._send_delta(item, firm)
         if job.provisional and not item.closed and job.resumes == item.resumes:
             item.speculated = True
@@ -406,11 +461,29 @@ class SpeechFront:
             )
         )
 
+    def _coalesce(self) -> None:
+        """Skip a partial step that has not started by the time a whole chunk more has come.
+
+        Under load a step waits for the engine while the audio goes on; its partial, when
+        it came, would already be a chunk behind. The step is cancelled instead (it is
+        dropped if its call has not started, and runs as usual if it has), and the next
+        one decodes its audio and the new chunk together.
+        """
+        job, item = self._in_flight, self._item
+        if job is None or item is None or job.item is not item or job.final or job.provisional:
+            return
+        if not job.cancel.cancelled and item.clock - job.clock >= self.chunk_samples:
+            job.cancel.cancel()
+
     def job_failed(self, job: StepJob, error: DragomanError) -> None:
         """A step failed; the session goes on. A failed final step fails the item."""
         self._finish_job(job)
         item = job.item
         if item.dropped:
+            return
+        if isinstance(error, JobCancelled) and job.cancel.cancelled and not job.final:
+            self.coalesced += 1  # skipped (`_coalesce`): the next step takes its audio
+            STEPS_COALESCED.inc()
             return
         # Don't retry the same audio at once; the next chunk (or the commit) tries again.
         item.decoded_clock = job.clock

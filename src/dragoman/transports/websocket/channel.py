@@ -5,7 +5,7 @@ from __future__ import annotations
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from dragoman.errors import MessageTooBig
-from dragoman.transports.driver import Frame
+from dragoman.transports.adapters import Frame
 
 
 class WebSocketChannel:

@@ -1,8 +1,11 @@
 """MT protocol v1 over WebSocket: one connection is one `MTSession`.
 
-This adapter only does what is MT's before a session exists: the handshake ("the
-first message must be `init`", within `INIT_TIMEOUT_S`), and the `busy` refusal
-at the session limit. From `init` on, the session runs on the one driver
+This adapter only does what is MT's before a session exists: the `busy` refusal
+at the session limit, sent at once on connect, and the handshake ("the first
+message must be `init`", within `INIT_TIMEOUT_S`). A refused client that sends its
+`init` without reading first (WhisperLiveKit's client does) still reads the refusal:
+the socket stays open until that first frame, or `REFUSAL_LINGER_S`, then closes
+with 1013. From `init` on, the session runs on the one driver
 (`transports/driver.py`), its drafts on the MT service's serial worker, which
 takes sessions with pending work in turn so a session streaming many updates
 cannot starve another; answers that need no engine (the commit fast path) go out
@@ -28,8 +31,9 @@ from dragoman.protocol.mt import encode, error_frame, parse_client_message, peek
 from dragoman.sessions.base import CloseCode
 from dragoman.sessions.mt.events import ClientEvent, Error, ErrorCode, ServerEvent
 from dragoman.sessions.mt.session import MTSession
+from dragoman.transports.adapters import Frame
 from dragoman.transports.connections import ConnectionPolicy
-from dragoman.transports.driver import Frame, SessionDriver
+from dragoman.transports.driver import SessionDriver
 from dragoman.transports.readiness import Readiness
 from dragoman.transports.services import MTService
 
@@ -37,6 +41,9 @@ log = get_logger(__name__)
 
 #: How long a new connection may take to send `init`.
 INIT_TIMEOUT_S = 30.0
+#: How long a refused connection is kept open for the client's first frame, so that a client
+#: that writes before it reads finds the refusal instead of a closed socket.
+REFUSAL_LINGER_S = 5.0
 
 
 class MTCodec:
@@ -62,18 +69,31 @@ class MTCodec:
 async def serve_mt(websocket: WebSocket, service: MTService) -> None:
     """The WebSocket endpoint: one MT protocol v1 session."""
     await websocket.accept()
-    try:
-        first = await asyncio.wait_for(websocket.receive_text(), INIT_TIMEOUT_S)
-    except (TimeoutError, WebSocketDisconnect, RuntimeError, KeyError):
-        with contextlib.suppress(Exception):
-            await websocket.close(code=CloseCode.POLICY_VIOLATION)
-        return
     if service.engine is None or service.worker is None or service.sessions >= service.max_sessions:
         message = (
             f"The server is at its limit of {service.max_sessions} MT sessions; try again later."
             if service.engine is not None
             else "Translation is not available on this server right now."
         )
+        await _refuse(websocket, error_frame(ErrorCode.BUSY, message), CloseCode.TRY_AGAIN_LATER, linger=True)
+        return
+    # The slot is taken from the connect on, so two connections cannot both take the last one.
+    service.sessions += 1
+    try:
+        await _serve_session(websocket, service)
+    finally:
+        service.sessions -= 1
+
+
+async def _serve_session(websocket: WebSocket, service: MTService) -> None:
+    try:
+        first = await asyncio.wait_for(websocket.receive_text(), INIT_TIMEOUT_S)
+    except (TimeoutError, WebSocketDisconnect, RuntimeError, KeyError):
+        with contextlib.suppress(Exception):
+            await websocket.close(code=CloseCode.POLICY_VIOLATION)
+        return
+    if service.engine is None or service.worker is None:  # the service stopped meanwhile
+        message = "Translation is not available on this server right now."
         await _refuse(websocket, error_frame(ErrorCode.BUSY, message), CloseCode.TRY_AGAIN_LATER)
         return
     codec = MTCodec()
@@ -91,6 +111,7 @@ async def serve_mt(websocket: WebSocket, service: MTService) -> None:
         decode=engine.decode,
         default_preset=service.default_preset,
         max_utterance_words=service.max_utterance_words,
+        max_queued_finals=service.max_queued_finals,
         presets=service.presets,
     )
     session_log = log.bind(session=session.session_id)
@@ -103,13 +124,12 @@ async def serve_mt(websocket: WebSocket, service: MTService) -> None:
         log=session_log,
         priority=Priority.INTERACTIVE,
         idle_timeout_s=policy.idle_timeout_s,
+        engine_timeout_s=policy.engine_timeout_s,
     )
-    service.sessions += 1
     try:
         with policy.connections.track(driver):
             await driver.run(first=init)
     finally:
-        service.sessions -= 1
         service.forget(session.session_id)
         setup = session.setup
         session_log.info(
@@ -120,10 +140,14 @@ async def serve_mt(websocket: WebSocket, service: MTService) -> None:
         )
 
 
-async def _refuse(websocket: WebSocket, frame: str, close_code: int) -> None:
+async def _refuse(websocket: WebSocket, frame: str, close_code: int, *, linger: bool = False) -> None:
+    """Send the refusal, then close; `linger`: first wait (bounded) for the client's first frame."""
     REFUSALS.labels("mt_" + str(json.loads(frame).get("code", "refused"))).inc()
     with contextlib.suppress(Exception):
         await websocket.send_text(frame)
+        if linger:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(websocket.receive(), REFUSAL_LINGER_S)
         await websocket.close(code=close_code)
 
 
@@ -148,7 +172,9 @@ def mt_router(
         if not_ready is not None or current is None:
             await websocket.accept()
             message = not_ready or "Translation is not enabled on this server."
-            await _refuse(websocket, error_frame(ErrorCode.BUSY, message), CloseCode.TRY_AGAIN_LATER)
+            await _refuse(
+                websocket, error_frame(ErrorCode.BUSY, message), CloseCode.TRY_AGAIN_LATER, linger=True
+            )
             return
         await serve_mt(websocket, current)
 
