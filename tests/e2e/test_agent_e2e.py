@@ -213,6 +213,35 @@ async def test_text_only_responses_send_text_and_no_audio(server: Server) -> Non
     assert done["text"] == "".join(e["delta"] for e in log.of("response.output_text.delta"))
 
 
+async def test_a_client_truncates_an_answer_to_what_it_played_and_deletes_an_item(server: Server) -> None:
+    async with agent(server, instructions="Answer in two or three sentences.") as (conn, log):
+        item = {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "Why is the sky blue?"}],
+        }
+        await conn.conversation.item.create(item=item)
+        await conn.response.create()
+        await read_until(conn, log, response_done, limit=120)
+        (message,) = [i for i in log.of("response.done")[0]["response"]["output"] if i["type"] == "message"]
+        spoken = str(message["content"][0]["transcript"])
+        first_words = log.of("response.output_audio_transcript.delta")[0]["delta"].split()
+        # The client played only the first 50 ms: the first clause had begun, nothing after it.
+        await conn.conversation.item.truncate(item_id=message["id"], content_index=0, audio_end_ms=50)
+        await read_until(conn, log, lambda e: e["type"] in ("conversation.item.truncated", "error"))
+        await conn.conversation.item.retrieve(item_id=message["id"])
+        await read_until(conn, log, lambda e: e["type"] in ("conversation.item.retrieved", "error"))
+        user_id = log.of("conversation.item.added")[0]["item"]["id"]
+        await conn.conversation.item.delete(item_id=user_id)
+        await read_until(conn, log, lambda e: e["type"] in ("conversation.item.deleted", "error"))
+    assert not log.errors(), log.errors()
+    (truncated,) = log.of("conversation.item.truncated")
+    assert (truncated["item_id"], truncated["audio_end_ms"]) == (message["id"], 50)
+    heard = str(log.of("conversation.item.retrieved")[0]["item"]["content"][0]["transcript"])
+    assert heard.split() == first_words and len(heard) < len(spoken), (heard, spoken)
+    assert log.of("conversation.item.deleted")[0]["item_id"] == user_id
+
+
 # -- cancelling and barge-in -------------------------------------------------------------
 
 

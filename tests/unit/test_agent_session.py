@@ -608,3 +608,102 @@ def test_the_tool_lead_in_is_asked_for_only_when_tools_may_be_called() -> None:
     agent.send("response.cancel")
     agent.send("response.create", response={"tool_choice": "none"})
     assert agent.job(LLM).request.messages[0].content == "Be kind."
+
+
+# -- conversation.item.retrieve / .delete / .truncate ------------------------------------
+
+
+def answer_item(agent: Agent, clauses: list[str], seconds: float = 0.5) -> str:
+    agent.send("conversation.item.create", item=text_item("Tell me."))
+    agent.send("response.create")
+    llm: LLMJob = agent.job(LLM)
+    for clause in clauses:
+        agent.session.job_progress(llm, TextPiece(clause + " "))
+    agent.session.job_done(llm, DONE)
+    agent.events()
+    while (job := agent.session.next_job(TTS)) is not None:
+        agent.session.job_progress(job, b"\x01\x00" * int(seconds * job.request.rate))
+        agent.session.job_done(job, None)
+    (done,) = [e for e in agent.events() if e["type"] == "response.done"]
+    assert done["response"]["status"] == "completed"
+    return str(done["response"]["output"][0]["id"])
+
+
+def test_retrieve_gives_the_item_and_an_unknown_id_is_an_error() -> None:
+    agent = Agent()
+    agent.events()
+    (added,) = agent.send("conversation.item.create", item=text_item("Hi."))
+    (got,) = agent.send("conversation.item.retrieve", item_id=added["item"]["id"], event_id="e1")
+    assert got["type"] == "conversation.item.retrieved"
+    assert got["item"]["content"][0]["text"] == "Hi."
+    (error,) = agent.send("conversation.item.retrieve", item_id="item_nope", event_id="e2")
+    assert error["type"] == "error" and error["error"]["param"] == "item_id"
+    assert error["error"]["event_id"] == "e2"
+
+
+def test_delete_takes_the_item_out_of_the_llm_view() -> None:
+    agent = Agent()
+    agent.events()
+    (secret,) = agent.send("conversation.item.create", item=text_item("The code is 42."))
+    agent.send("conversation.item.create", item=text_item("What is the code?"))
+    (deleted,) = agent.send("conversation.item.delete", item_id=secret["item"]["id"])
+    assert deleted == {**deleted, "type": "conversation.item.deleted", "item_id": secret["item"]["id"]}
+    agent.send("response.create")
+    job: LLMJob = agent.job(LLM)
+    assert [m.content for m in job.request.messages if m.role == "user"] == ["What is the code?"]
+    (error,) = agent.send("conversation.item.delete", item_id=secret["item"]["id"])
+    assert error["type"] == "error", "deleted once, gone"
+
+
+def test_truncate_keeps_the_clauses_heard_and_the_llm_sees_only_those() -> None:
+    agent = Agent()
+    agent.events()
+    item_id = answer_item(agent, ["First clause here.", "Second one now.", "Third at last."], seconds=0.5)
+    (cut,) = agent.send("conversation.item.truncate", item_id=item_id, content_index=0, audio_end_ms=700)
+    assert cut == {**cut, "type": "conversation.item.truncated", "item_id": item_id, "audio_end_ms": 700}
+    (got,) = agent.send("conversation.item.retrieve", item_id=item_id)
+    assert got["item"]["content"][0]["transcript"] == "First clause here. Second one now."
+    agent.send("conversation.item.create", item=text_item("Go on."))
+    agent.send("response.create")
+    job: LLMJob = agent.job(LLM)
+    assert job.request.messages[-2].content == "First clause here. Second one now."
+    agent.send("response.cancel")
+    agent.events()
+    (past,) = agent.send("conversation.item.truncate", item_id=item_id, content_index=0, audio_end_ms=900)
+    assert past["type"] == "error" and past["error"]["param"] == "audio_end_ms", "the audio now ends at 700"
+
+
+@pytest.mark.parametrize(
+    ("change", "param"),
+    [
+        ({"content_index": 1}, "content_index"),
+        ({"audio_end_ms": 5000}, "audio_end_ms"),
+        ({"audio_end_ms": -1}, None),
+        ({"item_id": "user"}, "item_id"),
+    ],
+)
+def test_truncate_refuses_what_openai_refuses(change: dict[str, Any], param: str | None) -> None:
+    agent = Agent()
+    agent.events()
+    (user,) = agent.send("conversation.item.create", item=text_item("Hi."))
+    item_id = answer_item(agent, ["Hello there."], seconds=0.5)
+    body = {"item_id": item_id, "content_index": 0, "audio_end_ms": 100} | change
+    if body["item_id"] == "user":
+        body["item_id"] = user["item"]["id"]
+    (error,) = agent.send("conversation.item.truncate", **body)
+    assert error["type"] == "error"
+    if param is not None:
+        assert error["error"]["param"] == param
+
+
+def test_items_of_the_response_in_progress_are_not_edited() -> None:
+    agent = Agent()
+    agent.events()
+    agent.send("conversation.item.create", item=text_item("Hello?"))
+    agent.send("response.create")
+    llm: LLMJob = agent.job(LLM)
+    agent.session.job_progress(llm, TextPiece("Hello there. "))
+    _, first = agent.speak()
+    (added,) = [e for e in first if e["type"] == "response.output_item.added"]
+    (error,) = agent.send("conversation.item.delete", item_id=added["item"]["id"])
+    assert error["type"] == "error" and "response.cancel" in error["error"]["message"]

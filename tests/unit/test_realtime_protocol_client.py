@@ -399,13 +399,15 @@ MALFORMED: list[tuple[str, Generation, Any, str, str | None]] = [
     (T, GA, {"type": "response.create"}, "invalid_event", "type"),
     (T, BETA, _user({"type": "input_text", "text": "hi"}), "invalid_event", "type"),
     (A, GA, {"type": "transcription_session.update", "session": {}}, "unknown_or_invalid_event", "type"),
+    (T, GA, {"type": "conversation.item.delete", "item_id": "i"}, "invalid_event", "type"),
     (
         A,
         GA,
         {"type": "conversation.item.truncate", "item_id": "i", "content_index": 0},
-        "unknown_or_invalid_event",
-        "type",
+        "invalid_value",
+        "audio_end_ms",
     ),
+    (A, GA, {"type": "conversation.item.retrieve", "item_id": ""}, "invalid_value", "item_id"),
     (A, GA, {"type": "x" * 10_000}, "unknown_or_invalid_event", "type"),
     # Buffer events.
     (T, GA, {"type": "input_audio_buffer.append"}, "invalid_value", "audio"),

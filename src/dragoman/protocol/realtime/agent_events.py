@@ -171,6 +171,23 @@ class OutputAudioBufferEvent(ServerEvent):
     response_id: str
 
 
+class ConversationItemRetrieved(ServerEvent):
+    type: Literal["conversation.item.retrieved"] = "conversation.item.retrieved"
+    item: Item
+
+
+class ConversationItemDeleted(ServerEvent):
+    type: Literal["conversation.item.deleted"] = "conversation.item.deleted"
+    item_id: str
+
+
+class ConversationItemTruncated(ServerEvent):
+    type: Literal["conversation.item.truncated"] = "conversation.item.truncated"
+    item_id: str
+    content_index: int
+    audio_end_ms: int
+
+
 # -- session events to the wire ----------------------------------------------------------
 
 _PLAYOUT: dict[type[Any], Any] = {
@@ -240,6 +257,12 @@ def agent_server_event(event: agent.ServerEvent, generation: Generation) -> Serv
                 **{key: value for key, value in vars(event).items() if key != "name"}
             )
         return ResponseFunctionCallArgumentsDone(**vars(event))
+    if isinstance(event, agent.ItemRetrieved):
+        return ConversationItemRetrieved(item=item_model(event.item, generation))
+    if isinstance(event, agent.ItemDeleted):
+        return ConversationItemDeleted(item_id=event.item_id)
+    if isinstance(event, agent.ItemTruncated):
+        return ConversationItemTruncated(**vars(event))
     if isinstance(event, agent.OutputAudioStarted | agent.OutputAudioStopped | agent.OutputAudioCleared):
         return OutputAudioBufferEvent(type=_PLAYOUT[type(event)], response_id=event.response_id)
     return shared.speech_event(event)

@@ -260,6 +260,24 @@ class OutputAudioBufferClear(ClientEvent):
     type: Literal["output_audio_buffer.clear"]
 
 
+class ConversationItemRetrieve(ClientEvent):
+    type: Literal["conversation.item.retrieve"]
+    item_id: Id
+
+
+class ConversationItemDelete(ClientEvent):
+    type: Literal["conversation.item.delete"]
+    item_id: Id
+
+
+class ConversationItemTruncate(ClientEvent):
+    type: Literal["conversation.item.truncate"]
+    item_id: Id
+    content_index: Annotated[int, Field(ge=0, strict=True)]
+    #: "Inclusive duration up to which audio is truncated, in milliseconds."
+    audio_end_ms: Annotated[int, Field(ge=0, strict=True)]
+
+
 # -- parsing -------------------------------------------------------------------------
 
 EventT = TypeVar("EventT")
@@ -402,6 +420,13 @@ class AgentClientParser:
         if kind == "output_audio_buffer.clear":
             _validate(OutputAudioBufferClear, data)
             return agent.ClearOutputAudio(event_id)
+        if kind == "conversation.item.retrieve":
+            return agent.RetrieveItem(_validate(ConversationItemRetrieve, data).item_id, event_id)
+        if kind == "conversation.item.delete":
+            return agent.DeleteItem(_validate(ConversationItemDelete, data).item_id, event_id)
+        if kind == "conversation.item.truncate":
+            cut = _validate(ConversationItemTruncate, data)
+            return agent.TruncateItem(cut.item_id, cut.content_index, cut.audio_end_ms, event_id)
         raise _unknown(kind, "realtime")
 
     def _update(self, event_id: str | None, data: dict[str, Any]) -> agent.UpdateSession:

@@ -11,12 +11,17 @@ The LLM sees the conversation as chat messages: the instructions as the system
 prompt, then every item in order. What the assistant was cut off saying in a
 barge-in is kept as far as it was spoken, so the model knows what the user heard.
 When the conversation outgrows the model's context, its oldest items are left out.
+
+For each assistant message that was spoken, the conversation also keeps where in its
+audio each clause begins (`SpokenAudio`), so that `conversation.item.truncate` can cut
+the transcript to what the client says it played.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import secrets
+from dataclasses import dataclass
 
 from dragoman.engines.llm.base import ChatMessage, ToolCall
 from dragoman.errors import InvalidValue
@@ -31,9 +36,25 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(10)}"
 
 
+@dataclass(frozen=True)
+class SpokenAudio:
+    """An assistant message's audio: its length, and each clause's start in it with the text it
+    added to the transcript (joiner included), in order."""
+
+    duration_ms: float
+    clauses: tuple[tuple[float, str], ...]
+
+    def cut(self, end_ms: float) -> tuple[SpokenAudio, str]:
+        """The audio played only up to `end_ms`, and its transcript: the clauses whose audio
+        had begun by then (a clause heard in part counts as heard)."""
+        kept = tuple(clause for clause in self.clauses if clause[0] < end_ms)
+        return SpokenAudio(min(end_ms, self.duration_ms), kept), "".join(text for _, text in kept).strip()
+
+
 class Conversation:
     def __init__(self) -> None:
         self._items: list[Item] = []
+        self._audio: dict[str, SpokenAudio] = {}
 
     def __len__(self) -> int:
         return len(self._items)
@@ -88,6 +109,13 @@ class Conversation:
         index = self._index(item_id)
         if index is not None:
             del self._items[index]
+        self._audio.pop(item_id, None)
+
+    def record_audio(self, item_id: str, audio: SpokenAudio) -> None:
+        self._audio[item_id] = audio
+
+    def audio_of(self, item_id: str) -> SpokenAudio | None:
+        return self._audio.get(item_id)
 
     def get(self, item_id: str) -> Item | None:
         index = self._index(item_id)

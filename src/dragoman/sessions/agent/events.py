@@ -110,6 +110,35 @@ class ClearOutputAudio:
     event_id: str | None = None
 
 
+@dataclass(frozen=True)
+class RetrieveItem:
+    """`conversation.item.retrieve`: the server's copy of an item."""
+
+    item_id: str
+    event_id: str | None = None
+
+
+@dataclass(frozen=True)
+class DeleteItem:
+    """`conversation.item.delete`: an item out of the conversation (and the LLM's view)."""
+
+    item_id: str
+    event_id: str | None = None
+
+
+@dataclass(frozen=True)
+class TruncateItem:
+    """`conversation.item.truncate`: an assistant message's audio was played only up to
+    `audio_end_ms`, so its transcript keeps only what the user heard."""
+
+    item_id: str
+    content_index: int
+    audio_end_ms: int
+    event_id: str | None = None
+
+
+ItemRequest = RetrieveItem | DeleteItem | TruncateItem
+
 ClientEvent = (
     UpdateSession
     | AppendAudio
@@ -119,6 +148,9 @@ ClientEvent = (
     | CreateResponse
     | CancelResponse
     | ClearOutputAudio
+    | RetrieveItem
+    | DeleteItem
+    | TruncateItem
     | Rejected
 )
 
@@ -283,6 +315,23 @@ class OutputAudioCleared:
     response_id: str
 
 
+@dataclass(frozen=True)
+class ItemRetrieved:
+    item: Item
+
+
+@dataclass(frozen=True)
+class ItemDeleted:
+    item_id: str
+
+
+@dataclass(frozen=True)
+class ItemTruncated:
+    item_id: str
+    content_index: int
+    audio_end_ms: int
+
+
 ServerEvent = (
     SessionConfigured
     | ItemAdded
@@ -304,6 +353,9 @@ ServerEvent = (
     | OutputAudioStarted
     | OutputAudioStopped
     | OutputAudioCleared
+    | ItemRetrieved
+    | ItemDeleted
+    | ItemTruncated
     | SpeechEvent
 )
 
@@ -323,14 +375,19 @@ __all__ = [
     "ContentPartDone",
     "CreateItem",
     "CreateResponse",
+    "DeleteItem",
     "FunctionArgumentsDelta",
     "FunctionArgumentsDone",
     "FunctionCall",
     "FunctionCallOutput",
     "Item",
     "ItemAdded",
+    "ItemDeleted",
     "ItemDone",
+    "ItemRequest",
+    "ItemRetrieved",
     "ItemStatus",
+    "ItemTruncated",
     "Message",
     "OutputAudioCleared",
     "OutputAudioStarted",
@@ -341,10 +398,12 @@ __all__ = [
     "Response",
     "ResponseCreated",
     "ResponseDone",
+    "RetrieveItem",
     "ServerEvent",
     "SessionConfigured",
     "TextDelta",
     "TextDone",
+    "TruncateItem",
     "UpdateSession",
     "Usage",
 ]

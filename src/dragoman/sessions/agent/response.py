@@ -39,7 +39,7 @@ from dragoman.engines.llm.base import ChatRequest, Finished, ToolCall
 from dragoman.errors import DragomanError
 from dragoman.sessions.agent import events as out
 from dragoman.sessions.agent.config import AgentConfig
-from dragoman.sessions.agent.conversation import Conversation, new_id
+from dragoman.sessions.agent.conversation import Conversation, SpokenAudio, new_id
 from dragoman.sessions.agent.jobs import LLMJob, SpeakRequest, SpeechJob
 from dragoman.streaming.clauses import ClauseCutter, speakable
 
@@ -97,6 +97,8 @@ class ResponseRun:
         self._message_id: str | None = None
         self._message_index = 0
         self._said = ""
+        #: Where each clause's audio begins in the message (ms), with the text it added.
+        self._clause_starts: list[tuple[float, str]] = []
         #: Seconds of audio sent.
         self.audio_seconds = 0.0
         self.done = False
@@ -118,6 +120,10 @@ class ResponseRun:
         self._clause_count += 1
         self._chunk_began = False
         return self._speech
+
+    def holds(self, item_id: str) -> bool:
+        """Whether `item_id` is one of this response's output items."""
+        return any(item.id == item_id for item in self._output)
 
     def in_flight(self) -> list[LLMJob | SpeechJob]:
         jobs: list[LLMJob | SpeechJob] = []
@@ -182,6 +188,7 @@ class ResponseRun:
             clause = job.request.text
             joiner = "" if not self._said or _joins_without_space(clause) else " "
             self._said += joiner + clause
+            self._clause_starts.append((1000 * self.audio_seconds, joiner + clause))
             self._emit(out.AudioTranscriptDelta(**self._where(), delta=joiner + clause))
         self.audio_seconds += len(pcm) / 2 / job.request.rate
         step = int(AUDIO_DELTA_SECONDS * job.request.rate) * 2
@@ -293,6 +300,9 @@ class ResponseRun:
         part = self._part(self._said)
         self._emit(out.ContentPartDone(**where, part=part))
         assert self._message_id is not None
+        if self.audio:
+            spoken = SpokenAudio(1000 * self.audio_seconds, tuple(self._clause_starts))
+            self._conversation.record_audio(self._message_id, spoken)
         item = out.Message(self._message_id, "assistant", (part,), status=status)
         self._finish_item(item)
         self._message_id = None

@@ -40,25 +40,24 @@ from typing import Any
 from dragoman.audio.vad import SpeechProbability
 from dragoman.engines.asr.base import StepResult
 from dragoman.engines.llm.base import (
-    ChatMessage,
     ChatRequest,
     Finished,
-    ForcedTool,
     LLMPiece,
     TextPiece,
     ToolCallPiece,
-    ToolSpec,
 )
 from dragoman.errors import ClientError, DragomanError, InvalidEvent, InvalidValue
 from dragoman.sessions.agent import events as out
+from dragoman.sessions.agent import items
 from dragoman.sessions.agent.config import AgentConfig
 from dragoman.sessions.agent.conversation import ROOT, Conversation
 from dragoman.sessions.agent.early_start import Speculation, same_words
 from dragoman.sessions.agent.jobs import ASR, LLM, TTS, LLMJob, SpeechJob
 from dragoman.sessions.agent.limits import AgentLimits
+from dragoman.sessions.agent.requests import chat_request, front_config
 from dragoman.sessions.agent.response import Reason, ResponseRun
 from dragoman.sessions.speech import events as speech
-from dragoman.sessions.speech.config import EngineProfile, SessionConfig
+from dragoman.sessions.speech.config import EngineProfile
 from dragoman.sessions.speech.front import SpeechFront, StepJob
 from dragoman.streaming.turns import TurnCompletion
 
@@ -81,10 +80,16 @@ class AgentSession:
         vad_factory: Callable[[], SpeechProbability] | None = None,
         voices: Callable[[str | None], str] = lambda voice: voice or "",
         turn_model_factory: Callable[[], TurnCompletion] | None = None,
+        media_track: bool = False,
     ) -> None:
         """`voices` checks a voice name the client asks for (raising InvalidValue for an
-        unknown one) and gives the catalog name it speaks with."""
+        unknown one) and gives the catalog name it speaks with.
+
+        `media_track`: the audio travels on media tracks (WebRTC), where the server plays the
+        answer out: `output_audio_buffer.clear` is taken, and the input rate is the
+        transport's, whatever format an update names."""
         self.session_id = session_id
+        self.media_track = media_track
         self.engine = engine
         self.limits = limits
         self._voices = voices
@@ -94,7 +99,7 @@ class AgentSession:
         self.front = SpeechFront(
             session_id,
             engine,
-            self._front_config(self.config),
+            front_config(self.config, limits, engine),
             vad_factory,
             self._heard,
             turn_model_factory=turn_model_factory,
@@ -106,6 +111,9 @@ class AgentSession:
         self._answer_next = False
         #: The early start's held response, while its turn is not yet over.
         self._early: Speculation | None = None
+        #: Items committed by server_vad's idle timeout: answered even when nothing was heard
+        #: ("The model will effectively prompt the user to continue the conversation").
+        self._idle_items: set[str] = set()
         self._close_code: int | None = None
         #: What the session did, for the server's usage counters.
         self.stats: defaultdict[str, float] = defaultdict(float)
@@ -127,10 +135,14 @@ class AgentSession:
             elif isinstance(event, out.CreateItem):
                 item, previous = self.conversation.add(event.item, event.previous_item_id)
                 self._emit(out.ItemAdded(item, previous))
+            elif isinstance(event, out.RetrieveItem | out.DeleteItem | out.TruncateItem):
+                self._emit(items.apply(event, self.conversation, self.response))
             elif isinstance(event, out.CreateResponse):
                 self._create_response(event.overrides)
             elif isinstance(event, out.CancelResponse):
                 self._cancel_response(event.response_id)
+            elif isinstance(event, out.ClearOutputAudio) and self.media_track:
+                self._clear_output_audio()
             elif isinstance(event, out.ClearOutputAudio):
                 raise InvalidEvent(
                     "output_audio_buffer.clear is for WebRTC connections, where the server plays "
@@ -150,8 +162,22 @@ class AgentSession:
         if self._early is not None and turn is not None and self._early.item_id == turn.item_id:
             self._drop_early()
 
+    def _clear_output_audio(self) -> None:
+        """WebRTC: "cut off the current audio response". The transport drops the unplayed
+        audio; what is still being generated for it stops too."""
+        if self.response is not None and self._early is None:
+            self._stop(self.response, "client_cancelled")
+
+    def configure(self, values: Mapping[str, Any]) -> None:
+        """Settings given with the connection (a WebRTC call's `session`), before the client
+        is told anything: `session.created` then carries them. Raises ClientError."""
+        self._update(values)
+        self._events = [self._configured(created=True)]
+
     def _update(self, values: Mapping[str, Any]) -> None:
         """Merge an update into the settings, all or nothing."""
+        if self.media_track:
+            values = {key: value for key, value in values.items() if key != "input_rate"}
         new = dataclasses.replace(self.config, **values)
         if "voice" in values:
             new = dataclasses.replace(new, voice=self._voices(new.voice))
@@ -160,31 +186,9 @@ class AgentSession:
                 "The output audio format can change only while no response is in progress.",
                 param="session.audio.output.format",
             )
-        self.front.reconfigure(self._front_config(new))
+        self.front.reconfigure(front_config(new, self.limits, self.engine))
         self.config = new
         self._emit(self._configured(created=False))
-
-    def _front_config(self, config: AgentConfig) -> SessionConfig:
-        """The speech front's settings: the agent's input audio and turns, the server's decoding.
-
-        Without input transcription the client is sent only each turn's final
-        transcript, so the front decodes a turn once, when it ends, and leaves the
-        cores to the LLM and TTS while the user speaks.
-        """
-        transcription = config.input_transcription
-        streaming = transcription is not None
-        return dataclasses.replace(
-            self.limits.speech,
-            input_rate=config.input_rate,
-            language=transcription.language if transcription else None,
-            prompt=transcription.prompt if transcription else None,
-            turn_detection=config.turn_detection.vad if config.turn_detection else None,
-            chunk_seconds=self.limits.speech.chunk_seconds if streaming else self._item_cap_seconds,
-        )
-
-    @property
-    def _item_cap_seconds(self) -> float:
-        return min(self.engine.max_item_seconds, self.engine.capabilities.max_audio_seconds)
 
     def _configured(self, created: bool) -> out.SessionConfigured:
         return out.SessionConfigured(
@@ -212,28 +216,13 @@ class AgentSession:
     def _start(self, config: AgentConfig) -> None:
         self.generation += 1
         self.stats["responses"] += 1
+        self.front.hold_idle()  # the idle timeout runs again once this answer has played
         self.response = ResponseRun(
             config, self._chat(config), self.generation, self.conversation, self._emit
         )
 
     def _chat(self, config: AgentConfig, pending_turn: str | None = None) -> ChatRequest:
-        """The LLM request of a response; `pending_turn` is a user's turn not yet in the
-        conversation (the early start's)."""
-        choice = config.tool_choice
-        tools = tuple(ToolSpec(t.name, t.description, t.parameters) for t in config.tools)
-        instructions = config.instructions
-        if tools and choice != "none" and self.limits.tool_preamble:
-            instructions = f"{instructions}\n\n{self.limits.tool_preamble}".strip()
-        messages = self.conversation.messages(instructions, self.limits.context_chars)
-        if pending_turn is not None:
-            messages += (ChatMessage("user", pending_turn),)
-        return ChatRequest(
-            messages=messages,
-            tools=tools,
-            tool_choice=choice if isinstance(choice, str) else ForcedTool(choice.name),
-            max_tokens=config.max_output_tokens or self.limits.max_output_tokens,
-            conversation=self.session_id,
-        )
+        return chat_request(config, self.conversation, self.limits, self.session_id, pending_turn)
 
     def _cancel_response(self, response_id: str | None) -> None:
         response = self.response
@@ -265,6 +254,10 @@ class AgentSession:
         if self._answer_next and self.response is None:
             self._answer_next = False
             self._start(self.config)
+        if self.response is None:
+            # OpenAI: the idle timeout "will be applied after the last model response's audio has
+            # finished playing, i.e. it's set to the `response.done` time plus audio playback duration".
+            self.front.arm_idle(response.audio_seconds)
 
     def _live(self, job: LLMJob | SpeechJob) -> ResponseRun | None:
         """The response a job's piece is for, or None when its generation is stale."""
@@ -297,6 +290,10 @@ class AgentSession:
             added, previous = self.conversation.add(turn, after)
             self._emit(out.ItemAdded(added, previous))
             return
+        if isinstance(event, speech.TimeoutTriggered):
+            self._idle_items.add(event.item_id)
+        elif isinstance(event, speech.Failed):
+            self._idle_items.discard(event.item_id)
         if isinstance(event, speech.Completed):
             self._emit(event)
             self._transcribed(event)
@@ -325,6 +322,7 @@ class AgentSession:
         response = ResponseRun(self.config, request, self.generation, self.conversation, held.append)
         self._early = Speculation(event.item_id, event.transcript, response, self.conversation.last_id, held)
         self.response = response
+        self.front.hold_idle()
 
     def _drop_early(self) -> None:
         early, self._early = self._early, None
@@ -333,6 +331,7 @@ class AgentSession:
         early.drop(self.conversation)
         if self.response is early.response:
             self.response = None
+            self.front.arm_idle()
 
     def _confirm_early(self, early: Speculation) -> None:
         self._early = None
@@ -355,7 +354,9 @@ class AgentSession:
                 return
             self._drop_early()  # the final transcript says something else: answer that
         turns = self.config.turn_detection
-        if not event.transcript.strip() or turns is None or not turns.create_response:
+        idle = event.item_id in self._idle_items
+        self._idle_items.discard(event.item_id)
+        if not (event.transcript.strip() or idle) or turns is None or not turns.create_response:
             return
         if self.front.user_speaking:
             # The transcript came after the user went on: answering now would talk over them,
