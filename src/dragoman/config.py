@@ -41,6 +41,24 @@ class ASRSettings(BaseModel):
     max_batch: int = Field(default=16, ge=1)
 
 
+class FileTranscriptionSettings(BaseModel):
+    """`POST /v1/audio/transcriptions`: uploaded files, on the live sessions' ASR worker."""
+
+    #: The largest upload taken (OpenAI's limit, 25 MB); past it the request gets 413.
+    max_bytes: int = Field(default=25 * 1024 * 1024, ge=1024)
+    #: The longest decoded audio taken (an hour of 16 kHz float32 is 230 MB in memory).
+    max_seconds: float = Field(default=3600.0, gt=0)
+    #: Files transcribed at once, and files waiting for a turn; past both the request gets 429.
+    max_concurrent: int = Field(default=2, ge=1)
+    max_waiting: int = Field(default=8, ge=0)
+    #: A file is cut at pauses into windows of at most this long (the engine's limit applies
+    #: when smaller), and at most `windows_in_flight` windows of all files wait on the engine
+    #: at once: they batch with each other and fill the slots live steps leave, at a lower
+    #: priority, while a flood of files cannot hold the engine for long.
+    window_seconds: float = Field(default=28.0, gt=1.0)
+    windows_in_flight: int = Field(default=4, ge=1)
+
+
 class TranscriptionSettings(BaseModel):
     #: Transcription sessions open at once; past it a session gets `session_limit_reached`.
     max_sessions: int = Field(default=16, ge=1)
@@ -49,13 +67,21 @@ class TranscriptionSettings(BaseModel):
     unfixed_tokens: int = Field(default=5, ge=0)
     #: MAX_ITEM_SECONDS; the engine's max_audio_seconds applies when smaller.
     max_item_seconds: float = Field(default=300.0, gt=0)
+    #: The longest audio one re-decode step transcribes: past it the item's stable head is
+    #: sealed at a pause and the next window starts there (0: every step decodes the whole item).
+    max_window_seconds: float = Field(default=10.0, ge=0)
+    files: FileTranscriptionSettings = Field(default_factory=FileTranscriptionSettings)
 
 
 class MTSettings(BaseModel):
-    backend: str = "qwen-torch"
-    preset: str = "low_latency"
+    backend: str = "qwen-llama"
+    #: auto: `low_latency` (the 1.5B) where it is installed and measures fast enough at start-up,
+    #: else `fast` (the 0.5B); see dragoman.engines.mt.model_choice.
+    preset: str = "auto"
     max_sessions: int = Field(default=4, ge=1)
     max_utterance_words: int = Field(default=60, ge=1)
+    #: Finals of one session that may wait for the engine; past it a final gets processing_failed.
+    max_queued_finals: int = Field(default=16, ge=1)
     #: A packaged model name or a path to the user's own weights; None takes the preset's.
     #: For `ct2-seq2seq`: a CTranslate2 Marian/OPUS-MT or NLLB folder.
     model: str | None = None
@@ -160,6 +186,9 @@ class Settings(BaseSettings):
     max_message_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)
     #: A session that sends nothing for this long is closed with a clear reason.
     idle_timeout_s: float = Field(default=300.0, gt=0)
+    #: An engine call (a streaming one: between two pieces) that takes longer is given up as
+    #: hung: its session is told (with an error id), the others go on.
+    engine_timeout_s: float = Field(default=120.0, gt=0)
     asr: ASRSettings = Field(default_factory=ASRSettings)
     transcription: TranscriptionSettings = Field(default_factory=TranscriptionSettings)
     mt: MTSettings = Field(default_factory=MTSettings)

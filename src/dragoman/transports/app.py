@@ -1,6 +1,6 @@
 """The FastAPI application: `GET /health`, `GET /v1/models`, `/v1/realtime` (the voice agent,
 and transcription with `?intent=transcription`), `/v1/mt`, and the agent's `GET /v1/pool` and
-`GET /v1/usage`, and `GET /metrics`."""
+`GET /v1/usage`, `GET /metrics`, `POST /v1/realtime/client_secrets`, and the demo page at `/`."""
 
 from __future__ import annotations
 
@@ -11,11 +11,15 @@ from fastapi.responses import JSONResponse
 
 from dragoman.config import Settings
 from dragoman.sessions.base import CloseCode
+from dragoman.transports.audio_transcriptions import audio_transcriptions_router
+from dragoman.transports.client_secrets import client_secrets_router
 from dragoman.transports.connections import apply_policy
 from dragoman.transports.llm_proxy import llm_proxy_router
 from dragoman.transports.metrics import mount_metrics
 from dragoman.transports.readiness import Readiness, mount
 from dragoman.transports.runtime import Runtime
+from dragoman.transports.web import mount_web
+from dragoman.transports.webrtc import mount_webrtc
 from dragoman.transports.websocket.agent import serve_agent
 from dragoman.transports.websocket.mt import mt_router
 from dragoman.transports.websocket.realtime import refuse, serve_transcription
@@ -43,6 +47,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.runtime = runtime
     policy = apply_policy(app, settings)
     mount_metrics(app, runtime, policy.access)
+    app.include_router(client_secrets_router(policy.client_secrets))
+    mount_web(app)
 
     @app.get("/v1/models")
     async def models(request: Request) -> dict[str, Any]:
@@ -118,6 +124,10 @@ def create_app(settings: Settings) -> FastAPI:
 
     # MT protocol v1; the standalone `dragoman mt-server` serves the same router at "/".
     app.include_router(mt_router(lambda: runtime.mt, path="/v1/mt", readiness=readiness))
+    # The voice agent over WebRTC (`POST /v1/realtime/calls`), with the `webrtc` extra.
+    mount_webrtc(app, lambda: runtime.agent, readiness)
+    files = settings.transcription.files
+    app.include_router(audio_transcriptions_router(lambda: runtime.transcription, files, readiness))
     return app
 
 

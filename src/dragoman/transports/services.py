@@ -1,7 +1,7 @@
 """The services a server runs: each one's shared engine, its worker and its limits.
 
 Engines are loaded once and shared by every session of a service, through one
-worker (`engines/workers.py`): sessions never get model copies of their own, so
+worker (`engines/workers/`): sessions never get model copies of their own, so
 raising the session count never loads another copy. A service is loaded and warmed
 (`start`) before the server says it is ready.
 """
@@ -18,11 +18,13 @@ from dragoman.audio.vad import SileroModel, SileroVAD, SpeechProbability
 from dragoman.config import ASRSettings, MTSettings, TranscriptionSettings
 from dragoman.engines.asr.base import ASREngine, StepRequest, StepResult
 from dragoman.engines.mt.base import MTDraft, MTEngine, MTRequest
+from dragoman.engines.mt.presets import AUTO_PRESET, auto_preset_for
 from dragoman.engines.registry import create_asr_engine, create_mt_engine
 from dragoman.engines.turn.smart_turn import SmartTurnModel
 from dragoman.engines.workers import BatchingWorker, Housekeeping, SerialWorker
 from dragoman.errors import ConfigError, ModelUnavailable
 from dragoman.logs import get_logger
+from dragoman.sessions.mt.session import MAX_QUEUED_FINALS
 from dragoman.sessions.speech.config import EngineProfile
 from dragoman.streaming.alignatt import AlignAttParams
 from dragoman.streaming.alignatt_presets import policy_presets
@@ -133,6 +135,7 @@ class MTService:
         max_sessions: int,
         max_utterance_words: int,
         presets: Mapping[str, AlignAttParams] | None = None,
+        max_queued_finals: int = MAX_QUEUED_FINALS,
     ) -> None:
         #: Preset name -> policy; None: the presets of the loaded model (`policy_presets`).
         self._given_presets = dict(presets) if presets is not None else None
@@ -140,6 +143,7 @@ class MTService:
         self.default_preset = default_preset
         self.max_sessions = max_sessions
         self.max_utterance_words = max_utterance_words
+        self.max_queued_finals = max_queued_finals
         self._engine_factory = engine_factory
         self.engine: MTEngine | None = None
         self.worker: SerialWorker[MTRequest, MTDraft] | None = None
@@ -157,11 +161,14 @@ class MTService:
             default_preset=mt.preset,
             max_sessions=mt.max_sessions,
             max_utterance_words=mt.max_utterance_words,
+            max_queued_finals=mt.max_queued_finals,
         )
 
     async def start(self) -> None:
         """Load and warm the engine (in threads: it takes seconds), then start its worker."""
         engine = await asyncio.to_thread(self._engine_factory)
+        if self.default_preset == AUTO_PRESET:  # chosen by the engine's factory, or by the model
+            self.default_preset = engine.chosen_preset or auto_preset_for(engine.name)
         try:
             presets = self._given_presets or policy_presets(engine.name, self.default_preset)
             if self.default_preset not in presets:

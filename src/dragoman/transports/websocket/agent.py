@@ -18,12 +18,14 @@ from dragoman.logs import get_logger
 from dragoman.protocol.realtime.agent_events import agent_wire_event
 from dragoman.protocol.realtime.client_events import AgentClientParser, generation_of
 from dragoman.protocol.realtime.generation import GA_RATE
-from dragoman.sessions.agent.events import ClientEvent, ServerEvent
+from dragoman.sessions.agent.events import ClientEvent, ServerEvent, SessionConfigured
 from dragoman.sessions.agent.session import AgentJob, AgentResult
 from dragoman.sessions.speech.events import Error
+from dragoman.transports.adapters import Frame
 from dragoman.transports.agent_service import AgentService
 from dragoman.transports.connections import ConnectionPolicy
-from dragoman.transports.driver import Frame, SessionDriver
+from dragoman.transports.driver import SessionDriver
+from dragoman.transports.websocket.bound import bound_config, start_bound
 from dragoman.transports.websocket.realtime import refuse
 
 log = get_logger(__name__)
@@ -72,12 +74,14 @@ async def serve_agent(websocket: WebSocket, service: AgentService) -> None:
         session_log.info("agent session opened", generation=parser.generation.value)
         policy = ConnectionPolicy.of(websocket)
         driver: SessionDriver[ClientEvent, ServerEvent, AgentJob, AgentResult] = SessionDriver(
-            session,
+            # A session opened with an ephemeral key starts with the config bound to it.
+            start_bound(session, parser, bound_config(websocket), SessionConfigured),
             policy.channel(websocket),
             AgentCodec(parser),
             log=session_log,
             lanes=service.lanes(),
             idle_timeout_s=policy.idle_timeout_s,
+            engine_timeout_s=policy.engine_timeout_s,
         )
         try:
             with policy.connections.track(driver):

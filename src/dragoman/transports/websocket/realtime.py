@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Literal
+from typing import Any, Literal
 
 from starlette.websockets import WebSocket
 
@@ -21,11 +21,13 @@ from dragoman.metrics import REFUSALS
 from dragoman.protocol.realtime.client_events import ClientParser, default_input_rate, generation_of
 from dragoman.protocol.realtime.server_events import ErrorDetail, ErrorEvent, wire_event
 from dragoman.sessions.base import CloseCode
-from dragoman.sessions.transcription.events import ClientEvent, Error, ServerEvent
+from dragoman.sessions.transcription.events import ClientEvent, Error, ServerEvent, SessionConfigured
 from dragoman.sessions.transcription.session import SessionConfig, TranscriptionSession
+from dragoman.transports.adapters import Frame
 from dragoman.transports.connections import ConnectionPolicy
-from dragoman.transports.driver import Frame, SessionDriver
+from dragoman.transports.driver import SessionDriver
 from dragoman.transports.services import TranscriptionService
+from dragoman.transports.websocket.bound import bound_client_secret, bound_config, start_bound
 
 log = get_logger(__name__)
 
@@ -50,15 +52,18 @@ async def refuse(
 class RealtimeCodec:
     """Realtime events of one connection, written in the generation the client speaks."""
 
-    def __init__(self, parser: ClientParser) -> None:
+    def __init__(self, parser: ClientParser, client_secret: dict[str, Any] | None = None) -> None:
         self.parser = parser
+        #: The ephemeral key that opened the session, which beta's session object carries.
+        self.client_secret = client_secret
 
     def parse(self, frame: Frame) -> ClientEvent:
         # A refused frame comes back as `Rejected`, whose error the session sends in order.
         return self.parser.parse(frame)
 
     def write(self, event: ServerEvent) -> str:
-        return json.dumps(wire_event(event, self.parser.generation), ensure_ascii=False)
+        wire = wire_event(event, self.parser.generation, self.client_secret)
+        return json.dumps(wire, ensure_ascii=False)
 
     def refusal(self, error: ClientError, frame: Frame) -> ServerEvent:
         return Error(error)
@@ -85,13 +90,15 @@ async def serve_transcription(
     session_log.info("session opened", generation=parser.generation.value)
     policy = ConnectionPolicy.of(websocket)
     driver = SessionDriver(
-        session,
+        # A session opened with an ephemeral key starts with the config bound to it.
+        start_bound(session, parser, bound_config(websocket), SessionConfigured),
         policy.channel(websocket),
-        RealtimeCodec(parser),
+        RealtimeCodec(parser, bound_client_secret(websocket)),
         worker,
         log=session_log,
         priority=Priority.STREAMING,
         idle_timeout_s=policy.idle_timeout_s,
+        engine_timeout_s=policy.engine_timeout_s,
     )
     service.sessions += 1
     try:
@@ -99,4 +106,4 @@ async def serve_transcription(
             await driver.run()
     finally:
         service.sessions -= 1
-        session_log.info("session closed", revisions=session.revisions)
+        session_log.info("session closed", revisions=session.revisions, coalesced=session.coalesced)
