@@ -19,7 +19,7 @@ LLAMA_CPP_FLAGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON 
 DRAGOMAN_WHEEL_CACHE ?= $(HOME)/.cache/dragoman-wheels
 LLAMA_CPP_WHEELS := $(DRAGOMAN_WHEEL_CACHE)/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(shell printf '%s' '$(LLAMA_CPP_FLAGS)' | sha256sum | cut -c1-12)
 
-.PHONY: install install-1.5b serve test test-fast lint typecheck unit bench models clean chromium
+.PHONY: install install-1.5b serve test test-fast lint typecheck unit bench models clean chromium litellm
 
 install: $(STAMP)
 
@@ -70,8 +70,18 @@ chromium:
 	    echo "WARNING: could not install Chromium: the browser tests will be skipped"; \
 	  else echo "WARNING: Chromium is missing and needs root and apt-get to install: the browser tests will be skipped"; fi; }
 
+# LiteLLM's proxy gives the responses LLM backend's tests a real Responses API in front of
+# llama.cpp's server. Its pins differ from the project's (websockets 15), so it gets a
+# virtualenv of its own, cached outside the repo like the llama-cpp wheel.
+LITELLM_VERSION := 1.108.7
+LITELLM_VENV := $(HOME)/.cache/dragoman-tools/litellm-$(LITELLM_VERSION)
+export DRAGOMAN_LITELLM := $(LITELLM_VENV)/bin/litellm
+litellm:
+	test -f $(LITELLM_VENV)/.installed || { rm -rf $(LITELLM_VENV) && $(PYTHON) -m venv $(LITELLM_VENV) && \
+	  $(LITELLM_VENV)/bin/pip install --quiet 'litellm[proxy]==$(LITELLM_VERSION)' && touch $(LITELLM_VENV)/.installed; }
+
 # Everything: lint, types, then unit, engine and end-to-end tests on the real models.
-test: install lint typecheck chromium
+test: install lint typecheck chromium litellm
 	$(BIN)/pytest -q -rs
 
 bench: install

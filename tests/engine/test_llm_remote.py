@@ -3,8 +3,9 @@
 `python -m llama_cpp.server` serves the packaged 0.5B GGUF on a free loopback port.
 It has `/v1/chat/completions` (tool calls parsed by the server only for a forced
 tool; with "auto" they come back as the model's markup in the text, which the
-backend parses) but no `/v1/responses`, so the responses backend is checked only
-for failing cleanly there.
+backend parses) but no `/v1/responses`: the responses backend is checked for failing
+cleanly there, and meets a real Responses API in LiteLLM's proxy in front of it
+(`tests/litellm_proxy.py`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from dragoman.engines.llm.responses import ResponsesEngine
 from dragoman.engines.workers import CancelToken
 from dragoman.weights import resolve
 from tests.engine.test_llm_llama_cpp import HANG_UP, MARKUP, SYSTEM, WEATHER
+from tests.litellm_proxy import MASTER_KEY, litellm_binary, litellm_proxy
 from tests.llama_server import llama_server
 
 pytestmark = pytest.mark.engine
@@ -88,3 +90,44 @@ def test_the_responses_backend_fails_cleanly_where_the_server_lacks_the_api(base
     finally:
         engine.close()
     assert "404" not in caught.value.public_message  # clients see only the generic message and id
+
+
+# -- the responses backend, against LiteLLM's Responses API -----------------------------------
+
+
+@pytest.fixture(scope="module")
+def responses_engine(base_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ResponsesEngine]:
+    binary = litellm_binary()
+    if binary is None:
+        pytest.skip(
+            "LiteLLM's proxy is not installed: `make litellm` (make test does it) puts it in ~/.cache"
+        )
+    with litellm_proxy(binary, base_url, "qwen-local", tmp_path_factory.mktemp("litellm")) as url:
+        settings = LLMSettings(
+            backend="responses", base_url=url, api_key=MASTER_KEY, remote_model="qwen-local", timeout_s=600
+        )
+        built = ResponsesEngine(settings)
+        yield built
+        built.close()
+
+
+def test_the_responses_backend_streams_text(responses_engine: ResponsesEngine) -> None:
+    pieces, text = run(
+        responses_engine, ChatRequest((SYSTEM, ChatMessage("user", "What is the capital of France?")))
+    )
+    assert "Paris" in text
+    assert len(pieces) > 1 and all(isinstance(p, TextPiece) for p in pieces)
+
+
+def test_the_responses_backend_streams_a_tool_call(responses_engine: ResponsesEngine) -> None:
+    # "required": llama.cpp's server then writes the call as text, which the Responses API
+    # passes on as output text and the backend parses. (A forced tool makes the server stream
+    # tool-call chunks that LiteLLM 1.108.7 fails to bridge: `response.failed`.)
+    question = ChatMessage("user", "What's the weather like in Paris right now?")
+    request = ChatRequest((SYSTEM, question), tools=(WEATHER, HANG_UP), tool_choice="required")
+    pieces, _ = run(responses_engine, request)
+    calls = [p.call for p in pieces if isinstance(p, ToolCallPiece)]
+    assert calls and calls[0].name == "get_weather" and calls[0].call_id
+    arguments = json.loads(calls[0].arguments)
+    jsonschema.validate(arguments, WEATHER.parameters)
+    assert "paris" in arguments["city"].lower()
