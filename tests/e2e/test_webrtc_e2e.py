@@ -299,6 +299,19 @@ async def test_an_ephemeral_keys_session_is_the_calls_and_the_key_works_once(ser
     assert refused.status_code == 401, "an ephemeral key opens one session"
 
 
+async def test_an_expired_ephemeral_key_is_refused(server: Server) -> None:
+    sdk = AsyncOpenAI(base_url=server.http + "/v1", api_key="sk-local", max_retries=0)
+    secret = await sdk.realtime.client_secrets.create(expires_after={"anchor": "created_at", "seconds": 10})
+    await asyncio.sleep(11.5)
+    caller = Caller(server.http, api_key=secret.value)
+    try:
+        refused = await caller.call()
+    finally:
+        await caller.close()
+    assert refused.status_code == 401
+    assert refused.json()["error"]["type"] == "invalid_request_error"
+
+
 async def test_a_bad_offer_is_refused_with_400(server: Server) -> None:
     import httpx
 
