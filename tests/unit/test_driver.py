@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import pytest
@@ -15,7 +17,7 @@ from dragoman.logs import get_logger
 from dragoman.sessions.base import CloseCode
 from dragoman.transports.adapters import Frame
 from dragoman.transports.connections import Connections
-from dragoman.transports.driver import OFFLOAD_BYTES, SessionDriver
+from dragoman.transports.driver import OFFLOAD_BYTES, Lane, SessionDriver
 from dragoman.transports.send_queue import SendQueue
 
 
@@ -461,3 +463,46 @@ async def test_clients_that_go_away_mid_step_or_never_read_leave_no_task_or_queu
     assert not worker._busy and not worker._waiting, "no turn is left held or waiting"
     await asyncio.sleep(0)
     assert len(asyncio.all_tasks()) == baseline, "no task is left running"
+
+
+class FedSession(EchoSession):
+    """An EchoSession that says how much audio it has taken."""
+
+    def __init__(self, input_seconds: float) -> None:
+        super().__init__()
+        self.input_seconds = input_seconds
+
+
+class PriorityRecorder:
+    """A batching-style worker that records the priority each request is run at."""
+
+    def __init__(self) -> None:
+        self.priorities: list[Priority] = []
+
+    @contextlib.asynccontextmanager
+    async def turn(self, priority: Priority) -> AsyncIterator[PriorityRecorder]:
+        yield self
+
+    async def run(
+        self,
+        request: str,
+        cancel: CancelToken | None = None,
+        timeout_s: float | None = None,
+        priority: Priority = Priority.STREAMING,
+    ) -> str:
+        self.priorities.append(priority)
+        return request.upper()
+
+
+@pytest.mark.parametrize(("sent", "expected"), [(0.5, Priority.INTERACTIVE), (600.0, Priority.AHEAD)])
+async def test_a_session_whose_audio_runs_ahead_of_real_time_is_served_behind(
+    sent: float, expected: Priority
+) -> None:
+    session = FedSession(sent)
+    channel = Channel(["job a", "close"])
+    worker = PriorityRecorder()
+    lanes = {"engine": Lane(worker, Priority.INTERACTIVE)}
+    run = SessionDriver(session, channel, Codec(), log=get_logger("test"), lanes=lanes)  # type: ignore[var-annotated]
+    await asyncio.wait_for(run.run(), 5)
+    assert worker.priorities == [expected]
+    assert "result A" in channel.sent

@@ -49,3 +49,21 @@ async def test_same_priority_keeps_arrival_order() -> None:
         done = await asyncio.gather(*(worker.submit(f"w{i}", priority=Priority.BULK) for i in range(3)))
     assert done == ["w0", "w1", "w2"]
     assert [r for call in engine.calls for r in call] == ["w0", "w1", "w2"]
+
+
+async def test_work_ahead_of_real_time_never_joins_a_live_call() -> None:
+    engine = _Recorder()
+    worker: BatchingWorker[str, str] = BatchingWorker(engine, name="test", max_batch=4)
+    async with worker:
+        first = asyncio.create_task(worker.submit("warm"))
+        await asyncio.sleep(0.05)
+        flood = [asyncio.create_task(worker.submit(f"flood{i}", priority=Priority.AHEAD)) for i in range(3)]
+        await asyncio.sleep(0)
+        live = asyncio.create_task(worker.submit("live"))
+        bulk = asyncio.create_task(worker.submit("file", priority=Priority.BULK))
+        await asyncio.sleep(0.05)
+        engine.release.set()
+        await asyncio.gather(first, *flood, live, bulk)
+    # The live step and the file window share a call with room to spare; the flood waits for
+    # a call of its own.
+    assert engine.calls == [["warm"], ["live", "file"], ["flood0", "flood1", "flood2"]]

@@ -34,7 +34,7 @@ session ignores it.
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 from dragoman.engines.workers import CancelToken, Priority
 from dragoman.errors import DragomanError
@@ -110,6 +110,15 @@ class Session(Protocol[ClientEventT, ServerEventT, JobT, ResultT]):
 
 
 PieceT = TypeVar("PieceT", contravariant=True)
+
+
+@runtime_checkable
+class AudioFed(Protocol):
+    """A session fed audio (transcription, the voice agent): how much it has taken, in seconds
+    of input, so that its driver can tell a client at real-time pace from one running ahead."""
+
+    @property
+    def input_seconds(self) -> float: ...
 
 
 class StreamingSession(

@@ -46,7 +46,7 @@ from dragoman.engines.workers import DEFAULT_CALL_TIMEOUT_S, CancelToken, Priori
 from dragoman.errors import ClientError, EngineFailure, IdleTimeout, MessageTooBig, ServerError, ShuttingDown
 from dragoman.logs import log_failure
 from dragoman.metrics import ENGINE_JOB_SECONDS
-from dragoman.sessions.base import DEFAULT_LANE, CloseCode, Job, Session
+from dragoman.sessions.base import DEFAULT_LANE, AudioFed, CloseCode, Job, Session
 from dragoman.transports.adapters import Channel, ClientEventT, Codec, Frame, ServerEventT
 from dragoman.transports.send_queue import DEFAULT_SEND_LIMIT, SendQueue
 
@@ -58,6 +58,9 @@ DRAIN_TIMEOUT_S = 5.0
 #: Frames at least this large are handled off the event loop (100 ms of 24 kHz audio in an
 #: append is about 6.5 KB; 16 KB is about a quarter second of it).
 OFFLOAD_BYTES = 16 * 1024
+#: Audio a session may have sent beyond the time it has been connected (a client's buffering,
+#: a burst after a stall) before its steps count as running ahead of real time.
+AHEAD_SLACK_S = 3.0
 
 
 class _Stop:
@@ -69,7 +72,11 @@ _STOP = _Stop()
 
 class Slot(Protocol):
     async def run(
-        self, request: Any, cancel: CancelToken | None = None, timeout_s: float | None = None
+        self,
+        request: Any,
+        cancel: CancelToken | None = None,
+        timeout_s: float | None = None,
+        priority: Priority = Priority.STREAMING,
     ) -> Any: ...
 
 
@@ -137,6 +144,7 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
     async def run(self, first: ClientEventT | None = None) -> None:
         """Serve until the peer or the session closes; `first` is an event the adapter already read."""
         self._loop = asyncio.get_running_loop()
+        self._opened_at = time.monotonic()
         self._running = True
         sid = self.session.session_id
         sender = asyncio.create_task(self._send_loop(), name=f"send-{sid}")
@@ -325,7 +333,9 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
                 request = Streamed(job.request, job.cancel, self._piece_sink(job))
             began = time.perf_counter()
             try:
-                outcome: Any = await slot.run(request, job.cancel, timeout_s=self.engine_timeout_s)
+                outcome: Any = await slot.run(
+                    request, job.cancel, timeout_s=self.engine_timeout_s, priority=self._priority(job)
+                )
             except asyncio.CancelledError:
                 raise
             except (ClientError, ServerError) as exc:
@@ -343,6 +353,16 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
             )
             self._deliver(job, outcome)
         return True
+
+    def _priority(self, job: JobT) -> Priority:
+        """The job's own priority, or `AHEAD` once its session has sent more audio than the
+        time it has been connected allows: one client flooding audio must not slow the steps
+        of those that speak at real time (their calls never take its requests)."""
+        if isinstance(self.session, AudioFed):
+            connected = time.monotonic() - self._opened_at
+            if self.session.input_seconds > connected + AHEAD_SLACK_S:
+                return Priority.AHEAD
+        return job.priority
 
     def _piece_sink(self, job: JobT) -> Callable[[Any], None]:
         """What the engine calls, from its thread, with each piece of a streaming job.

@@ -151,9 +151,13 @@ class BatchingWorker(Generic[RequestT, ResultT]):
         yield self
 
     async def run(
-        self, request: RequestT, cancel: CancelToken | None = None, timeout_s: float | None = None
+        self,
+        request: RequestT,
+        cancel: CancelToken | None = None,
+        timeout_s: float | None = None,
+        priority: Priority = Priority.STREAMING,
     ) -> ResultT:
-        return await self.submit(request, cancel, timeout_s=timeout_s)
+        return await self.submit(request, cancel, priority, timeout_s=timeout_s)
 
     async def submit(
         self,
@@ -192,11 +196,15 @@ class BatchingWorker(Generic[RequestT, ResultT]):
         self._queue = live
         if not live:
             return []
-        key = live[0].key
+        lead = live[0]
+        # Work running ahead of real time never joins a call led by work at real time or a
+        # client's file: it would make that call longer. It has calls of its own, in the gaps.
+        shared = Priority.BULK if lead.priority <= Priority.BULK else Priority.BACKGROUND
         batch: list[_Pending[RequestT, ResultT]] = []
         rest: list[_Pending[RequestT, ResultT]] = []
         for pending in live:
-            (batch if len(batch) < self.max_batch and pending.key == key else rest).append(pending)
+            joins = pending.key == lead.key and pending.priority <= shared
+            (batch if len(batch) < self.max_batch and joins else rest).append(pending)
         self._queue = rest
         return batch
 

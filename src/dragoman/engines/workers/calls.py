@@ -43,8 +43,11 @@ class Priority(IntEnum):
     STREAMING = 1
     #: Work a client waits on as a whole, not at audio pace: windows of an uploaded file.
     BULK = 2
+    #: The steps of a session whose audio arrives faster than real time (a flood, or a file
+    #: pushed down a socket): served in the gaps the others leave, never in their calls.
+    AHEAD = 3
     #: Housekeeping: dropping caches of closed sessions.
-    BACKGROUND = 3
+    BACKGROUND = 4
 
 
 class CancelToken:

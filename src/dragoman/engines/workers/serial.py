@@ -80,10 +80,15 @@ class SerialWorker(Generic[RequestT, ResultT]):
         self._busy = False
 
     async def run(
-        self, request: RequestT, cancel: CancelToken | None = None, timeout_s: float | None = None
+        self,
+        request: RequestT,
+        cancel: CancelToken | None = None,
+        timeout_s: float | None = None,
+        priority: Priority | None = None,
     ) -> ResultT:
         """Call the engine with `request` in the worker thread (inside a turn); raises
-        `EngineFailure` once the call shows no life (no end, no piece) for `timeout_s`."""
+        `EngineFailure` once the call shows no life (no end, no piece) for `timeout_s`.
+        (`priority` is the batching worker's; here the turn was already granted by priority.)"""
         if cancel is not None and cancel.cancelled:
             self.cancelled += 1
             raise JobCancelled("cancelled before it ran")

@@ -446,5 +446,9 @@ class AgentSession:
                 job.cancel.cancel()
 
     @property
+    def input_seconds(self) -> float:
+        return self.front.input_seconds
+
+    @property
     def close_code(self) -> int | None:
         return self._close_code

@@ -112,6 +112,11 @@ class SpeechFront:
         self._make_segmenter()
 
     @property
+    def input_seconds(self) -> float:
+        """Seconds of audio taken so far, by the session's one input clock."""
+        return self._input.clock / SAMPLE_RATE
+
+    @property
     def current_item(self) -> Item | None:
         """The item audio goes into now (None between turns)."""
         return self._item

@@ -68,6 +68,10 @@ class TranscriptionSession:
         return self.front.config
 
     @property
+    def input_seconds(self) -> float:
+        return self.front.input_seconds
+
+    @property
     def revisions(self) -> int:
         """Steps, over all items, whose firm text contradicted deltas already sent (0 by design)."""
         return self.front.revisions
