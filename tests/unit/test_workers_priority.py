@@ -64,6 +64,6 @@ async def test_work_ahead_of_real_time_never_joins_a_live_call() -> None:
         await asyncio.sleep(0.05)
         engine.release.set()
         await asyncio.gather(first, *flood, live, bulk)
-    # The live step and the file window share a call with room to spare; the flood waits for
-    # a call of its own.
-    assert engine.calls == [["warm"], ["live", "file"], ["flood0", "flood1", "flood2"]]
+    # The live step and the file window share a call with room to spare; the flood waits, then
+    # gets calls of its own, one request each.
+    assert engine.calls == [["warm"], ["live", "file"], ["flood0"], ["flood1"], ["flood2"]]

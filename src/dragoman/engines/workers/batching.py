@@ -198,12 +198,16 @@ class BatchingWorker(Generic[RequestT, ResultT]):
             return []
         lead = live[0]
         # Work running ahead of real time never joins a call led by work at real time or a
-        # client's file: it would make that call longer. It has calls of its own, in the gaps.
-        shared = Priority.BULK if lead.priority <= Priority.BULK else Priority.BACKGROUND
+        # client's file: it would make that call longer. It has calls of its own, in the gaps,
+        # one request each, so that a step at real time that arrives meanwhile waits for one
+        # request at most.
+        if lead.priority >= Priority.AHEAD:
+            self._queue = live[1:]
+            return [lead]
         batch: list[_Pending[RequestT, ResultT]] = []
         rest: list[_Pending[RequestT, ResultT]] = []
         for pending in live:
-            joins = pending.key == lead.key and pending.priority <= shared
+            joins = pending.key == lead.key and pending.priority <= Priority.BULK
             (batch if len(batch) < self.max_batch and joins else rest).append(pending)
         self._queue = rest
         return batch
