@@ -23,7 +23,7 @@ from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from av import AudioFrame
 
-from dragoman.transports.webrtc.tracks import mono_float
+from dragoman.transports.webrtc.tracks import FrameClock, mono_float
 
 RATE = 48_000
 FRAME = RATE // 50
@@ -38,8 +38,7 @@ class Microphone(MediaStreamTrack):
     def __init__(self) -> None:
         super().__init__()
         self._queue: deque[np.ndarray] = deque()
-        self._start: float | None = None
-        self._pts = 0
+        self._clock = FrameClock()
         #: `time.monotonic()` when the last queued sample was sent (None: nothing said yet).
         self.said_at: float | None = None
         #: `time.monotonic()` when each `say`'s first sample was sent.
@@ -59,14 +58,7 @@ class Microphone(MediaStreamTrack):
     async def recv(self) -> AudioFrame:
         if self.readyState != "live":
             raise MediaStreamError
-        now = time.monotonic()
-        if self._start is None:
-            self._start = now
-        else:
-            self._pts += FRAME
-            due = self._start + self._pts / RATE
-            if due > now:
-                await asyncio.sleep(due - now)
+        pts = await self._clock.tick()
         frame = np.zeros(FRAME, dtype=np.float32)
         filled = 0
         while filled < FRAME and self._queue:
@@ -87,7 +79,7 @@ class Microphone(MediaStreamTrack):
                 self._quiet.set()
         pcm = np.clip(frame * 32768.0, -32768, 32767).astype(np.int16)
         out = AudioFrame.from_ndarray(pcm.reshape(1, -1), format="s16", layout="mono")
-        out.sample_rate, out.pts, out.time_base = RATE, self._pts, _TIME_BASE
+        out.sample_rate, out.pts, out.time_base = RATE, pts, _TIME_BASE
         return out
 
 

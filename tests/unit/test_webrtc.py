@@ -19,6 +19,7 @@ from dragoman.sessions.agent import events as agent
 from dragoman.sessions.agent.jobs import LLM
 from dragoman.sessions.speech.events import SpeechStarted
 from dragoman.transports.webrtc import channel as channel_module
+from dragoman.transports.webrtc import tracks
 from dragoman.transports.webrtc.calls import configure
 from dragoman.transports.webrtc.channel import CallChannel, PlaybackCut, TrackAudio
 from dragoman.transports.webrtc.codec import CallCodec
@@ -432,3 +433,23 @@ def test_a_calls_configs_apply_in_order_the_keys_last() -> None:
     for bad in ({"audio": {"output": {"voice": "nobody"}}}, {"type": "transcription"}, {"instructions": 3}):
         with pytest.raises(ClientError):
             configure(session.session, bad)
+
+
+async def test_the_frame_clock_paces_20ms_frames_and_starts_over_after_a_stall(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = [100.0]
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    monkeypatch.setattr(tracks.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(tracks.asyncio, "sleep", sleep)
+    clock = tracks.FrameClock()
+    assert [await clock.tick() for _ in range(3)] == [0, FRAME_SAMPLES, 2 * FRAME_SAMPLES]
+    assert slept == [pytest.approx(0.02), pytest.approx(0.02)]
+    now[0] += 1.0  # the loop stalled for a second: no burst of 50 frames
+    assert await clock.tick() == 0
+    assert await clock.tick() == FRAME_SAMPLES and slept[-1] == pytest.approx(0.02)

@@ -29,6 +29,29 @@ log = get_logger(__name__)
 _TIME_BASE = fractions.Fraction(1, TRACK_RATE)
 
 
+class FrameClock:
+    """Real-time pacing of 20 ms frames: `tick()` waits until the next frame is due and returns
+    its timestamp (in samples). A loop stalled past 0.2 s starts the clock over rather than
+    sending the frames it missed in a burst."""
+
+    def __init__(self) -> None:
+        self._start: float | None = None
+        self._pts = 0
+
+    async def tick(self) -> int:
+        now = time.monotonic()
+        if self._start is None:
+            self._start = now
+            return 0
+        self._pts += FRAME_SAMPLES
+        due = self._start + self._pts / TRACK_RATE
+        if due > now:
+            await asyncio.sleep(due - now)
+        elif now - due > 0.2:
+            self._start, self._pts = now, 0
+        return self._pts
+
+
 class AnswerTrack(MediaStreamTrack):
     """The server's outbound audio track: the playout, paced at 20 ms a frame."""
 
@@ -37,26 +60,16 @@ class AnswerTrack(MediaStreamTrack):
     def __init__(self, playout: Playout) -> None:
         super().__init__()
         self.playout = playout
-        self._start: float | None = None
-        self._pts = 0
+        self._clock = FrameClock()
 
     async def recv(self) -> AudioFrame:
         if self.readyState != "live":
             raise MediaStreamError
-        now = time.monotonic()
-        if self._start is None:
-            self._start = now
-        else:
-            self._pts += FRAME_SAMPLES
-            due = self._start + self._pts / TRACK_RATE
-            if due > now:
-                await asyncio.sleep(due - now)
-            elif now - due > 0.2:  # the loop stalled: start the clock over rather than burst
-                self._start, self._pts = now, 0
+        pts = await self._clock.tick()
         pcm = self.playout.next_frame()
         frame = AudioFrame.from_ndarray(pcm.reshape(1, -1), format="s16", layout="mono")
         frame.sample_rate = TRACK_RATE
-        frame.pts = self._pts
+        frame.pts = pts
         frame.time_base = _TIME_BASE
         return frame
 
