@@ -142,6 +142,13 @@ def _access_flags(parser: argparse.ArgumentParser) -> None:
         "--idle-timeout", dest="idle_timeout_s", type=float, help="close a silent session after (300 s)"
     )
     parser.add_argument(
+        "--audio-burst",
+        dest="audio_burst_s",
+        type=float,
+        help="audio a client may send ahead of real time before it is read at real time "
+        "while others are live (10 s; 0: never paced)",
+    )
+    parser.add_argument(
         "--engine-timeout",
         dest="engine_timeout_s",
         type=float,

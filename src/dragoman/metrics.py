@@ -3,7 +3,8 @@
 What can be read off the server's state when it is scraped (sessions open, queue
 depths, the pool) is collected then, in `transports/metrics.py`; these are the events
 counted or timed as they pass: errors sent to clients by code, refusals by reason,
-engine job latency by lane, and transcription steps coalesced under load.
+engine job latency by lane, transcription steps coalesced under load, and the time
+reading was paused for clients sending audio ahead of real time.
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ STEPS_COALESCED = Counter(
     "dragoman_transcription_steps_coalesced_total",
     "Partial transcription steps skipped under load: still waiting for the engine when the next "
     "chunk came, their audio went into the next step.",
+)
+AUDIO_PACED_SECONDS = Counter(
+    "dragoman_audio_paced_seconds_total",
+    "Time reading was paused for sessions sending audio ahead of real time while others were live.",
 )
 ENGINE_JOB_SECONDS = Histogram(
     "dragoman_engine_job_seconds",

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from dragoman.config import MTSettings
 from dragoman.engines.mt.model_choice import (
     MIN_DECODE_TOK_S,
     MIN_PREFILL_TOK_S,
+    SpeedMemory,
     SpeedSample,
+    best_of,
     choose_model,
     measure,
 )
@@ -102,3 +106,32 @@ def test_presets_auto_fast_and_low_latency() -> None:
     assert auto_preset_for("my-own-model") == "low_latency"
     with pytest.raises(ConfigError, match="auto"):
         preset_model("nonesuch")
+
+
+def test_a_busy_start_is_judged_on_the_best_speed_this_cpu_has_shown(tmp_path: Path) -> None:
+    memory = SpeedMemory(tmp_path / "models" / "mt-speed.json")
+    key = SpeedMemory.key("m", "Some CPU, 2 cores, AVX2", 2)
+    assert memory.recall(key) is None
+    quiet = _sample(MIN_PREFILL_TOK_S * 2, MIN_DECODE_TOK_S * 1.5)
+    memory.remember(key, best_of(quiet, memory.recall(key)))
+    busy = _sample(MIN_PREFILL_TOK_S * 0.7, MIN_DECODE_TOK_S * 0.8)
+    assert not choose_model(busy, quality_installed=True).quality, "alone, the busy sample picks the 0.5B"
+    used = best_of(busy, memory.recall(key))
+    assert (used.prefill_tok_s, used.decode_tok_s) == (quiet.prefill_tok_s, quiet.decode_tok_s)
+    assert choose_model(used, quality_installed=True).quality
+    memory.remember(key, used)
+    assert memory.recall(key) == SpeedSample(quiet.prefill_tok_s, quiet.decode_tok_s, 2, 0.0)
+    assert memory.recall(SpeedMemory.key("m", "Some CPU, 2 cores, AVX2", 1)) is None, "threads are kept apart"
+
+
+def test_other_threads_or_a_damaged_memory_are_not_used(tmp_path: Path) -> None:
+    fast_on_four = _sample(100.0, 30.0, threads=4)
+    slow = _sample(10.0, 3.0, threads=2)
+    assert best_of(slow, fast_on_four) == slow
+    path = tmp_path / "mt-speed.json"
+    path.write_text("{not json", encoding="utf-8")
+    assert SpeedMemory(path).recall("k") is None
+    path.write_text('{"k": {"prefill_tok_s": "x"}}', encoding="utf-8")
+    assert SpeedMemory(path).recall("k") is None
+    SpeedMemory(path).remember("k", slow)
+    assert SpeedMemory(path).recall("k") == SpeedSample(10.0, 3.0, 2, 0.0)

@@ -26,7 +26,10 @@ no session should write again:
   never entered twice at once and its events keep their order; every other session
   goes on meanwhile;
 - an engine call that hangs past `engine_timeout_s` fails that session's job with an
-  error id (the worker gives the call up, `engines/workers/`); the others go on.
+  error id (the worker gives the call up, `engines/workers/`); the others go on;
+- a client that sends audio faster than real time: its steps run behind the live
+  sessions' (`Priority.AHEAD`), and past a burst it is read at real time while others
+  are live (`transports/pacing.py`).
 
 As python-websockets' asyncio, sync and trio connections all drive one protocol,
 the WebSocket routes (and a WebRTC data channel) only adapt their frames to this.
@@ -45,9 +48,10 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 from dragoman.engines.workers import DEFAULT_CALL_TIMEOUT_S, CancelToken, Priority, Streamed
 from dragoman.errors import ClientError, EngineFailure, IdleTimeout, MessageTooBig, ServerError, ShuttingDown
 from dragoman.logs import log_failure
-from dragoman.metrics import ENGINE_JOB_SECONDS
+from dragoman.metrics import AUDIO_PACED_SECONDS, ENGINE_JOB_SECONDS
 from dragoman.sessions.base import DEFAULT_LANE, AudioFed, CloseCode, Job, Session
 from dragoman.transports.adapters import Channel, ClientEventT, Codec, Frame, ServerEventT
+from dragoman.transports.pacing import AHEAD_SLACK_S, AudioPacing
 from dragoman.transports.send_queue import DEFAULT_SEND_LIMIT, SendQueue
 
 JobT = TypeVar("JobT", bound=Job)
@@ -58,9 +62,6 @@ DRAIN_TIMEOUT_S = 5.0
 #: Frames at least this large are handled off the event loop (100 ms of 24 kHz audio in an
 #: append is about 6.5 KB; 16 KB is about a quarter second of it).
 OFFLOAD_BYTES = 16 * 1024
-#: Audio a session may have sent beyond the time it has been connected (a client's buffering,
-#: a burst after a stall) before its steps count as running ahead of real time.
-AHEAD_SLACK_S = 3.0
 
 
 class _Stop:
@@ -111,6 +112,7 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
         tag: Callable[[ServerEventT], str | None] = lambda event: None,
         idle_timeout_s: float | None = None,
         engine_timeout_s: float | None = DEFAULT_CALL_TIMEOUT_S,
+        pacing: AudioPacing | None = None,
     ) -> None:
         """A session of one engine passes its `worker` and `priority`; one of several, `lanes`."""
         if lanes is None:
@@ -136,6 +138,7 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
         self._stopping = asyncio.Event()
         self._receiving: asyncio.Future[Frame | None] | None = None
         self.engine_timeout_s = engine_timeout_s
+        self.pacing = pacing
         #: Set while a thread has the session (`_take_off_loop`); what comes for it meanwhile
         #: waits in `_deferred`, in order.
         self._busy = False
@@ -166,6 +169,8 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
                 token.cancel()  # the session is gone: nobody wants those results
             # Drained once every engine call of the session has ended (the engines see the
             # cancelled tokens within a token or a chunk); the pool quarantines a unit that is not.
+            if self.pacing is not None:
+                self.pacing.leave(id(self))
             _, pending = await asyncio.wait(jobs, timeout=DRAIN_TIMEOUT_S)
             self.drained = not pending
             code = self.session.close_code or close_code
@@ -205,6 +210,25 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
             if self.outgoing.overflowed:
                 self.log.warning("client is not reading; closing", queued=len(self.outgoing))
                 return CloseCode.POLICY_VIOLATION
+            await self._pace()
+
+    async def _pace(self) -> None:
+        """Stop reading for as long as `pacing` says (a shutdown ends the wait)."""
+        if self.pacing is None:
+            return
+        wait = self.pacing.wait_s(id(self), self._ahead_s())
+        if wait <= 0:
+            return
+        AUDIO_PACED_SECONDS.inc(wait)
+        self.log.debug("audio ahead of real time; reading paused", seconds=round(wait, 2))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), wait)
+
+    def _ahead_s(self) -> float:
+        """Seconds of audio the session has taken beyond the time it has been connected."""
+        if not isinstance(self.session, AudioFed):
+            return 0.0
+        return self.session.input_seconds - (time.monotonic() - self._opened_at)
 
     async def _next_frame(self) -> Frame | _Stop | None:
         """The next frame; `_STOP` once `shut_down` is called. Raises IdleTimeout."""
@@ -358,10 +382,8 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
         """The job's own priority, or `AHEAD` once its session has sent more audio than the
         time it has been connected allows: one client flooding audio must not slow the steps
         of those that speak at real time (their calls never take its requests)."""
-        if isinstance(self.session, AudioFed):
-            connected = time.monotonic() - self._opened_at
-            if self.session.input_seconds > connected + AHEAD_SLACK_S:
-                return Priority.AHEAD
+        if self._ahead_s() > AHEAD_SLACK_S:
+            return Priority.AHEAD
         return job.priority
 
     def _piece_sink(self, job: JobT) -> Callable[[Any], None]:

@@ -8,6 +8,11 @@ short prefill and a few decode steps on the 1.5B itself, in the context the engi
 will use, best of two rounds (the first also pays for first-touch page faults of
 the weights; another process on a shared machine slows a round, never speeds it).
 
+A start-up on a busy machine measures the CPU slower than it is, so the best speed
+ever measured on this CPU with these threads is remembered in the model cache
+(`SpeedMemory`) and the choice is made on that: once a quiet start has seen the
+1.5B fast enough, a busy one does not fall back to the 0.5B.
+
 `choose_model` is the rule, a pure function of the numbers so it can be tested:
 the 1.5B when it decodes at least `MIN_DECODE_TOK_S` and prefills at least
 `MIN_PREFILL_TOK_S`. At those speeds a streaming update (a few new source tokens,
@@ -18,8 +23,13 @@ fast, is the better trade.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Protocol
 
 #: The slowest decode (tokens/s, at the engine's threads) at which the 1.5B is chosen.
@@ -30,6 +40,8 @@ MIN_PREFILL_TOK_S = 25.0
 PREFILL_TOKENS = 24
 DECODE_TOKENS = 6
 ROUNDS = 2
+#: The remembered best speeds, in the model cache.
+SPEED_MEMORY_FILE = "mt-speed.json"
 #: A round is not repeated once this much time went on measuring (a very slow CPU).
 TIME_LIMIT_S = 6.0
 
@@ -47,6 +59,64 @@ class SpeedSample:
     decode_tok_s: float
     threads: int
     seconds: float
+
+
+def best_of(sample: SpeedSample, remembered: SpeedSample | None) -> SpeedSample:
+    """Each speed at its best over `sample` and what was `remembered` (same CPU and threads):
+    load only ever slows a measurement down."""
+    if remembered is None or remembered.threads != sample.threads:
+        return sample
+    return replace(
+        sample,
+        prefill_tok_s=max(sample.prefill_tok_s, remembered.prefill_tok_s),
+        decode_tok_s=max(sample.decode_tok_s, remembered.decode_tok_s),
+    )
+
+
+class SpeedMemory:
+    """The best speeds measured per model, CPU and threads, in a small JSON file of the cache."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @staticmethod
+    def key(model: str, cpu: str, threads: int) -> str:
+        return f"{model} | {cpu} | {threads} threads"
+
+    def recall(self, key: str) -> SpeedSample | None:
+        entry = self._read().get(key)
+        if not isinstance(entry, dict):
+            return None
+        try:
+            return SpeedSample(
+                float(entry["prefill_tok_s"]), float(entry["decode_tok_s"]), int(entry["threads"]), 0.0
+            )
+        except (KeyError, TypeError, ValueError):
+            return None  # a damaged entry is measured again
+
+    def remember(self, key: str, sample: SpeedSample) -> None:
+        """Store `sample` (already the best of it and the recalled one) under `key`; a cache
+        that cannot be written only loses the memory."""
+        entries = self._read()
+        entries[key] = {
+            "prefill_tok_s": round(sample.prefill_tok_s, 2),
+            "decode_tok_s": round(sample.decode_tok_s, 2),
+            "threads": sample.threads,
+        }
+        with contextlib.suppress(OSError):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Written whole and renamed: two servers starting at once never read half a file.
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump(entries, out, indent=1, sort_keys=True)
+            os.replace(tmp, self.path)
+
+    def _read(self) -> dict[str, object]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,15 @@ from dragoman.engines.mt.base import (
     final_token_budget,
 )
 from dragoman.engines.mt.llama_context import TappedContext
-from dragoman.engines.mt.model_choice import SpeedSample, choose_model, measure, probe_text
+from dragoman.engines.mt.model_choice import (
+    SPEED_MEMORY_FILE,
+    SpeedMemory,
+    SpeedSample,
+    best_of,
+    choose_model,
+    measure,
+    probe_text,
+)
 from dragoman.engines.mt.presets import (
     AUTO_PRESET,
     DEFAULT_MODEL,
@@ -308,12 +316,16 @@ def _create(model: str, settings: MTSettings, cache_dir: Path) -> QwenLlamaMTEng
 def _create_auto(settings: MTSettings, cache_dir: Path) -> QwenLlamaMTEngine:
     """`auto`: the 1.5B where installed and measured fast enough on this CPU, else the 0.5B."""
     engine: QwenLlamaMTEngine | None = None
-    sample = None
+    sample = measured = None
     installed = model_installed(QUALITY_MODEL, cache_dir)
     if installed:
         try:
             engine = _create(QUALITY_MODEL, settings, cache_dir)
-            sample = engine.measure_speed()
+            measured = engine.measure_speed()
+            memory = SpeedMemory(Path(cache_dir).expanduser() / SPEED_MEMORY_FILE)
+            key = SpeedMemory.key(QUALITY_MODEL, cpu_info().describe(), measured.threads)
+            sample = best_of(measured, memory.recall(key))
+            memory.remember(key, sample)
         except (ModelUnavailable, EngineFailure, ValueError) as exc:
             log.warning("the 1.5B MT model could not be measured", error=str(exc))
             if engine is not None:
@@ -334,7 +346,10 @@ def _create_auto(settings: MTSettings, cache_dir: Path) -> QwenLlamaMTEngine:
         reason=choice.reason,
         prefill_tok_s=None if sample is None else round(sample.prefill_tok_s, 1),
         decode_tok_s=None if sample is None else round(sample.decode_tok_s, 2),
+        measured_now=None
+        if measured is None
+        else f"{measured.prefill_tok_s:.1f} / {measured.decode_tok_s:.2f}",
         threads=engine.threads,
-        measured_s=None if sample is None else round(sample.seconds, 2),
+        measured_s=None if measured is None else round(measured.seconds, 2),
     )
     return engine

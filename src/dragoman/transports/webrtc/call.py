@@ -65,6 +65,7 @@ class Call:
             log=self.log,
             lanes=service.lanes(),
             idle_timeout_s=policy.idle_timeout_s,
+            pacing=policy.pacing,
         )
         self.peer = new_peer(ice_servers)
         self.track = AnswerTrack(self.playout)

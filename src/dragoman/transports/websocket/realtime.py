@@ -98,6 +98,7 @@ async def serve_transcription(
         log=session_log,
         priority=Priority.STREAMING,
         idle_timeout_s=policy.idle_timeout_s,
+        pacing=policy.pacing,
         engine_timeout_s=policy.engine_timeout_s,
     )
     service.sessions += 1
