@@ -33,8 +33,10 @@ from dragoman.sessions.transcription.session import EngineProfile, SessionConfig
 PIECE_SECONDS = 0.1
 
 
-def settings_for(model: str) -> Settings:
+def settings_for(model: str, backend: str | None = None) -> Settings:
     overrides: dict[str, Any] = {"asr.model": model}
+    if backend:
+        overrides["asr.backend"] = backend
     return load_settings(None, **overrides)
 
 

@@ -77,6 +77,8 @@ class Plan:
 
     #: The re-decode window of the first config (`--max-window`); the second has none.
     max_window: float = 10.0
+    #: The ASR backend (`--backend`); None: the configured default.
+    backend: str | None = None
 
     @classmethod
     def make(cls, quick: bool, model: str, max_window: float = 10.0) -> Plan:
@@ -97,7 +99,7 @@ class Plan:
             (default, whole, faster),
             (0.0, float("inf")),
             30.0,
-            (1, 2, 4, 8, 16),
+            (1, 2, 4, 8, 16, 24),
             20.0,
             16,
             max_window,
@@ -269,8 +271,13 @@ def batch_label(max_batch: int | None) -> str:
     return "default max batch" if max_batch is None else f"max batch {max_batch}"
 
 
-def serve_args(model: str, max_batch: int | None, max_window: float = 10.0) -> list[str]:
+def serve_args(
+    model: str, max_batch: int | None, max_window: float = 10.0, backend: str | None = None
+) -> list[str]:
     args = ["serve", "--services", "transcription", "--asr-model", model, "--log-level", "warning"]
+    args += ["--asr-backend", backend] if backend else []
+    # The default limit (16 transcription sessions) would refuse the largest load.
+    args += ["--max-transcription-sessions", "32"]
     args += ["--max-window-seconds", f"{max_window:g}"]
     return args + (["--asr-max-batch", str(max_batch)] if max_batch is not None else [])
 
@@ -282,7 +289,9 @@ def run_server_loads(
     log_path = workdir / f"dragoman-{max_batch or 'default'}.log"
     results: list[LoadResult] = []
     began = time.perf_counter()
-    with dragoman_server.running(serve_args(plan.model, max_batch, plan.max_window), log_path) as srv:
+    with dragoman_server.running(
+        serve_args(plan.model, max_batch, plan.max_window, plan.backend), log_path
+    ) as srv:
         log(f"server ({batch_label(max_batch)}) up in {time.perf_counter() - began:.1f} s")
         for count in counts:
             inputs = session_inputs(clips, count, plan.session_seconds)
@@ -444,6 +453,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--max-window", type=float, default=10.0, help="re-decode window in seconds, compared with none (0)"
     )
     parser.add_argument("--wer-range", help="MIN,MAX: only the recordings of MIN-MAX s in the WER set")
+    parser.add_argument("--backend", help="ASR backend (default: the configured one), e.g. moonshine")
     args = parser.parse_args(argv)
     only = {s.strip() for s in args.only.split(",") if s.strip()}
     if unknown := only - set(SECTIONS):
@@ -452,10 +462,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.wer_range:
         low, high = (float(v) for v in args.wer_range.split(","))
         plan = dataclasses.replace(plan, wer_range=(low, high))
+    if args.backend:
+        plan = dataclasses.replace(plan, backend=args.backend)
     configure_logs("warning", "console")  # the engine's log lines go to stderr, not the tables
     began = time.perf_counter()
     header(plan)
-    settings = inproc.settings_for(plan.model)
+    settings = inproc.settings_for(plan.model, plan.backend)
     engine = inproc.load_engine(settings)
     profile = inproc.profile_of(engine, settings)
     cap = min(profile.max_item_seconds, profile.capabilities.max_audio_seconds)

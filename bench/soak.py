@@ -364,7 +364,7 @@ def report_errors(rec: Recorder, log_events: Counter[str], tracebacks: int, metr
         + ".\n"
     )
     if metrics:
-        print("`/metrics` at the end (errors and refusals by code):\n")
+        print("`/metrics` at the end (errors and refusals by code, audio refused from floods):\n")
         print("```\n" + "\n".join(metrics) + "\n```\n")
 
 
@@ -503,7 +503,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         pool = get_json(server.http + "/v1/pool")
         metrics = metric_lines(
             server.http + "/metrics",
-            ("dragoman_errors_total", "dragoman_refusals_total", "dragoman_sessions"),
+            (
+                "dragoman_errors_total",
+                "dragoman_refusals_total",
+                "dragoman_sessions",
+                "dragoman_audio_refused_seconds_total",
+            ),
         )
     load_end = os.getloadavg()
     log_events, tracebacks = server_log_problems(log_path)

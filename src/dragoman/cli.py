@@ -145,8 +145,8 @@ def _access_flags(parser: argparse.ArgumentParser) -> None:
         "--audio-burst",
         dest="audio_burst_s",
         type=float,
-        help="audio a client may send ahead of real time before it is read at real time "
-        "while others are live (10 s; 0: never paced)",
+        help="audio a client may send ahead of real time, while others are live, before its "
+        "appends are refused (10 s; 0: never refused)",
     )
     parser.add_argument(
         "--engine-timeout",

@@ -189,9 +189,9 @@ class Settings(BaseSettings):
     #: An engine call (a streaming one: between two pieces) that takes longer is given up as
     #: hung: its session is told (with an error id), the others go on.
     engine_timeout_s: float = Field(default=120.0, gt=0)
-    #: Audio a client may send ahead of real time before it is read at real time, while other
-    #: sessions keep to real time (`transports/pacing.py`); 0 reads every client as fast as it
-    #: sends.
+    #: Audio a client may send ahead of real time, while other sessions keep to real time,
+    #: before its appends are refused (`transports/real_time.py`); 0 takes every client's audio
+    #: as fast as it comes.
     audio_burst_s: float = Field(default=10.0, ge=0)
     asr: ASRSettings = Field(default_factory=ASRSettings)
     transcription: TranscriptionSettings = Field(default_factory=TranscriptionSettings)

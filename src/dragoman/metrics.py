@@ -3,8 +3,8 @@
 What can be read off the server's state when it is scraped (sessions open, queue
 depths, the pool) is collected then, in `transports/metrics.py`; these are the events
 counted or timed as they pass: errors sent to clients by code, refusals by reason,
-engine job latency by lane, transcription steps coalesced under load, and the time
-reading was paused for clients sending audio ahead of real time.
+engine job latency by lane, transcription steps coalesced under load, and audio
+refused from clients too far ahead of real time.
 """
 
 from __future__ import annotations
@@ -19,9 +19,11 @@ STEPS_COALESCED = Counter(
     "Partial transcription steps skipped under load: still waiting for the engine when the next "
     "chunk came, their audio went into the next step.",
 )
-AUDIO_PACED_SECONDS = Counter(
-    "dragoman_audio_paced_seconds_total",
-    "Time reading was paused for sessions sending audio ahead of real time while others were live.",
+#: Counted by the speech front, which refuses the appends.
+AUDIO_REFUSED_SECONDS = Counter(
+    "dragoman_audio_refused_seconds_total",
+    "Seconds of audio refused (input_audio_buffer_backlog): sent too far ahead of real time "
+    "while other sessions kept to it.",
 )
 ENGINE_JOB_SECONDS = Histogram(
     "dragoman_engine_job_seconds",

@@ -306,3 +306,39 @@ async def test_idle_timeout_commits_the_silence_after_a_turn(server: Server) -> 
     assert transcript.completed[1]["item_id"] == triggered["item_id"]
     assert wer([reference(EN_3)], [transcript.completed[0]["transcript"]]) <= 0.2
     assert not transcript.errors()
+
+
+async def test_a_flood_next_to_a_live_session_is_refused_past_its_burst_and_stays_connected(
+    server: Server,
+) -> None:
+    """30 s of audio sent at once while another session streams at real time: past the 10 s
+    burst (`audio_burst_s`) its appends are refused with an error, its socket is still read
+    (so its keepalive pings are answered), and the live session's item completes."""
+    live_audio = load_audio(EN, 24_000)
+    flood_audio = np.concatenate([load_audio(EN_3, 24_000)] * 4)[: 30 * 24_000]
+
+    async def live() -> Transcript:
+        async with client(server).realtime.connect(
+            model="whisper-base", extra_query={"intent": "transcription"}
+        ) as conn:
+            transcript = await read_until(conn, Transcript(), lambda e: e["type"] == "session.created")
+            await stream(conn, live_audio, 24_000, pace=1.0)
+            await conn.input_audio_buffer.commit()
+            return await read_until(conn, transcript, is_completed)
+
+    async def flood() -> Transcript:
+        await asyncio.sleep(1.0)  # the live session is streaming by now
+        async with client(server).realtime.connect(
+            model="whisper-base", extra_query={"intent": "transcription"}
+        ) as conn:
+            transcript = await read_until(conn, Transcript(), lambda e: e["type"] == "session.created")
+            await stream(conn, flood_audio, 24_000, piece_seconds=1.0)
+            await conn.session.update(session={"type": "transcription"})
+            return await read_until(conn, transcript, lambda e: e["type"] == "session.updated", limit=30)
+
+    spoken, flooded = await asyncio.gather(live(), flood())
+    refused = [e for e in flooded.errors() if e["code"] == "input_audio_buffer_backlog"]
+    assert refused and "faster than real time" in refused[0]["message"], flooded.errors()
+    assert len(refused) < 30, "the first seconds of its burst were taken"
+    (item,) = spoken.completed
+    assert wer([reference(EN)], [item["transcript"]]) <= 0.15, item["transcript"]

@@ -471,6 +471,11 @@ class FedSession(EchoSession):
     def __init__(self, input_seconds: float) -> None:
         super().__init__()
         self.input_seconds = input_seconds
+        #: What the driver said before each frame: whether its audio is refused.
+        self.refused: list[bool] = []
+
+    def refuse_audio(self, refused: bool) -> None:
+        self.refused.append(refused)
 
 
 class PriorityRecorder:

@@ -587,3 +587,18 @@ def test_audio_faster_than_it_can_be_transcribed_is_refused_not_queued() -> None
     job, _ = run_step(session, "one")
     assert job.final
     assert send(session, "input_audio_buffer.append", audio=b64(tone(1.0))) == []
+
+
+def test_audio_the_driver_refuses_is_answered_and_not_taken() -> None:
+    session = make_session(vad=False)
+    session.events_to_send()
+    send(session, "input_audio_buffer.append", audio=b64(tone(1.0)))
+    taken = session.input_seconds
+    session.refuse_audio(True)
+    (error,) = send(session, "input_audio_buffer.append", audio=b64(tone(2.0)))
+    assert error["type"] == "error" and error["error"]["code"] == "input_audio_buffer_backlog"
+    assert "faster than real time" in error["error"]["message"]
+    assert session.input_seconds == taken, "nothing of the refused append was taken"
+    session.refuse_audio(False)
+    assert send(session, "input_audio_buffer.append", audio=b64(tone(1.0))) == []
+    assert session.input_seconds == pytest.approx(taken + 1.0)

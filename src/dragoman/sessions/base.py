@@ -120,6 +120,10 @@ class AudioFed(Protocol):
     @property
     def input_seconds(self) -> float: ...
 
+    def refuse_audio(self, refused: bool) -> None:
+        """While `refused`, audio appends are answered with an error and not taken (the
+        driver's call, before each frame, for a client far ahead of real time)."""
+
 
 class StreamingSession(
     Session[ClientEventT, ServerEventT, JobT, ResultT],

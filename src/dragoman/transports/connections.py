@@ -21,7 +21,7 @@ from dragoman.engines.workers import DEFAULT_CALL_TIMEOUT_S
 from dragoman.logs import get_logger
 from dragoman.transports.client_secrets import ClientSecretStore
 from dragoman.transports.guard import AccessGuard, AccessStats
-from dragoman.transports.pacing import AudioPacing
+from dragoman.transports.real_time import RealTimeGuard
 from dragoman.transports.websocket.channel import WebSocketChannel
 
 log = get_logger(__name__)
@@ -84,8 +84,8 @@ class ConnectionPolicy:
     client_secrets: ClientSecretStore = field(default_factory=ClientSecretStore)
     #: An engine call that shows no life for this long fails its session's job (`engines/workers/`).
     engine_timeout_s: float | None = DEFAULT_CALL_TIMEOUT_S
-    #: Who is live, and how long to stop reading a client that sends audio ahead of real time.
-    pacing: AudioPacing = field(default_factory=AudioPacing)
+    #: Who is live, and whose audio is too far ahead of real time to take.
+    real_time: RealTimeGuard = field(default_factory=RealTimeGuard)
 
     @classmethod
     def of(cls, websocket: WebSocket) -> ConnectionPolicy:
@@ -107,7 +107,7 @@ def apply_policy(app: FastAPI, settings: Settings) -> ConnectionPolicy:
         settings.max_message_bytes,
         settings.idle_timeout_s,
         engine_timeout_s=settings.engine_timeout_s,
-        pacing=AudioPacing(settings.audio_burst_s),
+        real_time=RealTimeGuard(settings.audio_burst_s),
     )
     app.state.policy = policy
     app.add_middleware(

@@ -28,8 +28,8 @@ no session should write again:
 - an engine call that hangs past `engine_timeout_s` fails that session's job with an
   error id (the worker gives the call up, `engines/workers/`); the others go on;
 - a client that sends audio faster than real time: its steps run behind the live
-  sessions' (`Priority.AHEAD`), and past a burst it is read at real time while others
-  are live (`transports/pacing.py`).
+  sessions' (`Priority.AHEAD`), and past a burst, while others are live, its appends
+  are refused (`transports/real_time.py`).
 
 As python-websockets' asyncio, sync and trio connections all drive one protocol,
 the WebSocket routes (and a WebRTC data channel) only adapt their frames to this.
@@ -48,10 +48,10 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 from dragoman.engines.workers import DEFAULT_CALL_TIMEOUT_S, CancelToken, Priority, Streamed
 from dragoman.errors import ClientError, EngineFailure, IdleTimeout, MessageTooBig, ServerError, ShuttingDown
 from dragoman.logs import log_failure
-from dragoman.metrics import AUDIO_PACED_SECONDS, ENGINE_JOB_SECONDS
+from dragoman.metrics import ENGINE_JOB_SECONDS
 from dragoman.sessions.base import DEFAULT_LANE, AudioFed, CloseCode, Job, Session
 from dragoman.transports.adapters import Channel, ClientEventT, Codec, Frame, ServerEventT
-from dragoman.transports.pacing import AHEAD_SLACK_S, AudioPacing
+from dragoman.transports.real_time import AHEAD_SLACK_S, RealTimeGuard
 from dragoman.transports.send_queue import DEFAULT_SEND_LIMIT, SendQueue
 
 JobT = TypeVar("JobT", bound=Job)
@@ -112,7 +112,7 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
         tag: Callable[[ServerEventT], str | None] = lambda event: None,
         idle_timeout_s: float | None = None,
         engine_timeout_s: float | None = DEFAULT_CALL_TIMEOUT_S,
-        pacing: AudioPacing | None = None,
+        real_time: RealTimeGuard | None = None,
     ) -> None:
         """A session of one engine passes its `worker` and `priority`; one of several, `lanes`."""
         if lanes is None:
@@ -138,7 +138,7 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
         self._stopping = asyncio.Event()
         self._receiving: asyncio.Future[Frame | None] | None = None
         self.engine_timeout_s = engine_timeout_s
-        self.pacing = pacing
+        self.real_time = real_time
         #: Set while a thread has the session (`_take_off_loop`); what comes for it meanwhile
         #: waits in `_deferred`, in order.
         self._busy = False
@@ -169,8 +169,8 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
                 token.cancel()  # the session is gone: nobody wants those results
             # Drained once every engine call of the session has ended (the engines see the
             # cancelled tokens within a token or a chunk); the pool quarantines a unit that is not.
-            if self.pacing is not None:
-                self.pacing.leave(id(self))
+            if self.real_time is not None:
+                self.real_time.leave(id(self))
             _, pending = await asyncio.wait(jobs, timeout=DRAIN_TIMEOUT_S)
             self.drained = not pending
             code = self.session.close_code or close_code
@@ -201,6 +201,7 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
             if frame is None:
                 return None
             assert not isinstance(frame, _Stop)
+            self._guard_real_time()
             if len(frame) >= OFFLOAD_BYTES:
                 await self._take_off_loop(frame)
             else:
@@ -210,19 +211,14 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
             if self.outgoing.overflowed:
                 self.log.warning("client is not reading; closing", queued=len(self.outgoing))
                 return CloseCode.POLICY_VIOLATION
-            await self._pace()
 
-    async def _pace(self) -> None:
-        """Stop reading for as long as `pacing` says (a shutdown ends the wait)."""
-        if self.pacing is None:
+    def _guard_real_time(self) -> None:
+        """Before a frame: refuse the session's audio while it is too far ahead of real time."""
+        if self.real_time is None:
             return
-        wait = self.pacing.wait_s(id(self), self._ahead_s())
-        if wait <= 0:
-            return
-        AUDIO_PACED_SECONDS.inc(wait)
-        self.log.debug("audio ahead of real time; reading paused", seconds=round(wait, 2))
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), wait)
+        refused = self.real_time.refuses(id(self), self._ahead_s())
+        if isinstance(self.session, AudioFed):
+            self.session.refuse_audio(refused)
 
     def _ahead_s(self) -> float:
         """Seconds of audio the session has taken beyond the time it has been connected."""

@@ -449,6 +449,9 @@ class AgentSession:
     def input_seconds(self) -> float:
         return self.front.input_seconds
 
+    def refuse_audio(self, refused: bool) -> None:
+        self.front.audio_refused = refused
+
     @property
     def close_code(self) -> int | None:
         return self._close_code

@@ -28,7 +28,7 @@ from dragoman.audio.vad import SpeechProbability
 from dragoman.engines.asr.base import StepRequest, StepResult
 from dragoman.engines.workers import CancelToken, JobCancelled, Priority
 from dragoman.errors import BufferTooLong, DragomanError, InvalidValue
-from dragoman.metrics import STEPS_COALESCED
+from dragoman.metrics import AUDIO_REFUSED_SECONDS, STEPS_COALESCED
 from dragoman.sessions.speech.audio_input import AudioInput
 from dragoman.sessions.speech.config import EngineProfile, SessionConfig
 from dragoman.sessions.speech.events import (
@@ -109,6 +109,8 @@ class SpeechFront:
         self.coalesced = 0
         #: The voice agent holds server_vad's idle timer while it answers (`hold_idle`).
         self._idle_held = False
+        #: Set by the driver while the client is too far ahead of real time (`_check_backlog`).
+        self.audio_refused = False
         self._make_segmenter()
 
     @property
@@ -154,6 +156,7 @@ class SpeechFront:
     def append(self, payload: str) -> None:
         """Take an append of base64 PCM16 at the input rate; raises ClientError (nothing changes)."""
         self._check_backlog()
+        self._check_real_time(payload)
         samples, odd = self._input.decode(payload)
         if self._segmenter is None:
             item = self._open_item()
@@ -218,6 +221,20 @@ class SpeechFront:
                 "send audio no faster than real time, or wait for their transcripts.",
                 code="input_audio_buffer_backlog",
             )
+
+    def _check_real_time(self, payload: str) -> None:
+        """A client far ahead of real time while others keep to it (`audio_refused`, the
+        driver's call) is refused, not read at real time: a socket left unread would stall its
+        keepalive pings behind its own audio, and the connection would die of it."""
+        if not self.audio_refused:
+            return
+        # Base64 of PCM16: 4 characters per 3 bytes, 2 bytes per sample; nothing is decoded.
+        AUDIO_REFUSED_SECONDS.inc(len(payload) * 3 / 8 / self.config.input_rate)
+        raise InvalidValue(
+            "Audio is arriving faster than real time while other sessions are being served; this "
+            "append was not taken. Send audio no faster than real time.",
+            code="input_audio_buffer_backlog",
+        )
 
     # -- turn detection ------------------------------------------------------
 

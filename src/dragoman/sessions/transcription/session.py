@@ -71,6 +71,9 @@ class TranscriptionSession:
     def input_seconds(self) -> float:
         return self.front.input_seconds
 
+    def refuse_audio(self, refused: bool) -> None:
+        self.front.audio_refused = refused
+
     @property
     def revisions(self) -> int:
         """Steps, over all items, whose firm text contradicted deltas already sent (0 by design)."""

@@ -65,7 +65,7 @@ class Call:
             log=self.log,
             lanes=service.lanes(),
             idle_timeout_s=policy.idle_timeout_s,
-            pacing=policy.pacing,
+            real_time=policy.real_time,
         )
         self.peer = new_peer(ice_servers)
         self.track = AnswerTrack(self.playout)

@@ -81,7 +81,7 @@ async def serve_agent(websocket: WebSocket, service: AgentService) -> None:
             log=session_log,
             lanes=service.lanes(),
             idle_timeout_s=policy.idle_timeout_s,
-            pacing=policy.pacing,
+            real_time=policy.real_time,
             engine_timeout_s=policy.engine_timeout_s,
         )
         try:

@@ -124,7 +124,7 @@ async def _serve_session(websocket: WebSocket, service: MTService) -> None:
         log=session_log,
         priority=Priority.INTERACTIVE,
         idle_timeout_s=policy.idle_timeout_s,
-        pacing=policy.pacing,
+        real_time=policy.real_time,
         engine_timeout_s=policy.engine_timeout_s,
     )
     try:

@@ -98,7 +98,7 @@ async def serve_transcription(
         log=session_log,
         priority=Priority.STREAMING,
         idle_timeout_s=policy.idle_timeout_s,
-        pacing=policy.pacing,
+        real_time=policy.real_time,
         engine_timeout_s=policy.engine_timeout_s,
     )
     service.sessions += 1
