@@ -5,7 +5,8 @@ The file is English eval recordings with a human reference, concatenated (0.6 s 
 between them, repeated as needed) up to `--minutes`. It is sent once as flac through the
 `openai` SDK; the server decodes it, cuts it at pauses and batches its windows. The same
 audio is then streamed as one session as fast as the server takes it: each recording one
-item (appended in 100 ms pieces, then committed), the next appended at once, and the run
+item (appended in 100 ms pieces, then committed), the next appended at once (or, with 8
+items waiting for their transcripts, the session's bound, after the next one), and the run
 ends with the last `.completed`. Throughput is audio seconds per wall second; WER is the
 corpus WER of the whole text against the references (bench/textnorm.py).
 
@@ -36,6 +37,7 @@ from bench.audio import RATE, Audio, b64, eval_rows, load
 from bench.server import running
 from bench.textnorm import wer
 from dragoman.cpu import cpu_info
+from dragoman.sessions.speech.front import MAX_PENDING_ITEMS
 from tests.audio_files import encode
 
 PAUSE_SECONDS = 0.6
@@ -113,6 +115,7 @@ async def run_stream(ws_base: str, long: LongFile) -> Run:
     }
     transcripts: dict[str, str] = {}
     order: list[str] = []
+    answered = asyncio.Event()
     async with connect(url, max_size=None, ping_interval=None, open_timeout=60) as ws:
         await ws.recv()  # session.created
         await ws.send(json.dumps(update))
@@ -125,6 +128,7 @@ async def run_stream(ws_base: str, long: LongFile) -> Run:
                     order.append(event["item_id"])
                 elif event["type"] in (COMPLETED, FAILED):
                     transcripts[event["item_id"]] = event.get("transcript", "")
+                    answered.set()
                     if len(transcripts) == len(long.parts):
                         return
                 elif event["type"] == "error":
@@ -132,7 +136,14 @@ async def run_stream(ws_base: str, long: LongFile) -> Run:
 
         reader = asyncio.create_task(read())
         step = int(PIECE_SECONDS * RATE)
-        for part in long.parts:
+        for committed, part in enumerate(long.parts):
+            # The session refuses audio past MAX_PENDING_ITEMS committed items still waiting
+            # for their transcripts: as fast as the server takes it means staying under that.
+            while committed - len(transcripts) >= MAX_PENDING_ITEMS and not reader.done():
+                answered.clear()
+                await asyncio.wait(
+                    [reader, asyncio.ensure_future(answered.wait())], return_when="FIRST_COMPLETED"
+                )
             for i in range(0, len(part), step):
                 await ws.send(
                     json.dumps({"type": "input_audio_buffer.append", "audio": b64(part[i : i + step])})

@@ -263,3 +263,16 @@ def test_a_flood_of_files_gets_429_past_the_slots(
         outcomes = sorted(pool.map(send, range(4)))
     # Two slots, no waiting places: the two beyond them are refused, the two in them served.
     assert outcomes == ["refused", "refused", "served", "served"]
+
+
+def test_a_quiet_speaker_after_a_loud_one_in_the_same_window_is_transcribed(client: OpenAI) -> None:
+    """A FLEURS recording about 40 dB below the LibriSpeech one before it, in one 21 s window:
+    Whisper reads its window's loudest part as the level of speech, so the quiet one was lost
+    until each speech region went in at one level (audio/levels.py)."""
+    loud, quiet = "asr/en/en_ls-testclean_1995-1837-0001.wav", "asr/en/en_fleurs_test_002.ogg"
+    pause = np.zeros(int(0.6 * RATE), dtype=np.float32)
+    audio = np.concatenate([load_audio(loud), pause, load_audio(quiet)])
+    result = client.audio.transcriptions.create(
+        file=("two.flac", encode(audio, RATE, "flac")), model="whisper-1", language="en"
+    )
+    assert wer([reference(loud) + " " + reference(quiet)], [result.text]) <= 0.25, result.text

@@ -89,6 +89,11 @@ def test_a_long_file_is_cut_at_its_pauses_into_windows_under_the_limit() -> None
     # Every speech frame is inside a window.
     covered = [any(w.start <= i * HOP < w.end for w in windows) for i, p in enumerate(probs) if p >= 0.5]
     assert all(covered)
+    # Each window says which speech regions it holds: in order, inside it, one per sentence.
+    for window in windows:
+        assert window.regions and window.regions[0][0] == window.start and window.regions[-1][1] == window.end
+        assert all(a < b <= c for (a, b), (c, _) in itertools.pairwise(window.regions))
+    assert sum(len(w.regions) for w in windows) == 12
 
 
 def test_speech_without_pauses_is_split_at_its_least_likely_frame() -> None:

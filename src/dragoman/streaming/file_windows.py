@@ -45,6 +45,8 @@ class Window:
 
     start: int
     end: int
+    #: The speech regions it holds, in samples of the file (`audio.levels` evens them out).
+    regions: tuple[tuple[int, int], ...] = ()
 
     def seconds(self, rate: int) -> tuple[float, float]:
         return self.start / rate, self.end / rate
@@ -112,9 +114,10 @@ def plan_windows(
     windows: list[Window] = []
     for start, end in regions:
         if windows and end - windows[-1].start <= limit:
-            windows[-1] = Window(windows[-1].start, end)
+            last = windows[-1]
+            windows[-1] = Window(last.start, end, (*last.regions, (start, end)))
         else:
-            windows.append(Window(start, end))
+            windows.append(Window(start, end, ((start, end),)))
     return windows
 
 
