@@ -12,7 +12,7 @@ import soxr
 
 from dragoman.audio.pcm import float_to_pcm16, pcm16_to_float
 from dragoman.audio.resample import StreamResampler
-from dragoman.audio.vad import WINDOW_SAMPLES, SileroModel, SileroVAD
+from dragoman.audio.vad import WINDOW_SAMPLES, FreshAfterQuiet, SileroModel, SileroVAD
 from dragoman.streaming.turns import (
     ServerVADConfig,
     SpeechStarted,
@@ -150,17 +150,36 @@ def test_streams_sharing_a_model_keep_their_own_state(model: SileroModel) -> Non
     np.testing.assert_allclose([alone(w) for w in windows], expected, rtol=1e-5, atol=1e-6)
 
 
-def test_a_quiet_speaker_after_a_loud_one_is_still_heard_in_a_file(model: SileroModel) -> None:
-    """The file endpoint's VAD starts afresh after each half second of quiet: carried over, the
-    state learnt on loud speech left a speaker 40 dB quieter mostly unheard (13 % of frames)."""
-    from dragoman.transports.file_transcription import speech_probabilities
-
+def loud_then_quiet(gap: np.ndarray) -> tuple[np.ndarray, int]:
+    """LibriSpeech, `gap`, then a FLEURS recording about 40 dB quieter; and where it starts."""
     loud = read_16k("asr/en/en_ls-testclean_1995-1837-0001.wav")
     quiet = read_16k("asr/en/en_fleurs_test_002.ogg")
     assert np.sqrt(np.mean(quiet**2)) < np.sqrt(np.mean(loud**2)) / 50, "the case needs a quiet speaker"
-    lead = np.concatenate([loud, np.zeros(int(0.6 * RATE), np.float32)])
-    probs = np.array(speech_probabilities(model, np.concatenate([lead, quiet])))
-    heard = float((probs[len(lead) // WINDOW_SAMPLES :] >= 0.5).mean())
-    alone = float((np.array(speech_probabilities(model, quiet)) >= 0.5).mean())
+    return np.concatenate([loud, gap, quiet]), len(loud) + len(gap)
+
+
+def test_a_quiet_speaker_after_a_loud_one_is_still_heard_in_a_file(model: SileroModel) -> None:
+    """The file endpoint's VAD starts afresh after each half second of quiet: carried over, the
+    state learnt on loud speech left the quiet speaker mostly unheard (13 % of frames)."""
+    from dragoman.transports.file_transcription import speech_probabilities
+
+    audio, quiet_at = loud_then_quiet(np.zeros(int(0.6 * RATE), np.float32))
+    probs = np.array(speech_probabilities(model, audio))
+    heard = float((probs[quiet_at // WINDOW_SAMPLES :] >= 0.5).mean())
+    alone = float((np.array(speech_probabilities(model, audio[quiet_at:])) >= 0.5).mean())
     assert alone > 0.6
     assert heard > 0.5, (heard, alone)
+
+
+def test_a_quiet_speaker_after_a_loud_one_opens_a_turn_of_its_own(model: SileroModel) -> None:
+    """Live server_vad, as the server builds it (`FreshAfterQuiet`): a second turn for the quiet
+    speaker after a second of room noise."""
+    audio, quiet_at = loud_then_quiet(room_noise(1.0, 4))
+    segmenter = TurnSegmenter(ServerVADConfig(), FreshAfterQuiet(SileroVAD(model)))
+    ops: list[TurnOp] = []
+    for piece in np.array_split(audio, len(audio) // 320):
+        ops.extend(segmenter.push(piece))
+    ops.extend(segmenter.push(np.zeros(RATE, np.float32)))
+    turns = turn_spans(ops)
+    assert len(turns) == 2, turns
+    assert turns[1][0] <= quiet_at / RATE + 1.0 and turns[1][1] - turns[1][0] > 5.0, turns

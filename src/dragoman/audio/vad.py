@@ -121,3 +121,38 @@ class SileroVAD:
         self._frame[0, CONTEXT_SAMPLES:] = window
         prob, self._state = self.model.run(self._frame, self._state)
         return float(prob[0])
+
+
+#: Windows (32 ms) under `QUIET_PROB` after which `FreshAfterQuiet` starts its VAD afresh.
+QUIET_RESET_WINDOWS = 16
+QUIET_PROB = 0.15
+
+
+class FreshAfterQuiet:
+    """A stream's VAD whose state starts afresh after every half second of quiet.
+
+    Silero's recurrent state, carried on after loud speech, leaves a quieter speaker after it
+    mostly unheard: a FLEURS recording 40 dB below the LibriSpeech one before it had 6-18 % of
+    its windows heard as speech, against 70-85 % with the state started afresh in the pause
+    between them (tests/engine/test_vad.py). A pause is where a new speaker starts, and the
+    state learnt before it is worth little after it.
+    """
+
+    def __init__(self, vad: SileroVAD) -> None:
+        self.vad = vad
+        self._quiet = 0
+
+    @property
+    def window_samples(self) -> int:
+        return self.vad.window_samples
+
+    def reset(self) -> None:
+        self.vad.reset()
+        self._quiet = 0
+
+    def __call__(self, window: NDArray[np.float32]) -> float:
+        prob = self.vad(window)
+        self._quiet = self._quiet + 1 if prob < QUIET_PROB else 0
+        if self._quiet >= QUIET_RESET_WINDOWS:
+            self.reset()
+        return prob
