@@ -167,10 +167,10 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
                 task.cancel()
             for token in self._in_flight.values():
                 token.cancel()  # the session is gone: nobody wants those results
-            # Drained once every engine call of the session has ended (the engines see the
-            # cancelled tokens within a token or a chunk); the pool quarantines a unit that is not.
             if self.real_time is not None:
                 self.real_time.leave(id(self))
+            # Drained once every engine call of the session has ended (the engines see the
+            # cancelled tokens within a token or a chunk); the pool quarantines a unit that is not.
             _, pending = await asyncio.wait(jobs, timeout=DRAIN_TIMEOUT_S)
             self.drained = not pending
             code = self.session.close_code or close_code
