@@ -12,7 +12,7 @@ import soxr
 
 from dragoman.audio.pcm import float_to_pcm16, pcm16_to_float
 from dragoman.audio.resample import StreamResampler
-from dragoman.audio.vad import WINDOW_SAMPLES, FreshAfterQuiet, SileroModel, SileroVAD
+from dragoman.audio.vad import WINDOW_SAMPLES, SileroModel, SileroVAD
 from dragoman.streaming.turns import (
     ServerVADConfig,
     SpeechStarted,
@@ -172,10 +172,10 @@ def test_a_quiet_speaker_after_a_loud_one_is_still_heard_in_a_file(model: Silero
 
 
 def test_a_quiet_speaker_after_a_loud_one_opens_a_turn_of_its_own(model: SileroModel) -> None:
-    """Live server_vad, as the server builds it (`FreshAfterQuiet`): a second turn for the quiet
+    """Live server_vad (`SileroVAD` starts afresh after half a second of quiet): a second turn for the quiet
     speaker after a second of room noise."""
     audio, quiet_at = loud_then_quiet(room_noise(1.0, 4))
-    segmenter = TurnSegmenter(ServerVADConfig(), FreshAfterQuiet(SileroVAD(model)))
+    segmenter = TurnSegmenter(ServerVADConfig(), SileroVAD(model))
     ops: list[TurnOp] = []
     for piece in np.array_split(audio, len(audio) // 320):
         ops.extend(segmenter.push(piece))

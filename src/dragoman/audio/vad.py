@@ -97,8 +97,21 @@ class SileroModel:
         return np.asarray(prob, dtype=np.float32).reshape(-1), np.asarray(new_state, dtype=np.float32)
 
 
+#: Windows (32 ms) under `QUIET_PROB` after which a stream's state starts afresh.
+QUIET_RESET_WINDOWS = 16
+QUIET_PROB = 0.15
+
+
 class SileroVAD:
-    """One stream's Silero VAD: 16 kHz, one 512-sample window per call."""
+    """One stream's Silero VAD: 16 kHz, one 512-sample window per call.
+
+    Its state starts afresh after every half second of quiet. Silero's recurrent state,
+    carried on after loud speech, leaves a quieter speaker after it mostly unheard: a FLEURS
+    recording 40 dB below the LibriSpeech one before it had 6-18 % of its windows heard as
+    speech, against 70-85 % with the state started afresh in the pause between them
+    (tests/engine/test_vad.py). A pause is where a new speaker starts, and the state learnt
+    before it is worth little after it.
+    """
 
     window_samples = WINDOW_SAMPLES
     sample_rate = SAMPLE_RATE
@@ -107,10 +120,12 @@ class SileroVAD:
         self.model = model
         self._frame = np.zeros((1, CONTEXT_SAMPLES + WINDOW_SAMPLES), dtype=np.float32)
         self._state = np.zeros(_STATE_SHAPE, dtype=np.float32)
+        self._quiet = 0
 
     def reset(self) -> None:
         self._frame[:] = 0.0
         self._state = np.zeros(_STATE_SHAPE, dtype=np.float32)
+        self._quiet = 0
 
     def __call__(self, window: NDArray[np.float32]) -> float:
         """The probability that `window` (512 samples at 16 kHz) holds speech."""
@@ -120,39 +135,8 @@ class SileroVAD:
         self._frame[0, :CONTEXT_SAMPLES] = self._frame[0, -CONTEXT_SAMPLES:]
         self._frame[0, CONTEXT_SAMPLES:] = window
         prob, self._state = self.model.run(self._frame, self._state)
-        return float(prob[0])
-
-
-#: Windows (32 ms) under `QUIET_PROB` after which `FreshAfterQuiet` starts its VAD afresh.
-QUIET_RESET_WINDOWS = 16
-QUIET_PROB = 0.15
-
-
-class FreshAfterQuiet:
-    """A stream's VAD whose state starts afresh after every half second of quiet.
-
-    Silero's recurrent state, carried on after loud speech, leaves a quieter speaker after it
-    mostly unheard: a FLEURS recording 40 dB below the LibriSpeech one before it had 6-18 % of
-    its windows heard as speech, against 70-85 % with the state started afresh in the pause
-    between them (tests/engine/test_vad.py). A pause is where a new speaker starts, and the
-    state learnt before it is worth little after it.
-    """
-
-    def __init__(self, vad: SileroVAD) -> None:
-        self.vad = vad
-        self._quiet = 0
-
-    @property
-    def window_samples(self) -> int:
-        return self.vad.window_samples
-
-    def reset(self) -> None:
-        self.vad.reset()
-        self._quiet = 0
-
-    def __call__(self, window: NDArray[np.float32]) -> float:
-        prob = self.vad(window)
-        self._quiet = self._quiet + 1 if prob < QUIET_PROB else 0
+        speech = float(prob[0])
+        self._quiet = self._quiet + 1 if speech < QUIET_PROB else 0
         if self._quiet >= QUIET_RESET_WINDOWS:
             self.reset()
-        return prob
+        return speech

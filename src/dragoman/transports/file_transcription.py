@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from dragoman.audio.levels import even_levels
 from dragoman.audio.rates import SAMPLE_RATE
-from dragoman.audio.vad import WINDOW_SAMPLES, FreshAfterQuiet, SileroModel, SileroVAD
+from dragoman.audio.vad import WINDOW_SAMPLES, SileroModel, SileroVAD
 from dragoman.config import FileTranscriptionSettings
 from dragoman.engines.asr.base import ASREngine, StepRequest, StepResult
 from dragoman.engines.workers import BatchingWorker, CancelToken, Priority
@@ -98,11 +98,11 @@ class Admission:
 def speech_probabilities(model: SileroModel, samples: npt.NDArray[np.float32]) -> list[float]:
     """Silero's speech probability of each 32 ms frame of a whole file (blocking: a thread).
 
-    The VAD's state starts afresh after every half second of quiet (`FreshAfterQuiet`):
+    The VAD's state starts afresh after every half second of quiet (`SileroVAD`):
     carried across a whole 10-minute file of eval recordings, it heard 11 % of the frames of
     a FLEURS recording 40 dB below its neighbours as speech (85 % alone).
     """
-    vad = FreshAfterQuiet(SileroVAD(model))
+    vad = SileroVAD(model)
     whole = len(samples) // WINDOW_SAMPLES
     probs = [vad(samples[i * WINDOW_SAMPLES : (i + 1) * WINDOW_SAMPLES]) for i in range(whole)]
     rest = samples[whole * WINDOW_SAMPLES :]

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from dragoman.audio.vad import FreshAfterQuiet, SileroModel, SileroVAD, SpeechProbability
+from dragoman.audio.vad import SileroModel, SileroVAD, SpeechProbability
 from dragoman.config import ASRSettings, MTSettings, TranscriptionSettings
 from dragoman.engines.asr.base import ASREngine, StepRequest, StepResult
 from dragoman.engines.mt.base import MTDraft, MTEngine, MTRequest
@@ -80,7 +80,7 @@ class TranscriptionService:
         model = self.vad_model
         if model is None:
             return None
-        return lambda: FreshAfterQuiet(SileroVAD(model))
+        return lambda: SileroVAD(model)
 
     def turn_model_factory(self) -> Callable[[], TurnCompletion] | None:
         """semantic_vad's turn model: one shared, stateless instance (None: semantic_vad is refused)."""

@@ -109,7 +109,7 @@ class SpeechFront:
         self.coalesced = 0
         #: The voice agent holds server_vad's idle timer while it answers (`hold_idle`).
         self._idle_held = False
-        #: Set by the driver while the client is too far ahead of real time (`_check_backlog`).
+        #: Set by the driver while the client is too far ahead of real time (`_check_real_time`).
         self.audio_refused = False
         self._make_segmenter()
 
