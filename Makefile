@@ -11,11 +11,13 @@ STAMP := $(VENV)/.installed
 # metadata worth resolving) and WhisperLiveKit, whose AlignAtt MT client the
 # end-to-end tests drive (its own heavy dependencies are not needed for that).
 NODEPS := requirements-nodeps.txt
-# llama-cpp-python (the embedded LLM) has no binary wheel, and its default build, tuned to the
-# build machine's CPU, crashes on the others (AMX kernels). This portable AVX2 build is made once
-# (about 5 minutes on 2 cores) into a wheel cache outside the repo, keyed by version and flags.
+# llama-cpp-python (the embedded LLM and MT) has no binary wheel, and its default build, tuned to
+# the build machine's CPU, crashes on the others (AMX kernels). This build holds the CPU kernels
+# once per x86 level, beside libllama, and the server loads the best this CPU runs
+# (src/dragoman/engines/llama_backend.py). It is made once (about 7 minutes on 2 cores) into a
+# wheel cache outside the repo, keyed by version and flags.
 LLAMA_CPP_VERSION := 0.3.36
-LLAMA_CPP_FLAGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+LLAMA_CPP_FLAGS := -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DCMAKE_INSTALL_BINDIR=llama_cpp/lib
 DRAGOMAN_WHEEL_CACHE ?= $(HOME)/.cache/dragoman-wheels
 LLAMA_CPP_WHEELS := $(DRAGOMAN_WHEEL_CACHE)/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(shell printf '%s' '$(LLAMA_CPP_FLAGS)' | sha256sum | cut -c1-12)
 

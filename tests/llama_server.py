@@ -20,6 +20,14 @@ from pathlib import Path
 START_TIMEOUT_S = 300.0
 
 
+#: `python -m llama_cpp.server`, after loading the CPU kernels this CPU runs best: ggml looks
+#: for them only beside the executable and in the working directory (`engines.llama_backend`).
+_SERVE = (
+    "import runpy; from dragoman.engines.llama_backend import load_backend; load_backend(); "
+    "runpy.run_module('llama_cpp.server', run_name='__main__', alter_sys=True)"
+)
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -30,7 +38,7 @@ def free_port() -> int:
 def llama_server(model: Path, log_path: Path, threads: int = 2) -> Iterator[str]:
     """Serve `model` until the block ends; yields the server's `/v1` base URL."""
     port = free_port()
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model)]
+    command = [sys.executable, "-c", _SERVE, "--model", str(model)]
     command += ["--host", "127.0.0.1", "--port", str(port), "--n_threads", str(threads), "--n_ctx", "4096"]
     with log_path.open("wb") as log:
         server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)

@@ -163,7 +163,10 @@ class LlamaCppEngine:
             name=self.name,
             backend="llama-cpp",
             compute_type=self._file_type,
-            compute_reason=f"GGUF {self._file_type}, {rt.threads} threads, context {rt.n_ctx} tokens",
+            compute_reason=(
+                f"GGUF {self._file_type}, {rt.backend.describe()}, {rt.threads} threads, "
+                f"context {rt.n_ctx} tokens"
+            ),
         )
 
     def forget(self, conversation: str) -> None:

@@ -19,6 +19,7 @@ import llama_cpp
 from llama_cpp import _internals
 from llama_cpp._logger import set_verbose
 
+from dragoman.engines.llama_backend import load_backend
 from dragoman.engines.workers import CancelToken
 from dragoman.errors import EngineFailure, ModelUnavailable
 
@@ -32,8 +33,6 @@ PREFILL_CHUNK = 256
 MIN_LAST_CHUNK = 2
 #: Sampling of a non-greedy reply (llama.cpp's defaults).
 TOP_K, TOP_P, MIN_P = 40, 0.95, 0.05
-
-_backend_ready = False
 
 
 class Sampler:
@@ -92,11 +91,8 @@ class LlamaRuntime:
     """A GGUF model and its context of `context_tokens`, all in sequence 0."""
 
     def __init__(self, path: Path, *, context_tokens: int, threads: int, batch: int = 512) -> None:
-        global _backend_ready
         set_verbose(False)  # llama.cpp logs every load to stderr otherwise
-        if not _backend_ready:
-            llama_cpp.llama_backend_init()
-            _backend_ready = True
+        self.backend = load_backend()
         try:
             self._model = _internals.LlamaModel(
                 path_model=str(path), params=llama_cpp.llama_model_default_params(), verbose=False

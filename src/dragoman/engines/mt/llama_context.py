@@ -21,10 +21,9 @@ import numpy as np
 from llama_cpp import _internals
 from llama_cpp._logger import set_verbose
 
+from dragoman.engines.llama_backend import load_backend
 from dragoman.engines.mt.llama_tap import AttentionTap
 from dragoman.errors import EngineFailure, ModelUnavailable
-
-_backend_ready = False
 
 
 class GGUFTokenizer:
@@ -66,11 +65,8 @@ class TappedContext:
     """One llama.cpp context of `context_tokens`, sequence 0 only, with an `AttentionTap`."""
 
     def __init__(self, path: Path, *, context_tokens: int, threads: int, batch: int = 512) -> None:
-        global _backend_ready
         set_verbose(False)  # llama.cpp logs every load to stderr otherwise
-        if not _backend_ready:
-            llama_cpp.llama_backend_init()
-            _backend_ready = True
+        self.backend = load_backend()
         try:
             self._model = _internals.LlamaModel(
                 path_model=str(path), params=llama_cpp.llama_model_default_params(), verbose=False

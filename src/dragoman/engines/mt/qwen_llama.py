@@ -105,8 +105,14 @@ class QwenLlamaMTEngine(MTEngine):
             backend="qwen-llama",
             threads=self.threads,
             cpu=cpu_info().describe(),
+            kernels=self._ctx.backend.variant,
             seconds=round(self.load_seconds, 2),
         )
+
+    @property
+    def kernels(self) -> str:
+        """The llama.cpp CPU variant this engine runs on (`engines.llama_backend`)."""
+        return self._ctx.backend.variant
 
     def describe(self) -> EngineInfo:
         return EngineInfo(
@@ -114,7 +120,9 @@ class QwenLlamaMTEngine(MTEngine):
             backend="qwen-llama",
             device="cpu",
             compute_type="gguf",
-            compute_reason=f"llama.cpp, {self.model_path.name}, {self.threads} threads",
+            compute_reason=(
+                f"{self._ctx.backend.describe()}, {self.model_path.name}, {self.threads} threads"
+            ),
         )
 
     # -- directions and heads --------------------------------------------------------------
@@ -323,7 +331,9 @@ def _create_auto(settings: MTSettings, cache_dir: Path) -> QwenLlamaMTEngine:
             engine = _create(QUALITY_MODEL, settings, cache_dir)
             measured = engine.measure_speed()
             memory = SpeedMemory(Path(cache_dir).expanduser() / SPEED_MEMORY_FILE)
-            key = SpeedMemory.key(QUALITY_MODEL, cpu_info().describe(), measured.threads)
+            # The kernels are part of the key: a variant named by hand measures apart.
+            cpu = f"{cpu_info().describe()}, {engine.kernels}"
+            key = SpeedMemory.key(QUALITY_MODEL, cpu, measured.threads)
             sample = best_of(measured, memory.recall(key))
             memory.remember(key, sample)
         except (ModelUnavailable, EngineFailure, ValueError) as exc:

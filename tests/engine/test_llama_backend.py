@@ -1,0 +1,74 @@
+"""llama.cpp's CPU kernels as installed: a variant per x86 level, the best that fits this CPU.
+
+Each case runs in a fresh interpreter, since a process loads its kernels once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dragoman.cpu import cpu_info
+from dragoman.engines.llama_backend import BY_NAME_ONLY, VARIANT_FLAGS, library_dir, variants_in
+
+pytestmark = pytest.mark.engine
+
+#: Loads the kernels, then answers one short question on the packaged 0.5B.
+_PROBE = """
+import json, sys
+from pathlib import Path
+from dragoman.config import LLMSettings
+from dragoman.engines.llm.base import ChatMessage, ChatRequest, TextPiece
+from dragoman.engines.llm.llama_cpp import create
+from dragoman.engines.workers import CancelToken
+engine = create(LLMSettings(), Path(sys.argv[1]))
+pieces = []
+request = ChatRequest(messages=(ChatMessage("user", "What is the capital of France? One word."),),
+                      max_tokens=8, temperature=0.0)
+engine.stream(request, CancelToken(), pieces.append)
+text = "".join(p.text for p in pieces if isinstance(p, TextPiece))
+print(json.dumps({"kernels": engine.describe().compute_reason, "text": text}))
+engine.close()
+"""
+
+
+def probe(cache_dir: Path, **env: str) -> dict[str, str]:
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, str(cache_dir)],
+        env=dict(os.environ) | env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    answer: dict[str, str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer
+
+
+def test_the_wheel_holds_a_variant_per_x86_level() -> None:
+    held = set(variants_in(library_dir()))
+    assert {"x64", "haswell", "skylakex", "icelake", "zen4"} <= held, sorted(held)
+
+
+def test_the_best_variant_for_this_cpu_runs_the_model(cache_dir: Path) -> None:
+    answer = probe(cache_dir)
+    variant = next(v for v in VARIANT_FLAGS if f"llama.cpp {v} kernels" in answer["kernels"])
+    assert variant not in BY_NAME_ONLY
+    assert VARIANT_FLAGS[variant] <= cpu_info().flags
+    # Nothing better fits: every variant with more instructions needs one this CPU lacks.
+    richer = [v for v in VARIANT_FLAGS if len(VARIANT_FLAGS[v]) > len(VARIANT_FLAGS[variant])]
+    assert all(not VARIANT_FLAGS[v] <= cpu_info().flags or v in BY_NAME_ONLY for v in richer)
+    assert "paris" in answer["text"].lower()
+
+
+@pytest.mark.skipif(not cpu_info().avx2, reason="the AVX2 path needs an AVX2 CPU")
+def test_the_avx2_emulation_runs_the_haswell_kernels(cache_dir: Path) -> None:
+    answer = probe(cache_dir, ONEDNN_MAX_CPU_ISA="AVX2")
+    assert "llama.cpp haswell kernels (best for this CPU)" in answer["kernels"]
+    assert "paris" in answer["text"].lower()

@@ -1,0 +1,76 @@
+"""Which llama.cpp CPU variant a CPU gets (`engines.llama_backend.choose_variant`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dragoman.cpu import effective_flags, parse_cpuinfo
+from dragoman.engines.llama_backend import (
+    BY_NAME_ONLY,
+    VARIANT_FLAGS,
+    VARIANT_VARIABLE,
+    choose_variant,
+)
+from dragoman.errors import ConfigError, ModelUnavailable
+
+#: What the wheel holds (GGML_CPU_ALL_VARIANTS on x86).
+ALL = sorted(VARIANT_FLAGS)
+
+BASE = "fpu sse sse2 ssse3 sse4_1 sse4_2 popcnt avx f16c fma avx2 bmi1 bmi2"
+#: The flags of a Sapphire Rapids Xeon (this project's Intel machines) and of an AMD EPYC
+#: Rome/Milan (AVX2, no AVX-512), as /proc/cpuinfo lists them.
+XEON = (
+    f"{BASE} avx512f avx512dq avx512cd avx512bw avx512vl avx512ifma avx512vbmi avx512_vbmi2"
+    " avx512_vnni avx512_bitalg avx512_vpopcntdq avx_vnni avx512_bf16 avx512_fp16"
+    " amx_bf16 amx_tile amx_int8"
+)
+EPYC = f"{BASE} sha_ni clzero"
+
+
+def flags_of(listed: str) -> frozenset[str]:
+    return parse_cpuinfo(f"model name\t: test\nflags\t\t: {listed}\n")[1]
+
+
+def test_an_avx2_only_epyc_gets_the_haswell_kernels() -> None:
+    assert choose_variant(ALL, flags_of(EPYC), {}) == ("haswell", "best for this CPU")
+
+
+def test_a_xeon_gets_avx512_kernels_but_not_amx_unless_named() -> None:
+    variant, _ = choose_variant(ALL, flags_of(XEON), {})
+    assert variant not in BY_NAME_ONLY
+    assert {"avx512f", "avx512_vnni", "avx512_bf16"} <= VARIANT_FLAGS[variant]
+    named = {VARIANT_VARIABLE: "sapphirerapids"}
+    assert choose_variant(ALL, flags_of(XEON), named) == (
+        "sapphirerapids",
+        f"{VARIANT_VARIABLE}=sapphirerapids",
+    )
+
+
+@pytest.mark.parametrize(
+    "cap", ["ONEDNN_MAX_CPU_ISA=AVX2", "CT2_FORCE_CPU_ISA=AVX2", "ATEN_CPU_CAPABILITY=avx2"]
+)
+def test_the_avx2_emulation_caps_hold_for_llama_cpp(cap: str) -> None:
+    variable, value = cap.split("=")
+    flags, _ = effective_flags(flags_of(XEON), {variable: value})
+    assert choose_variant(ALL, flags, {})[0] == "haswell"
+
+
+def test_avx_vnni_without_avx512_is_alderlake() -> None:
+    assert choose_variant(ALL, flags_of(f"{BASE} avx_vnni"), {})[0] == "alderlake"
+
+
+def test_only_what_the_wheel_holds_is_chosen() -> None:
+    assert choose_variant(["x64", "sse42", "haswell"], flags_of(XEON), {})[0] == "haswell"
+
+
+def test_a_named_variant_must_exist_and_fit_the_cpu() -> None:
+    with pytest.raises(ConfigError, match="build has"):
+        choose_variant(["haswell"], flags_of(XEON), {VARIANT_VARIABLE: "icelake"})
+    with pytest.raises(ConfigError, match="avx512f"):
+        choose_variant(ALL, flags_of(EPYC), {VARIANT_VARIABLE: "skylakex"})
+    assert choose_variant(ALL, flags_of(XEON), {VARIANT_VARIABLE: " haswell "})[0] == "haswell"
+
+
+def test_no_variant_that_runs_here_is_an_error() -> None:
+    with pytest.raises(ModelUnavailable):
+        choose_variant(["haswell", "icelake"], flags_of("fpu sse sse2"), {})
