@@ -23,6 +23,7 @@ loads a named variant (`sapphirerapids`, or `haswell` for the AVX2 path alone).
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -145,11 +146,20 @@ def load_backend() -> Backend:
         return backend
 
 
+@functools.cache
+def ggml_library() -> ctypes.CDLL:
+    """ggml's C API as llama.cpp links it.
+
+    Through libllama's own handle: dlsym searches its dependencies, so these are the
+    libggml and libggml-base llama.cpp uses. The wheel holds copies (libggml.so,
+    .so.0, ...), not links, and opening one of them by path can load a second,
+    separate ggml with a registry of its own.
+    """
+    return ctypes.CDLL(str(library_dir() / "libllama.so"))
+
+
 def _register(path: Path) -> None:
-    # Through libllama's own handle: dlsym searches its dependencies, so this is the
-    # libggml llama.cpp uses. The wheel holds copies (libggml.so, .so.0, ...), not
-    # links, and opening one of them by path could load a second, separate registry.
-    lib = ctypes.CDLL(str(library_dir() / "libllama.so"))
+    lib = ggml_library()
     lib.ggml_backend_load.restype = ctypes.c_void_p
     lib.ggml_backend_load.argtypes = [ctypes.c_char_p]
     if not lib.ggml_backend_load(str(path).encode()):

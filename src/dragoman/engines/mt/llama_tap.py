@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import llama_cpp
 import numpy as np
 import numpy.typing as npt
 
+from dragoman.engines.llama_backend import ggml_library
 from dragoman.errors import EngineFailure
 
 _PREFIX = b"kq_soft_max-"
@@ -43,12 +43,7 @@ class _TensorHead(ctypes.Structure):
 
 
 def _load_ggml() -> Any:
-    lib_dir = Path(llama_cpp.__file__).parent / "lib"
-    names = ["libggml-base.so", "libggml-base.dylib", "ggml-base.dll"]
-    path = next((lib_dir / n for n in names if (lib_dir / n).exists()), None)
-    if path is None:
-        raise EngineFailure(f"ggml's base library is not in {lib_dir}")
-    lib = ctypes.CDLL(str(path))
+    lib = ggml_library()
     lib.ggml_get_name.restype = ctypes.c_char_p
     lib.ggml_get_name.argtypes = [ctypes.c_void_p]
     lib.ggml_backend_tensor_get.restype = None
