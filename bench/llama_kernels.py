@@ -30,7 +30,7 @@ from dragoman.engines.llama_backend import (
     library_dir,
     variants_in,
 )
-from dragoman.weights.install import resolve
+from dragoman.weights import gguf_file, resolve
 
 TEXT = "The committee met on Tuesday to discuss the new railway line and its costs. " * 12
 REPEATS = 3
@@ -40,8 +40,7 @@ def child(model: str, threads: int) -> dict[str, float | str]:
     """The timings of one variant, in this process."""
     from dragoman.engines.llm.llama_runtime import LlamaRuntime
 
-    path = resolve(model, load_settings().cache_dir)
-    gguf = next(iter(sorted(path.glob("*.gguf")))) if path.is_dir() else path
+    gguf = gguf_file(resolve(model, load_settings().cache_dir))
     rt = LlamaRuntime(gguf, context_tokens=1024, threads=threads)
     tokens = rt.tokenize_plain(TEXT)
     out: dict[str, float | str] = {"variant": rt.backend.variant}

