@@ -17,7 +17,8 @@ from dragoman.logs import get_logger
 from dragoman.sessions.base import CloseCode
 from dragoman.transports.adapters import Frame
 from dragoman.transports.connections import Connections
-from dragoman.transports.driver import OFFLOAD_BYTES, Lane, SessionDriver
+from dragoman.transports.driver import OFFLOAD_BYTES, SessionDriver
+from dragoman.transports.lanes import Lane
 from dragoman.transports.send_queue import SendQueue
 
 
@@ -289,7 +290,7 @@ async def test_a_client_that_never_reads_is_closed_without_sending_anything(
     task = asyncio.create_task(run.run())
     await asyncio.sleep(0)
     session.out += [f"event {n}" for n in range(20)]
-    run._flush()  # the session says more than the client takes
+    run.outbox.flush()  # the session says more than the client takes
     await asyncio.wait_for(task, 5)
     assert channel.closed == CloseCode.POLICY_VIOLATION
     assert len(run.outgoing) <= 5, "nothing buffered past the bound"

@@ -37,7 +37,7 @@ from dragoman.sessions.agent.limits import AgentLimits
 from dragoman.sessions.agent.session import AgentSession
 from dragoman.sessions.speech.config import SessionConfig
 from dragoman.streaming.clauses import ClauseCutter, speakable
-from dragoman.transports.driver import Lane
+from dragoman.transports.lanes import Lane
 from dragoman.transports.pool import PipelinePool
 from dragoman.transports.services import TranscriptionService
 

@@ -6,16 +6,16 @@ into the session's events and back. The driver owns what every session needs and
 no session should write again:
 
 - the receive loop: frames in, through the codec, into the session;
-- one job loop per lane (each engine the session uses): turns on the shared
-  engine worker, jobs out, results back, so a step never runs inside the receive
-  loop and audio that arrives meanwhile is coalesced into the next one; a voice
-  agent's lanes (speech to text, LLM, TTS) run at once, so it listens while it
-  thinks and speaks;
+- one job loop per lane (each engine the session uses, `lanes.py`): turns on the
+  shared engine worker, jobs out, results back, so a step never runs inside the
+  receive loop and audio that arrives meanwhile is coalesced into the next one; a
+  voice agent's lanes (speech to text, LLM, TTS) run at once, so it listens while
+  it thinks and speaks;
 - the pieces of a streaming job (LLM tokens, TTS chunks), handed from the engine's
   thread to the session in order, as they are made;
 - a bounded send queue with its own sender task, so a slow reader never blocks the
-  engine worker, and unsent audio can be dropped on a barge-in (`clear`);
-- the close: what the session said last goes out, then the close code;
+  engine worker, and unsent audio can be dropped on a barge-in (`clear`), and the
+  close: what the session said last goes out, then the close code (`outbox.py`);
 - a guard around every session and codec call: a bug in one session is logged
   under an error id, its client is told that id, and the connection, the worker and
   every other session go on;
@@ -38,26 +38,25 @@ the WebSocket routes (and a WebRTC data channel) only adapt their frames to this
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 from dragoman.engines.workers import DEFAULT_CALL_TIMEOUT_S, CancelToken, Priority, Streamed
-from dragoman.errors import ClientError, EngineFailure, IdleTimeout, MessageTooBig, ServerError, ShuttingDown
-from dragoman.logs import log_failure
-from dragoman.metrics import ENGINE_JOB_SECONDS
+from dragoman.errors import ClientError, IdleTimeout, MessageTooBig, ServerError, ShuttingDown
 from dragoman.sessions.base import DEFAULT_LANE, AudioFed, CloseCode, Job, Session
 from dragoman.transports.adapters import Channel, ClientEventT, Codec, Frame, ServerEventT
+from dragoman.transports.lanes import Lane, Worker, call_engine
+from dragoman.transports.outbox import Outbox
 from dragoman.transports.real_time import AHEAD_SLACK_S, RealTimeGuard
 from dragoman.transports.send_queue import DEFAULT_SEND_LIMIT, SendQueue
 
 JobT = TypeVar("JobT", bound=Job)
 ResultT = TypeVar("ResultT")
 
-#: How long a closing connection waits for the client to take the frames still queued.
+#: How long a closing connection waits for its engine calls to end, and then for the client
+#: to take the frames still queued.
 DRAIN_TIMEOUT_S = 5.0
 #: Frames at least this large are handled off the event loop (100 ms of 24 kHz audio in an
 #: append is about 6.5 KB; 16 KB is about a quarter second of it).
@@ -69,30 +68,6 @@ class _Stop:
 
 
 _STOP = _Stop()
-
-
-class Slot(Protocol):
-    async def run(
-        self,
-        request: Any,
-        cancel: CancelToken | None = None,
-        timeout_s: float | None = None,
-        priority: Priority = Priority.STREAMING,
-    ) -> Any: ...
-
-
-class Worker(Protocol):
-    """An engine worker (`engines/workers/`): a turn on the engine, then a call in it."""
-
-    def turn(self, priority: Priority) -> contextlib.AbstractAsyncContextManager[Slot]: ...
-
-
-@dataclass(frozen=True)
-class Lane:
-    """One engine a session uses: its worker, and the priority its jobs take turns at."""
-
-    worker: Worker
-    priority: Priority
 
 
 class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
@@ -124,8 +99,10 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
         self.codec = codec
         self.lanes = dict(lanes)
         self.log = log
-        self.outgoing = SendQueue(send_limit)
-        self._tag = tag
+        self._stopping = asyncio.Event()
+        self.outbox = Outbox(
+            session, channel, codec, log=log, send_limit=send_limit, tag=tag, on_full=self._stopping.set
+        )
         self._wake = {name: asyncio.Event() for name in self.lanes}
         self._in_flight: dict[str, CancelToken] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -135,7 +112,6 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
         self.idle_timeout_s = idle_timeout_s
         #: Lanes now planning or running a job: while any is, the client is not idle.
         self._working = 0
-        self._stopping = asyncio.Event()
         self._receiving: asyncio.Future[Frame | None] | None = None
         self.engine_timeout_s = engine_timeout_s
         self.real_time = real_time
@@ -150,11 +126,11 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
         self._opened_at = time.monotonic()
         self._running = True
         sid = self.session.session_id
-        sender = asyncio.create_task(self._send_loop(), name=f"send-{sid}")
+        self.outbox.start(f"send-{sid}")
         jobs = [asyncio.create_task(self._job_loop(lane), name=f"{lane}-{sid}") for lane in self.lanes]
         close_code: int | None = CloseCode.NORMAL
         try:
-            self._flush()
+            self.outbox.flush()
             if first is not None:
                 self._receive_event(first)
             if self.session.close_code is None:
@@ -174,7 +150,12 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
             _, pending = await asyncio.wait(jobs, timeout=DRAIN_TIMEOUT_S)
             self.drained = not pending
             code = self.session.close_code or close_code
-            await self._finish(sender, code)
+            await self.outbox.finish(code, DRAIN_TIMEOUT_S)
+
+    @property
+    def outgoing(self) -> SendQueue:
+        """The frames queued for the client."""
+        return self.outbox.queue
 
     # -- frames in -------------------------------------------------------------------
 
@@ -186,17 +167,17 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
             try:
                 frame = await self._next_frame()
             except MessageTooBig as exc:
-                self._send(self.codec.refusal(exc, b""))
+                self.outbox.send(self.codec.refusal(exc, b""))
                 return CloseCode.MESSAGE_TOO_BIG
             except IdleTimeout as exc:
                 self.log.info("client idle; closing", seconds=self.idle_timeout_s)
-                self._send(self.codec.refusal(exc, b""))
+                self.outbox.send(self.codec.refusal(exc, b""))
                 return CloseCode.NORMAL
             if frame is _STOP and self.outgoing.overflowed:
                 self.log.warning("client is not reading; closing", queued=len(self.outgoing))
                 return CloseCode.POLICY_VIOLATION
             if frame is _STOP:
-                self._send(self.codec.failure(ShuttingDown("the server is shutting down"), None))
+                self.outbox.send(self.codec.failure(ShuttingDown("the server is shutting down"), None))
                 return CloseCode.GOING_AWAY
             if frame is None:
                 return None
@@ -256,8 +237,8 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
         try:
             self.session.receive(event)
         except Exception as exc:  # a session bug must not end the connection
-            self._report(exc, "event handling failed", event)
-        self._flush()
+            self.outbox.report(exc, "event handling failed", event)
+        self.outbox.flush()
         self._wake_all()
 
     def _take(self, frame: Frame) -> tuple[ClientEventT | None, Exception | None]:
@@ -277,13 +258,14 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
     def _taken(self, frame: Frame, event: ClientEventT | None, error: Exception | None) -> None:
         """On the loop, after `_take`: the refusal or the error report, then what the session said."""
         if isinstance(error, ClientError) and event is None:
-            self._send(self.codec.refusal(error, frame))
+            self.outbox.send(self.codec.refusal(error, frame))
             return
         if error is not None:
-            self._report(error, "frame parsing failed" if event is None else "event handling failed", event)
+            what = "frame parsing failed" if event is None else "event handling failed"
+            self.outbox.report(error, what, event)
             if event is None:
                 return
-        self._flush()
+        self.outbox.flush()
         self._wake_all()
 
     async def _take_off_loop(self, frame: Frame) -> None:
@@ -319,7 +301,7 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the worker itself failed or closed (shutdown)
-                self._report(exc, "engine worker failed", None)
+                self.outbox.report(exc, "engine worker failed", None)
                 return
             if not ran:
                 await wake.wait()
@@ -341,36 +323,28 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
             try:
                 job = self.session.next_job(lane)
             except Exception as exc:
-                self._report(exc, "job planning failed", None)
+                self.outbox.report(exc, "job planning failed", None)
                 return False
             finally:
-                self._flush()  # planning may answer without the engine (a fast path)
+                self.outbox.flush()  # planning may answer without the engine (a fast path)
             if job is None:
                 return False
             self._in_flight[lane] = job.cancel
             request: Any = job.request
             if getattr(job, "streaming", False):
                 request = Streamed(job.request, job.cancel, self._piece_sink(job))
-            began = time.perf_counter()
             try:
-                outcome: Any = await slot.run(
-                    request, job.cancel, timeout_s=self.engine_timeout_s, priority=self._priority(job)
+                outcome = await call_engine(
+                    slot,
+                    lane,
+                    job,
+                    request,
+                    timeout_s=self.engine_timeout_s,
+                    priority=self._priority(job),
+                    log=self.log,
                 )
-            except asyncio.CancelledError:
-                raise
-            except (ClientError, ServerError) as exc:
-                outcome = exc
-            except Exception as exc:
-                error_id = log_failure(self.log, "engine job failed", exc)
-                outcome = EngineFailure("the engine job failed", error_id=error_id)
             finally:
                 self._in_flight.pop(lane, None)
-            seconds = time.perf_counter() - began
-            ENGINE_JOB_SECONDS.labels(lane).observe(seconds)
-            ms = round(seconds * 1000)
-            self.log.debug(
-                "engine job", lane=lane, job=type(job).__name__, ms=ms, failed=isinstance(outcome, Exception)
-            )
             self._deliver(job, outcome)
         return True
 
@@ -403,8 +377,8 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
         try:
             cast(Any, self.session).job_progress(job, piece)
         except Exception as exc:
-            self._report(exc, "job progress handling failed", None)
-        self._flush()
+            self.outbox.report(exc, "job progress handling failed", None)
+        self.outbox.flush()
         self._wake_all()
 
     def _deliver(self, job: JobT, outcome: Any) -> None:
@@ -417,61 +391,6 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
             else:
                 self.session.job_done(job, outcome)
         except Exception as exc:
-            self._report(exc, "job result handling failed", None)
-        self._flush()
+            self.outbox.report(exc, "job result handling failed", None)
+        self.outbox.flush()
         self._wake_all()  # a result on one lane may make work for another
-
-    # -- frames out ------------------------------------------------------------------
-
-    def _flush(self) -> None:
-        """Write what the session said, now: a frame is written in the state it was said in."""
-        try:
-            events = self.session.events_to_send()
-        except Exception as exc:
-            self._report(exc, "event collection failed", None)
-            return
-        for event in events:
-            self._send(event)
-
-    def _send(self, event: ServerEventT) -> None:
-        try:
-            frame = self.codec.write(event)
-        except Exception as exc:  # a bug in the protocol layer must not end the connection either
-            error_id = log_failure(self.log, "event writing failed", exc, kind=type(event).__name__)
-            frame = self.codec.write(
-                self.codec.failure(EngineFailure("event writing failed", error_id=error_id), None)
-            )
-        if frame is not None and not self.outgoing.put(frame, self._tag(event)):
-            # A client `send_limit` frames behind is not reading: close it now rather than
-            # buffer without end, even while it sends nothing that would wake the receive loop.
-            self._stopping.set()
-
-    def _report(self, exc: Exception, what: str, event: ClientEventT | None) -> None:
-        error_id = log_failure(self.log, what, exc)
-        self._flush_safely()
-        self._send(self.codec.failure(EngineFailure(what, error_id=error_id), event))
-
-    def _flush_safely(self) -> None:
-        """What the session said before it failed goes first (if it can still say it)."""
-        with contextlib.suppress(Exception):
-            for event in self.session.events_to_send():
-                self._send(event)
-
-    async def _send_loop(self) -> None:
-        while (frame := await self.outgoing.get()) is not None:
-            await self.channel.send(frame)
-
-    async def _finish(self, sender: asyncio.Task[None], code: int | None) -> None:
-        """Send what is queued, then close; when the peer closed first, nothing can be sent.
-
-        A client that stopped reading is given `DRAIN_TIMEOUT_S` to take what is queued.
-        """
-        if code is None:
-            sender.cancel()
-        else:
-            self.outgoing.close()
-        with contextlib.suppress(TimeoutError, asyncio.CancelledError, Exception):  # the client may be gone
-            await asyncio.wait_for(sender, DRAIN_TIMEOUT_S)
-        if code is not None:
-            with contextlib.suppress(Exception):
-                await self.channel.close(code)
