@@ -27,7 +27,7 @@ from dragoman.sessions.agent.jobs import ASR, LLM, TTS, LLMJob, SpeechJob
 from dragoman.sessions.agent.limits import AgentLimits
 from dragoman.sessions.agent.session import AgentSession
 from dragoman.sessions.speech.config import EngineProfile, SessionConfig
-from dragoman.sessions.speech.front import StepJob
+from dragoman.sessions.speech.decoder import StepJob
 from tests.unit.fakes import EnergyVAD, WordTokenizer
 from tests.unit.realtime_sdk import validate
 from tests.unit.test_transcription_session import b64, silence, tone

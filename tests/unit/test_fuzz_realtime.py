@@ -37,7 +37,7 @@ from dragoman.sessions.agent.jobs import ASR, LANES, LLM, LLMJob, SpeechJob
 from dragoman.sessions.agent.limits import AgentLimits
 from dragoman.sessions.agent.session import AgentSession
 from dragoman.sessions.speech.config import EngineProfile, SessionConfig
-from dragoman.sessions.speech.front import StepJob
+from dragoman.sessions.speech.decoder import StepJob
 from dragoman.sessions.transcription.session import TranscriptionSession
 from dragoman.transports.websocket.agent import AgentCodec
 from dragoman.transports.websocket.realtime import RealtimeCodec

@@ -111,7 +111,7 @@ def test_a_long_item_is_decoded_in_bounded_windows() -> None:
     deltas, completed = transcript_of(events)
     assert deltas == completed == script.text
     assert session.revisions == 0
-    assert not session.front._closed  # the item completed
+    assert not session.front._decoder.committed  # the item completed
     longest = max(len(j.request.audio) for j in jobs) / RATE
     assert longest <= 6.0 + 1.0, longest  # the bound plus one chunk
     # The sealed text goes to the decoder as its previous text.

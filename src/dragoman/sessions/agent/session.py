@@ -58,7 +58,8 @@ from dragoman.sessions.agent.requests import chat_request, front_config
 from dragoman.sessions.agent.response import Reason, ResponseRun
 from dragoman.sessions.speech import events as speech
 from dragoman.sessions.speech.config import EngineProfile
-from dragoman.sessions.speech.front import SpeechFront, StepJob
+from dragoman.sessions.speech.decoder import StepJob
+from dragoman.sessions.speech.front import SpeechFront
 from dragoman.streaming.turns import TurnCompletion
 
 AgentJob = StepJob | LLMJob | SpeechJob

@@ -4,43 +4,28 @@ It is what a transcription session and a voice agent share, up to a committed,
 transcribed turn: appends of base64 PCM at the client's rate are resampled to the
 engine's, turn detection (server_vad or semantic_vad, when on) cuts them into turns,
 and each turn is an item that is transcribed as it grows and once more when it is
-committed. It is a sub-machine of its session: the session feeds it client events
-and takes its engine jobs and events with the same contract (`sessions/base.py`).
-
-Decoding re-transcribes the item every `chunk_seconds` of new audio "as one engine
-request whose assistant turn is prefilled with the previous hypothesis minus its
-last unfixed_tokens tokens (once unfixed_chunks chunks are in), so the tail can
-still be revised while the head is fixed". The driver runs the jobs in a task of
-its own, so audio that arrives during a step is coalesced into the next one rather
-than decoded inside the receive loop.
+committed (`decoder.py`). It is a sub-machine of its session: the session feeds it
+client events and takes its engine jobs and events with the same contract
+(`sessions/base.py`).
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from dragoman.audio.rates import SAMPLE_RATE
 from dragoman.audio.vad import SpeechProbability
-from dragoman.engines.asr.base import StepRequest, StepResult
-from dragoman.engines.workers import CancelToken, JobCancelled, Priority
+from dragoman.engines.asr.base import StepResult
 from dragoman.errors import BufferTooLong, DragomanError, InvalidValue
-from dragoman.metrics import AUDIO_REFUSED_SECONDS, STEPS_COALESCED
+from dragoman.metrics import AUDIO_REFUSED_SECONDS
 from dragoman.sessions.speech.audio_input import AudioInput
 from dragoman.sessions.speech.config import EngineProfile, SessionConfig
+from dragoman.sessions.speech.decoder import ItemDecoder, StepJob
 from dragoman.sessions.speech.events import (
     Cleared,
     Committed,
-    Completed,
-    Delta,
-    Error,
-    Failed,
     FrontEvent,
-    Partial,
-    Provisional,
     SpeechStarted,
     SpeechStopped,
     TimeoutTriggered,
@@ -48,27 +33,6 @@ from dragoman.sessions.speech.events import (
 )
 from dragoman.sessions.speech.item import Item
 from dragoman.streaming import turns
-from dragoman.streaming.sealing import SealPolicy, choose_seal
-from dragoman.streaming.stable_prefix import stable_prefix
-
-
-@dataclass(frozen=True)
-class StepJob:
-    """One engine request for one item; `final` when it finishes the item."""
-
-    item: Item
-    request: StepRequest
-    final: bool
-    #: The item's clock when the job was made: audio after it is pending for the next step.
-    clock: int
-    #: Set when the item is cleared: a step not yet started is then dropped.
-    cancel: CancelToken = field(default_factory=CancelToken, compare=False)
-    priority: Priority = Priority.STREAMING
-    #: The early start's decode of a turn judged complete (`Provisional`), and the item's
-    #: `resumes` then: speech that came back since makes its transcript stale.
-    provisional: bool = False
-    resumes: int = 0
-
 
 #: Committed items that may wait for their final step; past it appends and commits are refused.
 MAX_PENDING_ITEMS = 8
@@ -100,13 +64,7 @@ class SpeechFront:
         self._segmenter: turns.TurnSegmenter | None = None
         self._item: Item | None = None
         self._last_item_id: str | None = None
-        #: Committed items waiting for their final step, oldest first.
-        self._closed: deque[Item] = deque()
-        self._in_flight: StepJob | None = None
-        #: Steps, over all items, whose firm text contradicted deltas already sent.
-        self.revisions = 0
-        #: Steps skipped under load, their audio decoded by the next one (`_coalesce`).
-        self.coalesced = 0
+        self._decoder = ItemDecoder(session_id, engine, config, emit)
         #: The voice agent holds server_vad's idle timer while it answers (`hold_idle`).
         self._idle_held = False
         #: Set by the driver while the client is too far ahead of real time (`_check_real_time`).
@@ -145,7 +103,7 @@ class SpeechFront:
                 param="session.turn_detection.type",
             )
         old = self.config
-        self.config = new
+        self.config = self._decoder.config = new
         if new.input_rate != old.input_rate:
             self._input.reset()
             self._input.set_rate(new.input_rate)
@@ -172,7 +130,7 @@ class SpeechFront:
             item.clock = clock
         else:
             self._segment(self._input.accept(samples, odd))
-        self._coalesce()
+        self._decoder.coalesce(self._item)
 
     def commit(self) -> None:
         """The client ends the turn: the buffer becomes a committed item; raises when it is empty."""
@@ -201,10 +159,7 @@ class SpeechFront:
         self._input.reset()
         self._start_over()
         if self._item is not None:
-            self._item.dropped = True
-            in_flight = self._in_flight
-            if in_flight is not None and in_flight.item is self._item:
-                in_flight.cancel.cancel()  # its result would be dropped anyway
+            self._decoder.drop(self._item)
             self._item = None
         self._follow_config()
         self._emit(Cleared())
@@ -215,9 +170,10 @@ class SpeechFront:
         One client sending 200 x (30 s append + commit) once queued 384 MB in 1.6 s; the
         committed items waiting for their final step are bounded instead.
         """
-        if len(self._closed) >= MAX_PENDING_ITEMS:
+        pending = len(self._decoder.committed)
+        if pending >= MAX_PENDING_ITEMS:
             raise InvalidValue(
-                f"{len(self._closed)} committed items are still waiting to be transcribed; "
+                f"{pending} committed items are still waiting to be transcribed; "
                 "send audio no faster than real time, or wait for their transcripts.",
                 code="input_audio_buffer_backlog",
             )
@@ -374,7 +330,7 @@ class SpeechFront:
         assert item is not None
         self._item = None
         item.closed = True
-        self._closed.append(item)
+        self._decoder.committed.append(item)
         self._emit(Committed(item_id=item.item_id, previous_item_id=item.previous_item_id))
 
     @property
@@ -386,152 +342,22 @@ class SpeechFront:
         in_turn = self._segmenter is not None and self._segmenter.holding
         return (self._item is None or self._item.clock == 0) and not in_turn and not self._input.carry
 
-    # -- decode work ------------------------------------------------------------
+    # -- decode work (`decoder.py`) ----------------------------------------------
+
+    @property
+    def revisions(self) -> int:
+        return self._decoder.revisions
+
+    @property
+    def coalesced(self) -> int:
+        return self._decoder.coalesced
 
     def next_job(self) -> StepJob | None:
-        """The next engine request to run, or None; at most one is in flight per session."""
-        if self._in_flight is not None:
-            return None
-        while self._closed and (self._closed[0].dropped or self._complete_from_last_step(self._closed[0])):
-            pass
-        if self._closed:
-            job = self._job(self._closed[0], final=True)
-        elif self._item is not None and self._item.provisional:
-            self._item.provisional = False
-            job = dataclasses.replace(
-                self._job(self._item, final=False), provisional=True, resumes=self._item.resumes
-            )
-        elif self._item is not None and self._item.clock - self._item.decoded_clock >= self.chunk_samples:
-            # All pending audio goes in one step, however many chunks it completes.
-            job = self._job(self._item, final=False)
-        else:
-            return None
-        self._in_flight = job
-        return job
-
-    def _complete_from_last_step(self, item: Item) -> bool:
-        """Complete a committed item whose last step already decoded all of its audio.
-
-        A commit right after a chunk boundary would otherwise decode the same audio twice.
-        """
-        if item.steps == 0 or item.decoded_samples != item.samples:
-            return False
-        text = item.transcript()
-        self._send_delta(item, text)
-        self._completed(item, text)
-        return True
-
-    @property
-    def seal_policy(self) -> SealPolicy:
-        return SealPolicy.for_window(self.config.max_window_seconds)
-
-    @property
-    def chunk_samples(self) -> int:
-        return round(self.config.chunk_seconds * SAMPLE_RATE)
-
-    def _job(self, item: Item, final: bool) -> StepJob:
-        prefix = item.raw_prefix if item.steps >= self.config.unfixed_chunks else ""
-        audio = item.window_audio()
-        policy = self.seal_policy
-        request = StepRequest(
-            audio=audio,
-            prefix=prefix,
-            language=self.config.language or item.language,
-            prompt=item.prompt(self.engine.tokenizer, self.config.prompt),
-            # Word starts are needed only where a cut may be made.
-            word_times=not final and policy.enabled and len(audio) >= policy.min_window_seconds * SAMPLE_RATE,
-            tags={"session": self.session_id, "item": item.item_id},
-        )
-        return StepJob(item=item, request=request, final=final, clock=item.clock)
+        """The next step (of the open item, or of a committed one), or None."""
+        return self._decoder.next_job(self._item)
 
     def job_done(self, job: StepJob, result: StepResult) -> None:
-        self._finish_job(job)
-        item = job.item
-        if item.dropped:
-            return
-        item.raw = result.text
-        item.language = result.language or item.language
-        item.steps += 1
-        item.decoded_clock = job.clock
-        item.decoded_samples = item.window_start + len(job.request.audio)
-        item.raw_prefix = stable_prefix(item.raw, self.engine.tokenizer, self.config.unfixed_tokens)
-        if not job.final:
-            # Only text forced in this step (stable for a step already) and still stable is sealed.
-            stable = min(len(job.request.prefix), len(item.raw_prefix))
-            seal = choose_seal(
-                item.raw, stable, result.words, job.request.audio, SAMPLE_RATE, self.seal_policy
-            )
-            if seal is not None:
-                item.seal(seal)
-        text = item.transcript()
-        if job.final:
-            self._send_delta(item, text)
-            self._completed(item, text)
-            return
-        # Only text the next step will force is firm enough to send as a delta.
-        firm = item.firm(forced=item.steps >= self.config.unfixed_chunks)
-        self._send_delta(item, firm)
-        if job.provisional and not item.closed and job.resumes == item.resumes:
-            item.speculated = True
-            self._emit(Provisional(item.item_id, text))
-        self._emit(
-            Partial(
-                item_id=item.item_id,
-                text=text,
-                stable_chars=len(firm),
-                audio_seconds=round(job.clock / SAMPLE_RATE, 3),
-            )
-        )
-
-    def _coalesce(self) -> None:
-        """Skip a partial step that has not started by the time a whole chunk more has come.
-
-        Under load a step waits for the engine while the audio goes on; its partial, when
-        it came, would already be a chunk behind. The step is cancelled instead (it is
-        dropped if its call has not started, and runs as usual if it has), and the next
-        one decodes its audio and the new chunk together.
-        """
-        job, item = self._in_flight, self._item
-        if job is None or item is None or job.item is not item or job.final or job.provisional:
-            return
-        if not job.cancel.cancelled and item.clock - job.clock >= self.chunk_samples:
-            job.cancel.cancel()
+        self._decoder.job_done(job, result)
 
     def job_failed(self, job: StepJob, error: DragomanError) -> None:
-        """A step failed; the session goes on. A failed final step fails the item."""
-        self._finish_job(job)
-        item = job.item
-        if item.dropped:
-            return
-        if isinstance(error, JobCancelled) and job.cancel.cancelled and not job.final:
-            self.coalesced += 1  # skipped (`_coalesce`): the next step takes its audio
-            STEPS_COALESCED.inc()
-            return
-        # Don't retry the same audio at once; the next chunk (or the commit) tries again.
-        item.decoded_clock = job.clock
-        if job.final:
-            self._closed.popleft()
-            self._emit(Failed(item_id=item.item_id, error=error))
-        else:
-            self._emit(Error(error))
-
-    def _finish_job(self, job: StepJob) -> None:
-        if self._in_flight is not job:
-            raise RuntimeError("job_done/job_failed for a job that is not in flight")
-        self._in_flight = None
-
-    def _send_delta(self, item: Item, firm: str) -> None:
-        delta = item.ledger.advance(firm)
-        if delta:
-            self._emit(Delta(item_id=item.item_id, delta=delta))
-
-    def _completed(self, item: Item, transcript: str) -> None:
-        self._closed.popleft()
-        self.revisions += item.ledger.revisions
-        self._emit(
-            Completed(
-                item_id=item.item_id,
-                transcript=transcript,
-                seconds=round(item.samples / SAMPLE_RATE, 3),
-            )
-        )
+        self._decoder.job_failed(job, error)

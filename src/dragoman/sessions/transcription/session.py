@@ -21,8 +21,9 @@ from dragoman.engines.asr.base import StepResult
 from dragoman.errors import ClientError, DragomanError
 from dragoman.sessions.base import DEFAULT_LANE
 from dragoman.sessions.speech.config import EngineProfile, SessionConfig
+from dragoman.sessions.speech.decoder import StepJob
 from dragoman.sessions.speech.events import FrontEvent, Provisional, TurnResumed
-from dragoman.sessions.speech.front import SpeechFront, StepJob
+from dragoman.sessions.speech.front import SpeechFront
 from dragoman.sessions.transcription.events import (
     AppendAudio,
     ClearBuffer,

@@ -1,0 +1,235 @@
+"""The streaming transcript of each item: its steps, and what their results say.
+
+Decoding re-transcribes the item every `chunk_seconds` of new audio "as one engine
+request whose assistant turn is prefilled with the previous hypothesis minus its
+last unfixed_tokens tokens (once unfixed_chunks chunks are in), so the tail can
+still be revised while the head is fixed". The driver runs the jobs in a task of
+its own, so audio that arrives during a step is coalesced into the next one rather
+than decoded inside the receive loop. A committed item is decoded once more, whole,
+by a final step that completes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from dragoman.audio.rates import SAMPLE_RATE
+from dragoman.engines.asr.base import StepRequest, StepResult
+from dragoman.engines.workers import CancelToken, JobCancelled, Priority
+from dragoman.errors import DragomanError
+from dragoman.metrics import STEPS_COALESCED
+from dragoman.sessions.speech.config import EngineProfile, SessionConfig
+from dragoman.sessions.speech.events import (
+    Completed,
+    Delta,
+    Error,
+    Failed,
+    FrontEvent,
+    Partial,
+    Provisional,
+)
+from dragoman.sessions.speech.item import Item
+from dragoman.streaming.sealing import SealPolicy, choose_seal
+from dragoman.streaming.stable_prefix import stable_prefix
+
+
+@dataclass(frozen=True)
+class StepJob:
+    """One engine request for one item; `final` when it finishes the item."""
+
+    item: Item
+    request: StepRequest
+    final: bool
+    #: The item's clock when the job was made: audio after it is pending for the next step.
+    clock: int
+    #: Set when the item is cleared: a step not yet started is then dropped.
+    cancel: CancelToken = field(default_factory=CancelToken, compare=False)
+    priority: Priority = Priority.STREAMING
+    #: The early start's decode of a turn judged complete (`Provisional`), and the item's
+    #: `resumes` then: speech that came back since makes its transcript stale.
+    provisional: bool = False
+    resumes: int = 0
+
+
+class ItemDecoder:
+    """Steps for the open item and the committed ones, at most one in flight at a time."""
+
+    def __init__(
+        self,
+        session_id: str,
+        engine: EngineProfile,
+        config: SessionConfig,
+        emit: Callable[[FrontEvent], None],
+    ) -> None:
+        self.session_id = session_id
+        self.engine = engine
+        #: The session's config; the speech front sets it again on every change.
+        self.config = config
+        self._emit = emit
+        #: Committed items waiting for their final step, oldest first.
+        self.committed: deque[Item] = deque()
+        self._in_flight: StepJob | None = None
+        #: Steps, over all items, whose firm text contradicted deltas already sent.
+        self.revisions = 0
+        #: Steps skipped under load, their audio decoded by the next one (`coalesce`).
+        self.coalesced = 0
+
+    def drop(self, item: Item) -> None:
+        """The client cleared `item`: a step of it that has not started is cancelled."""
+        item.dropped = True
+        in_flight = self._in_flight
+        if in_flight is not None and in_flight.item is item:
+            in_flight.cancel.cancel()  # its result would be dropped anyway
+
+    def next_job(self, item: Item | None) -> StepJob | None:
+        """The next engine request to run, the open `item`'s or a committed one's, or None;
+        at most one is in flight per session."""
+        if self._in_flight is not None:
+            return None
+        while self.committed and (
+            self.committed[0].dropped or self._complete_from_last_step(self.committed[0])
+        ):
+            pass
+        if self.committed:
+            job = self._job(self.committed[0], final=True)
+        elif item is not None and item.provisional:
+            item.provisional = False
+            job = dataclasses.replace(self._job(item, final=False), provisional=True, resumes=item.resumes)
+        elif item is not None and item.clock - item.decoded_clock >= self.chunk_samples:
+            # All pending audio goes in one step, however many chunks it completes.
+            job = self._job(item, final=False)
+        else:
+            return None
+        self._in_flight = job
+        return job
+
+    def _complete_from_last_step(self, item: Item) -> bool:
+        """Complete a committed item whose last step already decoded all of its audio.
+
+        A commit right after a chunk boundary would otherwise decode the same audio twice.
+        """
+        if item.steps == 0 or item.decoded_samples != item.samples:
+            return False
+        text = item.transcript()
+        self._send_delta(item, text)
+        self._completed(item, text)
+        return True
+
+    @property
+    def seal_policy(self) -> SealPolicy:
+        return SealPolicy.for_window(self.config.max_window_seconds)
+
+    @property
+    def chunk_samples(self) -> int:
+        return round(self.config.chunk_seconds * SAMPLE_RATE)
+
+    def _job(self, item: Item, final: bool) -> StepJob:
+        prefix = item.raw_prefix if item.steps >= self.config.unfixed_chunks else ""
+        audio = item.window_audio()
+        policy = self.seal_policy
+        request = StepRequest(
+            audio=audio,
+            prefix=prefix,
+            language=self.config.language or item.language,
+            prompt=item.prompt(self.engine.tokenizer, self.config.prompt),
+            # Word starts are needed only where a cut may be made.
+            word_times=not final and policy.enabled and len(audio) >= policy.min_window_seconds * SAMPLE_RATE,
+            tags={"session": self.session_id, "item": item.item_id},
+        )
+        return StepJob(item=item, request=request, final=final, clock=item.clock)
+
+    def job_done(self, job: StepJob, result: StepResult) -> None:
+        self._finish_job(job)
+        item = job.item
+        if item.dropped:
+            return
+        item.raw = result.text
+        item.language = result.language or item.language
+        item.steps += 1
+        item.decoded_clock = job.clock
+        item.decoded_samples = item.window_start + len(job.request.audio)
+        item.raw_prefix = stable_prefix(item.raw, self.engine.tokenizer, self.config.unfixed_tokens)
+        if not job.final:
+            # Only text forced in this step (stable for a step already) and still stable is sealed.
+            stable = min(len(job.request.prefix), len(item.raw_prefix))
+            seal = choose_seal(
+                item.raw, stable, result.words, job.request.audio, SAMPLE_RATE, self.seal_policy
+            )
+            if seal is not None:
+                item.seal(seal)
+        text = item.transcript()
+        if job.final:
+            self._send_delta(item, text)
+            self._completed(item, text)
+            return
+        # Only text the next step will force is firm enough to send as a delta.
+        firm = item.firm(forced=item.steps >= self.config.unfixed_chunks)
+        self._send_delta(item, firm)
+        if job.provisional and not item.closed and job.resumes == item.resumes:
+            item.speculated = True
+            self._emit(Provisional(item.item_id, text))
+        self._emit(
+            Partial(
+                item_id=item.item_id,
+                text=text,
+                stable_chars=len(firm),
+                audio_seconds=round(job.clock / SAMPLE_RATE, 3),
+            )
+        )
+
+    def coalesce(self, item: Item | None) -> None:
+        """Skip a partial step of the open `item` that has not started by the time a whole
+        chunk more has come.
+
+        Under load a step waits for the engine while the audio goes on; its partial, when
+        it came, would already be a chunk behind. The step is cancelled instead (it is
+        dropped if its call has not started, and runs as usual if it has), and the next
+        one decodes its audio and the new chunk together.
+        """
+        job = self._in_flight
+        if job is None or item is None or job.item is not item or job.final or job.provisional:
+            return
+        if not job.cancel.cancelled and item.clock - job.clock >= self.chunk_samples:
+            job.cancel.cancel()
+
+    def job_failed(self, job: StepJob, error: DragomanError) -> None:
+        """A step failed; the session goes on. A failed final step fails the item."""
+        self._finish_job(job)
+        item = job.item
+        if item.dropped:
+            return
+        if isinstance(error, JobCancelled) and job.cancel.cancelled and not job.final:
+            self.coalesced += 1  # skipped (`coalesce`): the next step takes its audio
+            STEPS_COALESCED.inc()
+            return
+        # Don't retry the same audio at once; the next chunk (or the commit) tries again.
+        item.decoded_clock = job.clock
+        if job.final:
+            self.committed.popleft()
+            self._emit(Failed(item_id=item.item_id, error=error))
+        else:
+            self._emit(Error(error))
+
+    def _finish_job(self, job: StepJob) -> None:
+        if self._in_flight is not job:
+            raise RuntimeError("job_done/job_failed for a job that is not in flight")
+        self._in_flight = None
+
+    def _send_delta(self, item: Item, firm: str) -> None:
+        delta = item.ledger.advance(firm)
+        if delta:
+            self._emit(Delta(item_id=item.item_id, delta=delta))
+
+    def _completed(self, item: Item, transcript: str) -> None:
+        self.committed.popleft()
+        self.revisions += item.ledger.revisions
+        self._emit(
+            Completed(
+                item_id=item.item_id,
+                transcript=transcript,
+                seconds=round(item.samples / SAMPLE_RATE, 3),
+            )
+        )
