@@ -48,16 +48,12 @@ also asks the model once per pause, at `PAUSE_MS` of silence: at P(complete) >= 
 `EndLikely`, so an answer can be prepared while the silence runs out; speech that comes back
 before the end emits `Resumed`.
 
-server_vad's `idle_timeout_ms` (OpenAI: "Optional timeout after which a model response will be
-triggered automatically", emitted as `input_audio_buffer.timeout_triggered`, "it indicates that
-there hasn't been any speech detected for the configured duration") runs on the audio timeline,
-as everything here does: from the start, from the end of each turn, and from each start-over
+server_vad's `idle_timeout_ms` (`streaming/idle_timer.py`) runs on the audio timeline, as
+everything here does: from the start, from the end of each turn, and from each start-over
 (`reset()`), a span of that much audio with no turn in it emits `IdleTimeout` with the span's
-bounds and its audio ("the empty audio will be committed to the conversation as an input_audio
-item"); the timer then runs again from there. A turn that opens stops it. A caller with
-answers of its own (the voice agent) holds it while it answers (`hold_idle()`) and starts it
-again where its answer's audio will have finished playing (`arm_idle(delay)`): OpenAI's timeout
-"will be applied after the last model response's audio has finished playing".
+bounds and its audio. A caller with answers of its own (the voice agent) holds it while it
+answers (`hold_idle()`) and starts it again where its answer's audio will have finished playing
+(`arm_idle(delay)`).
 
 Times are whole milliseconds (rounded down) since the start of the timeline: `offset_samples`
 plus every sample pushed, including those a `reset()` dropped, or where `realign()` put it.
@@ -65,16 +61,13 @@ plus every sample pushed, including those a `reset()` dropped, or where `realign
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TypeAlias
-
 import numpy as np
 from numpy.typing import NDArray
 
 from dragoman.audio.rates import SAMPLE_RATE
 from dragoman.audio.vad import SpeechProbability
+from dragoman.streaming.idle_timer import IdleTimer
+from dragoman.streaming.recent_audio import RecentAudio
 from dragoman.streaming.turn_config import (
     EAGERNESS,
     HYSTERESIS,
@@ -86,6 +79,17 @@ from dragoman.streaming.turn_config import (
     SemanticVADConfig,
     ServerVADConfig,
     TurnConfig,
+)
+from dragoman.streaming.turn_onset import SpeechRun, TurnOnset
+from dragoman.streaming.turn_ops import (
+    EndLikely,
+    IdleTimeout,
+    Resumed,
+    SpeechStarted,
+    SpeechStopped,
+    TurnAudio,
+    TurnCompletion,
+    TurnOp,
 )
 
 __all__ = [
@@ -110,79 +114,6 @@ __all__ = [
     "TurnSegmenter",
 ]
 
-#: P(the turn is complete) of a turn's 16 kHz audio: the turn model of semantic_vad.
-TurnCompletion: TypeAlias = Callable[[NDArray[np.float32]], float]
-
-
-@dataclass(frozen=True)
-class SpeechStarted:
-    audio_start_ms: int
-
-
-@dataclass(frozen=True, eq=False)
-class TurnAudio:
-    """The next samples of the current turn (a fresh array, owned by the receiver)."""
-
-    samples: NDArray[np.float32]
-
-
-@dataclass(frozen=True)
-class SpeechStopped:
-    audio_end_ms: int
-
-
-@dataclass(frozen=True)
-class EndLikely:
-    """server_vad with a turn model (the voice agent's early start): at a pause the model judged
-    the turn complete, before the silence that ends it has run out."""
-
-    audio_end_ms: int
-
-
-@dataclass(frozen=True)
-class Resumed:
-    """Speech came back after an `EndLikely`: the turn goes on."""
-
-
-@dataclass(frozen=True, eq=False)
-class IdleTimeout:
-    """No turn for `idle_timeout_ms`: the span [audio_start_ms, audio_end_ms) and its audio
-    (a fresh array, owned by the receiver)."""
-
-    audio_start_ms: int
-    audio_end_ms: int
-    samples: NDArray[np.float32]
-
-
-TurnOp: TypeAlias = SpeechStarted | TurnAudio | SpeechStopped | EndLikely | Resumed | IdleTimeout
-
-
-@dataclass
-class _Run:
-    """Speech not yet past its gate: how much of it is active, and since when it is quiet."""
-
-    active: int = 0
-    quiet_since: int | None = None
-
-    def add(self, speech: bool, start: int, length: int) -> None:
-        if speech:
-            self.active += length
-            self.quiet_since = None
-        elif self.quiet_since is None:
-            self.quiet_since = start
-
-    def quiet(self, now: int) -> int:
-        return 0 if self.quiet_since is None else now - self.quiet_since
-
-
-@dataclass
-class _Candidate:
-    """A turn not yet announced: where it will begin, and its audio so far (copies)."""
-
-    first: int
-    held: list[NDArray[np.float32]]
-    run: _Run = field(default_factory=_Run)
-
 
 class TurnSegmenter:
     """Split a stream of 16 kHz float32 audio into turns (see the module docstring)."""
@@ -205,8 +136,6 @@ class TurnSegmenter:
         self.turn_model = turn_model
         self.sample_rate = sample_rate
         self._window = vad.window_samples
-        self._padding = self._samples(config.prefix_padding_ms)
-        self._gate = self._samples(config.min_speech_ms)
         if isinstance(config, SemanticVADConfig):
             self._pause = self._samples(config.pause_ms)
             self._resume_gate = self._samples(config.min_speech_continuation_ms)
@@ -214,32 +143,24 @@ class TurnSegmenter:
         else:
             self._pause = self._resume_gate = 0
             self._silence = self._samples(config.silence_duration_ms)
-        self._context_limit = TURN_CONTEXT_SECONDS * sample_rate
         # Timeline position of the next window's first sample; the leftover starts there.
         self._cursor = offset_samples
         self._leftover = np.zeros(0, dtype=np.float32)
-        # Up to `_padding` of the latest audio outside a turn (and outside any candidate).
-        self._ring: deque[NDArray[np.float32]] = deque()
-        self._ring_samples = 0
-        self._candidate: _Candidate | None = None
+        padding, gate = self._samples(config.prefix_padding_ms), self._samples(config.min_speech_ms)
+        self._onset = TurnOnset(padding, gate, self._silence)
         self._in_speech = False
         # Where the current run of silence inside a turn began, if one is running.
         self._silence_start: int | None = None
         # semantic_vad: the silence that ends a soft-ended turn, and speech that may resume it.
         self._wait: int | None = None
-        self._resume = _Run()
+        self._resume = SpeechRun()
         # semantic_vad: the end of the open turn's audio, for the turn model.
-        self._context: deque[NDArray[np.float32]] = deque()
-        self._context_samples = 0
+        self._context = RecentAudio(TURN_CONTEXT_SECONDS * sample_rate)
         # server_vad with a turn model: whether this pause was judged, and found complete.
         self._judged = self._likely = False
-        # server_vad's idle timeout: its length (0: off), where the running timer started (None:
-        # stopped), whether the caller holds it, and the audio since it started.
+        # server_vad's idle timeout (a length of 0 is off).
         idle_ms = config.idle_timeout_ms if isinstance(config, ServerVADConfig) else None
-        self._idle = self._samples(idle_ms) if idle_ms else 0
-        self._idle_from: int | None = offset_samples if self._idle else None
-        self._idle_held = False
-        self._idle_audio: list[NDArray[np.float32]] = []
+        self._idle = IdleTimer(self._samples(idle_ms) if idle_ms else 0, offset_samples)
 
     def _samples(self, ms: int) -> int:
         return ms * self.sample_rate // 1000
@@ -252,7 +173,7 @@ class TurnSegmenter:
     @property
     def holding(self) -> bool:
         """A turn is open, or a candidate turn holds audio not yet emitted."""
-        return self._in_speech or self._candidate is not None
+        return self._in_speech or self._onset.candidate is not None
 
     @property
     def position(self) -> int:
@@ -272,14 +193,10 @@ class TurnSegmenter:
         """
         self._cursor += len(self._leftover)
         self._leftover = np.zeros(0, dtype=np.float32)
-        self._ring.clear()
-        self._ring_samples = 0
-        self._candidate = None
+        self._onset.reset()
         self._end_turn()
         self.vad.reset()
-        # A start-over (a commit, a clear) is the client's doing: the idle time starts again.
-        if self._idle_from is not None and self._idle_from < self._cursor:
-            self._restart_idle(self._cursor)
+        self._idle.start_over(self._cursor)
 
     def realign(self, position: int) -> None:
         """Put the next sample pushed at `position` on the timeline (in samples), right after a
@@ -291,35 +208,26 @@ class TurnSegmenter:
         """
         if position < 0:
             raise ValueError("position must be non-negative")
-        if self.holding or len(self._leftover) or self._ring:
+        if self.holding or len(self._leftover) or not self._onset.empty():
             raise ValueError("realign() is for a segmenter that holds nothing: reset() it first")
-        if self._idle_from is not None:
-            self._idle_from = max(self._idle_from + position - self._cursor, 0)
+        self._idle.shift(position - self._cursor)
         self._cursor = position
 
     def hold_idle(self) -> None:
         """Stop the idle timer until `arm_idle` (the caller is answering)."""
-        self._idle_held = True
-        self._idle_from = None
-        self._idle_audio = []
+        self._idle.hold()
 
     def arm_idle(self, delay_samples: int = 0) -> None:
         """Run the idle timer from `delay_samples` past the audio pushed so far (where the
         caller's answer will have finished playing); nothing when the config has no timeout."""
-        self._idle_held = False
-        if self._idle:
-            self._restart_idle(self._cursor + max(delay_samples, 0))
-
-    def _restart_idle(self, position: int) -> None:
-        self._idle_from = position
-        self._idle_audio = []
+        self._idle.arm(self._cursor + max(delay_samples, 0))
 
     def open_candidate(self) -> list[TurnOp]:
         """Announce a candidate turn short of its gate now (the client commits the buffer, which
         says its audio counts); returns its SpeechStarted and audio, or nothing."""
         ops: list[TurnOp] = []
         pieces: list[NDArray[np.float32]] = []
-        if self._candidate is not None:
+        if self._onset.candidate is not None:
             self._open(ops, pieces)
         _flush(ops, pieces)
         return ops
@@ -353,13 +261,14 @@ class TurnSegmenter:
         prob = self.vad(window)
         speech = prob >= self.config.threshold
         if not self._in_speech:
-            self._step_candidate(window, start, speech, ops, pieces)
-            if self._idle_from is not None:
+            if self._onset.step(window, start, self._cursor, speech):
+                self._open(ops, pieces)
+            if self._idle.since is not None:
                 self._step_idle(window, start, ops, pieces)
             return
         pieces.append(window)
         if self.turn_model is not None:
-            self._keep(window.copy())
+            self._context.add(window.copy())
         if self._wait is not None:
             self._step_soft_ended(start, speech, ops, pieces)
             return
@@ -381,59 +290,25 @@ class TurnSegmenter:
         elif not self.semantic and self.turn_model is not None and not self._judged:
             self._judge_early(silence, ops, pieces)
 
-    def _step_candidate(
-        self,
-        window: NDArray[np.float32],
-        start: int,
-        speech: bool,
-        ops: list[TurnOp],
-        pieces: list[NDArray[np.float32]],
-    ) -> None:
-        """Outside a turn: start, grow, open or drop the candidate turn."""
-        candidate = self._candidate
-        if candidate is None:
-            if not speech:
-                self._remember(window)
-                return
-            padding = self._take_padding()
-            candidate = self._candidate = _Candidate(start - len(padding), [padding])
-        candidate.held.append(window.copy())
-        candidate.run.add(speech, start, len(window))
-        if candidate.run.active >= self._gate:
-            self._open(ops, pieces)
-        elif candidate.run.quiet(self._cursor) >= self._silence:
-            # Too little speech before the quiet that would have ended it: no turn. Its audio
-            # is outside turns, and may be the next turn's padding.
-            self._candidate = None
-            for piece in candidate.held:
-                self._remember(piece)
-
     def _step_idle(
         self, window: NDArray[np.float32], start: int, ops: list[TurnOp], pieces: list[NDArray[np.float32]]
     ) -> None:
         """Outside a turn: keep the window for the idle span, and end the span once it is as long
         as the timeout (never while a candidate turn may still open)."""
-        begin = self._idle_from
-        if begin is None or start < begin:
-            return  # the timer starts later (the caller's answer is still playing)
-        self._idle_audio.append(window.copy())
-        if self._candidate is None and self._cursor - begin >= self._idle:
+        span = self._idle.add(window, start, self._cursor, may_end=self._onset.candidate is None)
+        if span is not None:
+            begin, audio = span
             _flush(ops, pieces)
-            audio = np.concatenate(self._idle_audio)
             ops.append(IdleTimeout(self.ms(begin), self.ms(self._cursor), audio))
-            self._restart_idle(self._cursor)
 
     def _open(self, ops: list[TurnOp], pieces: list[NDArray[np.float32]]) -> None:
-        candidate = self._candidate
-        assert candidate is not None
-        self._candidate = None
-        self._idle_from = None  # speech: not idle
-        self._idle_audio = []
+        candidate = self._onset.take()
+        self._idle.stop()
         ops.append(SpeechStarted(self.ms(candidate.first)))
         pieces.extend(candidate.held)
         if self.turn_model is not None:
             for piece in candidate.held:
-                self._keep(piece)
+                self._context.add(piece)
         self._in_speech = True
         self._silence_start = None
 
@@ -445,7 +320,7 @@ class TurnSegmenter:
             self._stop(ops, pieces)
         else:
             self._wait = self._samples(self.config.wait_ms(probability))
-            self._resume = _Run()
+            self._resume = SpeechRun()
 
     def _judge_early(self, silence: int, ops: list[TurnOp], pieces: list[NDArray[np.float32]]) -> None:
         """server_vad's early start: ask the turn model once per pause, after PAUSE_MS of it."""
@@ -459,8 +334,7 @@ class TurnSegmenter:
 
     def _turn_probability(self) -> float:
         assert self.turn_model is not None
-        audio = np.concatenate(self._context)
-        return self.turn_model(audio[len(audio) - min(len(audio), self._context_limit) :])
+        return self.turn_model(self._context.latest())
 
     def _step_soft_ended(
         self, start: int, speech: bool, ops: list[TurnOp], pieces: list[NDArray[np.float32]]
@@ -472,7 +346,7 @@ class TurnSegmenter:
             self._silence_start = self._wait = None
             return
         if self._resume.quiet(self._cursor) >= self._pause:
-            self._resume = _Run()  # speech too short to resume the turn is forgotten
+            self._resume = SpeechRun()  # speech too short to resume the turn is forgotten
         # Speech still deciding whether it resumes the turn holds the timeout (192 ms at most),
         # so that a turn never ends inside it and splits it.
         resuming = self._resume.active > 0 and self._resume.quiet_since is None
@@ -483,41 +357,14 @@ class TurnSegmenter:
         _flush(ops, pieces)
         ops.append(SpeechStopped(self.ms(self._cursor)))
         self._end_turn()
-        if self._idle and not self._idle_held:
-            self._restart_idle(self._cursor)
+        self._idle.turn_ended(self._cursor)
 
     def _end_turn(self) -> None:
         self._in_speech = False
         self._silence_start = self._wait = None
-        self._resume = _Run()
+        self._resume = SpeechRun()
         self._context.clear()
-        self._context_samples = 0
         self._judged = self._likely = False
-
-    def _keep(self, piece: NDArray[np.float32]) -> None:
-        """Keep `piece` (a copy) as the end of the turn, forgetting what the model cannot see."""
-        self._context.append(piece)
-        self._context_samples += len(piece)
-        while self._context_samples - len(self._context[0]) >= self._context_limit:
-            self._context_samples -= len(self._context.popleft())
-
-    def _remember(self, window: NDArray[np.float32]) -> None:
-        """Keep `window` as possible padding, forgetting windows no padding can reach."""
-        if self._padding == 0:
-            return
-        self._ring.append(window.copy())
-        self._ring_samples += len(window)
-        while self._ring_samples - len(self._ring[0]) >= self._padding:
-            self._ring_samples -= len(self._ring.popleft())
-
-    def _take_padding(self) -> NDArray[np.float32]:
-        """The last `_padding` samples before the current window (fewer if not yet heard)."""
-        if not self._ring:
-            return np.zeros(0, dtype=np.float32)
-        held = np.concatenate(self._ring)
-        self._ring.clear()
-        self._ring_samples = 0
-        return held[len(held) - min(self._padding, len(held)) :]
 
 
 def _flush(ops: list[TurnOp], pieces: list[NDArray[np.float32]]) -> None:

@@ -1,0 +1,97 @@
+"""Before a turn opens: the candidate turn, and the audio that may pad its start.
+
+Speech outside a turn starts a candidate turn, which begins `prefix_padding_ms` before its first
+speech window (less when less audio came since the last turn or reset) and holds its audio, so
+none is lost. Once it holds `min_speech_ms` of active speech it is a turn (`streaming/turns.py`
+announces it); once it has been quiet for as long as would first end a turn, it is dropped, and
+its audio, outside turns, may pad the next one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dragoman.streaming.recent_audio import RecentAudio
+
+
+@dataclass
+class SpeechRun:
+    """Speech not yet past its gate: how much of it is active, and since when it is quiet."""
+
+    active: int = 0
+    quiet_since: int | None = None
+
+    def add(self, speech: bool, start: int, length: int) -> None:
+        if speech:
+            self.active += length
+            self.quiet_since = None
+        elif self.quiet_since is None:
+            self.quiet_since = start
+
+    def quiet(self, now: int) -> int:
+        return 0 if self.quiet_since is None else now - self.quiet_since
+
+
+@dataclass
+class Candidate:
+    """A turn not yet announced: where it will begin, and its audio so far (copies)."""
+
+    first: int
+    held: list[NDArray[np.float32]]
+    run: SpeechRun = field(default_factory=SpeechRun)
+
+
+class TurnOnset:
+    """Lengths and positions in samples on the segmenter's timeline: the padding, the speech
+    gate, and the quiet that drops a candidate."""
+
+    def __init__(self, padding: int, gate: int, silence: int) -> None:
+        self._gate = gate
+        self._silence = silence
+        # Up to `padding` of the latest audio outside a turn (and outside any candidate).
+        self._ring = RecentAudio(padding)
+        self.candidate: Candidate | None = None
+
+    def empty(self) -> bool:
+        return self.candidate is None and not self._ring
+
+    def reset(self) -> None:
+        self._ring.clear()
+        self.candidate = None
+
+    def step(self, window: NDArray[np.float32], start: int, end: int, speech: bool) -> bool:
+        """Start, grow or drop the candidate turn with a window [start, end); True once the
+        candidate has passed its gate (`take` it then)."""
+        candidate = self.candidate
+        if candidate is None:
+            if not speech:
+                self._remember(window)
+                return False
+            padding = self._ring.latest()
+            self._ring.clear()
+            candidate = self.candidate = Candidate(start - len(padding), [padding])
+        candidate.held.append(window.copy())
+        candidate.run.add(speech, start, len(window))
+        if candidate.run.active >= self._gate:
+            return True
+        if candidate.run.quiet(end) >= self._silence:
+            # Too little speech before the quiet that would have ended it: no turn. Its audio
+            # is outside turns, and may be the next turn's padding.
+            self.candidate = None
+            for piece in candidate.held:
+                self._remember(piece)
+        return False
+
+    def take(self) -> Candidate:
+        """The candidate, which is now a turn."""
+        candidate = self.candidate
+        assert candidate is not None
+        self.candidate = None
+        return candidate
+
+    def _remember(self, window: NDArray[np.float32]) -> None:
+        """Keep `window` as possible padding, forgetting windows no padding can reach."""
+        self._ring.add(window.copy())
