@@ -134,7 +134,8 @@ def _call_detail(kind: str, draft: Any) -> str:
     verified from the previous draft), and its own time."""
     extra = draft.extra
     return (
-        f"{kind}: prompt {extra.get('prompt_tokens', 0):.0f} (cached {extra.get('cached_tokens', 0):.0f}) "
+        f"{kind}: prompt {extra.get('prompt_tokens', 0):.0f} (cached {extra.get('cached_tokens', 0):.0f}, "
+        f"inserted {extra.get('inserted_tokens', 0):.0f}) "
         f"drafted {len(draft.token_ids)} (speculated {extra.get('speculated_tokens', 0):.0f}, "
         f"accepted {extra.get('accepted_tokens', 0):.0f}) {extra.get('engine_ms', 0):.0f} ms"
     )
@@ -379,6 +380,8 @@ def _engine(args: argparse.Namespace) -> tuple[MTEngine, str]:
         overrides["mt.model"] = args.model
     if args.threads:
         overrides["mt.threads"] = args.threads
+    if args.stale_budget is not None:
+        overrides["mt.stale_budget"] = args.stale_budget
     settings = load_settings(**overrides)
     engine = create_mt_engine(settings.mt, settings.cache_dir)
     engine.warm_up()  # as the server does before it is ready
@@ -409,6 +412,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="a client override sent in init, e.g. translation_alignatt_stop_at_frontier=true (repeatable)",
     )
     parser.add_argument("--threads", type=int, default=0, help="MT engine threads (default: the configured)")
+    parser.add_argument(
+        "--stale-budget",
+        type=int,
+        default=None,
+        help="qwen-llama: source tokens inserted under kept cells before they are recomputed "
+        "(default: the configured; 0: exact)",
+    )
     parser.add_argument(
         "--no-copy-check",
         action="store_true",

@@ -207,6 +207,13 @@ def _mt_flags(parser: argparse.ArgumentParser) -> None:
         help="auto (default: int8 where the CPU has VNNI or AMX and measures it faster, else float32), "
         "int8, bfloat16 or float32; for ct2-seq2seq any CTranslate2 compute type",
     )
+    parser.add_argument(
+        "--mt-stale-budget",
+        dest="mt.stale_budget",
+        type=int,
+        help="qwen-llama: source tokens a partial draft may insert before the kept header and target "
+        "prefix before they are recomputed (0: recompute them every update)",
+    )
 
 
 _NOT_SETTINGS = {

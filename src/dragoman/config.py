@@ -95,6 +95,10 @@ class MTSettings(BaseModel):
     threads: int = Field(default=0, ge=0)
     #: qwen-torch: verify the previous draft's tokens in the prompt pass instead of decoding them again.
     speculate: bool = True
+    #: qwen-llama: source tokens that may be inserted before the kept assistant header and
+    #: target prefix of an utterance instead of recomputing them, until they are recomputed
+    #: (their keys and values never saw those words). 0: recompute them on every update.
+    stale_budget: int = Field(default=0, ge=0)
     #: Extra folder of alignment-heads files, searched before the packaged ones.
     heads_dir: Path | None = None
 

@@ -30,12 +30,15 @@ def test_flags_set_nested_settings(monkeypatch: pytest.MonkeyPatch) -> None:
             "1.5",
             "--mt-compute-type",
             "bfloat16",
+            "--mt-stale-budget",
+            "12",
         ]
     )
     assert settings.port == 9100  # the flag wins over the environment
     assert settings.asr.model == "whisper-tiny.en"  # the environment wins over the default
     assert settings.mt.preset == "fastest"
     assert settings.mt.compute_type == "bfloat16"
+    assert settings.mt.stale_budget == 12
     assert settings.transcription.chunk_seconds == 1.5
 
 

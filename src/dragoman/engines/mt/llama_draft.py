@@ -11,6 +11,12 @@ One llama.cpp context holds one sequence: the key of the last call stays in it
 MB) and loads the other's, so concurrent sessions keep their caches. A key with no
 saved state starts from what the context holds: equal tokens give equal keys and
 values, so the system prompt and instruction are rarely recomputed.
+
+When the source grows, everything after it (the assistant header, the target prefix)
+used to be recomputed, about half of an update's time. With a `stale_budget`, the new
+source tokens are inserted before those cells instead (`TappedContext.insert`): the
+kept cells then miss the newest words, so they are recomputed once more than
+`stale_budget` source tokens were inserted under them.
 """
 
 from __future__ import annotations
@@ -23,10 +29,15 @@ import numpy as np
 import numpy.typing as npt
 
 from dragoman.engines.mt.base import MTDraft
-from dragoman.engines.mt.llama_context import TappedContext
+from dragoman.engines.mt.llama_context import SavedSequence, TappedContext
 from dragoman.engines.mt.qwen_draft import frontier_limit
 from dragoman.engines.mt.qwen_prompt import Prompt
 from dragoman.engines.torch_lm.kv_cache import MAX_CACHED_PROMPTS, common_prefix
+
+#: The fewest kept tokens worth an insert: it is one more `llama_decode`, which costs about
+#: one decode step, as much as prefilling 7-8 tokens (78 ms a step, 9.6 ms a prefilled
+#: token for the 1.5B on 2 cores, bench/RESULTS.md).
+MIN_SHIFTED_TOKENS = 8
 
 
 def word_rows(
@@ -42,18 +53,28 @@ def word_rows(
 class SequenceCache:
     """Which key's KV cache the context holds, the saved states of others, and last drafts."""
 
-    def __init__(self, ctx: TappedContext, max_entries: int = MAX_CACHED_PROMPTS) -> None:
+    def __init__(
+        self, ctx: TappedContext, max_entries: int = MAX_CACHED_PROMPTS, stale_budget: int = 0
+    ) -> None:
         self._ctx = ctx
         self.max_entries = max(1, max_entries)
+        #: Source tokens that may be inserted under kept cells before they are recomputed.
+        self.stale_budget = stale_budget
+        #: Source tokens the last `reuse` inserted under kept cells.
+        self.inserted = 0
         self.resident: str | None = None
-        self._saved: OrderedDict[str, tuple[bytes, list[int]]] = OrderedDict()
+        self._saved: OrderedDict[str, SavedSequence] = OrderedDict()
         #: Each key's last target side (prefix tokens, then the drafted ones).
         self._targets: OrderedDict[str, list[int]] = OrderedDict()
 
-    def reuse(self, key: str | None, ids: Sequence[int], target_start: int) -> tuple[int, list[int]]:
+    def reuse(
+        self, key: str | None, ids: Sequence[int], target_start: int, source_end: int | None = None
+    ) -> tuple[int, list[int]]:
         """Make the context hold a prefix of `ids` for `key`: (its length, a guess of the draft).
 
         The last prompt token is always left to feed: its logits give the first drafted token.
+        With `source_end` (where the prompt's source ends), new source tokens may be inserted
+        before kept cells (`stale_budget`).
         """
         ctx = self._ctx
         if key != self.resident:
@@ -67,11 +88,33 @@ class SequenceCache:
             if state is not None:
                 ctx.restore(state)
         keep = min(common_prefix(ctx.held, ids), len(ids) - 1)
+        self.inserted = 0
+        if source_end is not None:
+            keep = self._insert_source(ids, source_end, keep)
+        elif ctx.stale_from is not None:
+            keep = min(keep, ctx.stale_from)  # an exact pass recomputes what missed some words
         ctx.truncate(keep)
         previous = self._targets.get(key, []) if key is not None else []
         prefix = list(ids[target_start:])
         guess = previous[len(prefix) :] if previous[: len(prefix)] == prefix else []
         return keep, guess
+
+    def _insert_source(self, ids: Sequence[int], source_end: int, keep: int) -> int:
+        """Insert the source tokens the context lacks before what it holds after its source,
+        where that is worth it; returns how much of `ids` the context then holds."""
+        ctx = self._ctx
+        new = source_end - keep
+        if not 0 < new <= ctx.batch_size or ctx.stale_tokens + new > self.stale_budget:
+            return keep
+        # What the context holds after its source (the header, the target prefix) and the
+        # prompt has after its own; the prompt's last token is fed anew for its logits.
+        kept = min(common_prefix(ctx.held[keep:], ids[source_end:]), len(ids) - 1 - source_end)
+        if kept < MIN_SHIFTED_TOKENS:
+            return keep
+        ctx.truncate(keep + kept)
+        ctx.insert(ids[keep:source_end], keep)
+        self.inserted = new
+        return source_end + kept
 
     def store(self, key: str | None, target: list[int]) -> None:
         if key is None:
@@ -105,10 +148,15 @@ def draft(
     speculate: bool = True,
     frontier_word: int | None = None,
     past_frontier: int = 0,
+    insert: bool = False,
 ) -> MTDraft:
-    """Up to `limit` greedy tokens after `prompt`; attention rows when `heads` is given."""
+    """Up to `limit` greedy tokens after `prompt`; attention rows when `heads` is given.
+
+    With `insert`, new source tokens may go under kept cells (`SequenceCache.stale_budget`).
+    """
     started = time.perf_counter()
-    keep, guess = cache.reuse(cache_key, prompt.ids, prompt.target_start)
+    source_end = prompt.source_end if insert else None
+    keep, guess = cache.reuse(cache_key, prompt.ids, prompt.target_start, source_end)
     pending = list(prompt.ids[keep:])
     proposal = guess[:limit] if speculate else []
     tokens: list[int] = []
@@ -164,6 +212,8 @@ def draft(
             "first_pass_ms": first_pass_ms,
             "prompt_tokens": float(len(prompt.ids)),
             "cached_tokens": float(keep),
+            "inserted_tokens": float(cache.inserted),
+            "stale_tokens": float(ctx.stale_tokens),
             "speculated_tokens": float(len(guess[:limit]) if speculate else 0),
             "accepted_tokens": float(accepted),
         },

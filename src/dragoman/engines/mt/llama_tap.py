@@ -5,9 +5,9 @@ and the context's `cb_eval` callback sees each one: first with `ask=True` ("do
 you want this tensor?"), then, for the nodes answered yes, with `ask=False` once
 the node is computed. Without flash attention the softmaxed scores of layer L are
 the node `kq_soft_max-L`, of shape (ggml order) [n_kv, n_tokens, n_head]: a row
-per query token of the ubatch, a column per KV-cache cell. With one sequence
-filled front to back and cut only at its end, cell i holds position i, so the
-source tokens' columns are their prompt positions.
+per query token of the ubatch, a column per KV-cache cell. The context says which
+cells hold the source tokens (`engines.mt.llama_cells`); the tap also reports the
+cells the ubatch's last row reached, so the context can check its map of them.
 
 Only the calibrated heads' layers are answered yes: each yes splits the graph
 computation there (a sync point), so tapping every layer would cost more. The
@@ -79,7 +79,10 @@ class AttentionTap:
         self.set_heads(heads)
         self._armed = False
         self._first_row = 0
-        self._cols = slice(0, 0)
+        self._cols: npt.NDArray[np.intp] = np.zeros(0, np.intp)
+        #: Cells with non-zero attention from the last row of the last armed ubatch
+        #: (one head of the first tapped layer): every cell that row may see.
+        self.reach: npt.NDArray[np.intp] = np.zeros(0, np.intp)
         self._captured: dict[int, npt.NDArray[np.float32]] = {}
         self._error: str | None = None
         self.callback = llama_cpp.ggml_backend_sched_eval_callback(self._on_tensor)
@@ -91,8 +94,13 @@ class AttentionTap:
         self._by_layer = by_layer
         self._order = list(heads)
 
-    def arm(self, first_row: int, cols: slice) -> None:
-        """Keep rows from `first_row` of the next `llama_decode` and cells `cols`.
+    @property
+    def wanted(self) -> bool:
+        """Whether any head is to be captured (`set_heads`)."""
+        return bool(self._by_layer)
+
+    def arm(self, first_row: int, cols: npt.NDArray[np.intp]) -> None:
+        """Keep rows from `first_row` of the next `llama_decode` and cells `cols` (in that order).
 
         The caller decodes at most one ubatch per call, so the callback sees each
         tapped layer once per call.
@@ -100,6 +108,7 @@ class AttentionTap:
         self._armed = bool(self._by_layer)
         self._first_row, self._cols = first_row, cols
         self._captured = {}
+        self.reach = np.zeros(0, np.intp)
         self._error = None
 
     def disarm(self) -> None:
@@ -147,9 +156,9 @@ class AttentionTap:
         if head.type != _GGML_TYPE_F32 or head.nb[0] != 4 or head.nb[1] != 4 * n_kv:
             raise EngineFailure("unexpected layout of kq_soft_max")
         start, cols = min(self._first_row, n_tokens), self._cols
-        if cols.stop > n_kv:
-            raise EngineFailure(f"source cells {cols} beyond the {n_kv} cells attended")
-        out = np.empty((len(heads), n_tokens - start, cols.stop - cols.start), np.float32)
+        if len(cols) and int(cols.max()) >= n_kv:
+            raise EngineFailure(f"source cells up to {int(cols.max())} beyond the {n_kv} cells attended")
+        out = np.empty((len(heads), n_tokens - start, len(cols)), np.float32)
         if out.shape[1]:
             # [n_head, n_tokens, n_kv] row-major: one head's rows from `start` are contiguous.
             block = np.empty((n_tokens - start, n_kv), np.float32)
@@ -157,4 +166,6 @@ class AttentionTap:
                 offset = (h * n_tokens + start) * n_kv * 4
                 self._lib.ggml_backend_tensor_get(tensor, block.ctypes.data, offset, block.nbytes)
                 out[i] = block[:, cols]
+            if not len(self.reach):
+                self.reach = np.flatnonzero(block[-1] > 0.0)
         return out

@@ -80,6 +80,7 @@ class QwenLlamaMTEngine(MTEngine):
         max_cached_prompts: int = MAX_CACHED_PROMPTS,
         speculate: bool = True,
         context_tokens: int = CONTEXT_TOKENS,
+        stale_budget: int = 0,
     ) -> None:
         started = time.perf_counter()
         # 0: every core (`dragoman mt-server`, where MT is all the server does); `dragoman serve`
@@ -96,7 +97,7 @@ class QwenLlamaMTEngine(MTEngine):
         self._heads_dirs = mt_heads.search_dirs(heads_dir, cache_dir)
         self._heads: dict[str, mt_heads.HeadsFile] = {}
         self._lock = threading.Lock()
-        self._cache = llama_draft.SequenceCache(self._ctx, max_cached_prompts)
+        self._cache = llama_draft.SequenceCache(self._ctx, max_cached_prompts, stale_budget)
         self._prompts = PromptBuilder(self._ctx.tokenizer, memo_size=4 * self._cache.max_entries)
         self.compute_type = self._ctx.metadata.get("general.file_type", "gguf")
         log.info(
@@ -121,7 +122,8 @@ class QwenLlamaMTEngine(MTEngine):
             device="cpu",
             compute_type="gguf",
             compute_reason=(
-                f"{self._ctx.backend.describe()}, {self.model_path.name}, {self.threads} threads"
+                f"{self._ctx.backend.describe()}, {self.model_path.name}, {self.threads} threads, "
+                f"stale budget {self._cache.stale_budget} tokens"
             ),
         )
 
@@ -208,6 +210,9 @@ class QwenLlamaMTEngine(MTEngine):
                     speculate=self.speculate,
                     frontier_word=None if final else request.frontier_word,
                     past_frontier=request.past_frontier_tokens,
+                    # A final pass is exact: kept cells that missed the newest words made it
+                    # end the translation early (bench/RESULTS.md).
+                    insert=not final,
                 )
             except (EngineFailure, RuntimeError, ValueError, IndexError) as exc:
                 # The sequence may hold a half-fed batch: start the next call from nothing.
@@ -286,8 +291,8 @@ def create(settings: MTSettings, cache_dir: Path) -> MTEngine:
     """The registry's factory: the GGUF of `settings.preset`'s model, or of `mt.model` when set.
 
     `mt.model` is a packaged model name or a GGUF file; `mt.threads` (0: every core) and
-    `mt.speculate` as for qwen-torch. `mt.compute_type` does not apply: the GGUF's
-    own quantisation is what runs. The preset `auto` (with no `mt.model`) loads the 1.5B,
+    `mt.speculate` as for qwen-torch; `mt.stale_budget` for partial drafts (`llama_draft`).
+    `mt.compute_type` does not apply: the GGUF's own quantisation is what runs. The preset `auto` (with no `mt.model`) loads the 1.5B,
     measures it and keeps it where it is fast enough, else loads the 0.5B
     (`engines.mt.model_choice`); the engine's `chosen_preset` says which.
     """
@@ -313,6 +318,7 @@ def _create(model: str, settings: MTSettings, cache_dir: Path) -> QwenLlamaMTEng
         cache_dir=cache_dir,
         threads=settings.threads,
         speculate=settings.speculate,
+        stale_budget=settings.stale_budget,
     )
 
 
