@@ -21,7 +21,7 @@ LLAMA_CPP_FLAGS := -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANT
 DRAGOMAN_WHEEL_CACHE ?= $(HOME)/.cache/dragoman-wheels
 LLAMA_CPP_WHEELS := $(DRAGOMAN_WHEEL_CACHE)/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(shell printf '%s' '$(LLAMA_CPP_FLAGS)' | sha256sum | cut -c1-12)
 
-.PHONY: install install-1.5b serve test test-fast lint typecheck unit bench models clean chromium litellm
+.PHONY: install install-1.5b serve test test-fast lint typecheck unit bench models clean chromium litellm whisperlivekit
 
 install: $(STAMP)
 
@@ -81,6 +81,19 @@ export DRAGOMAN_LITELLM := $(LITELLM_VENV)/bin/litellm
 litellm:
 	test -f $(LITELLM_VENV)/.installed || { rm -rf $(LITELLM_VENV) && $(PYTHON) -m venv $(LITELLM_VENV) && \
 	  $(LITELLM_VENV)/bin/pip install --quiet 'litellm[proxy]==$(LITELLM_VERSION)' && touch $(LITELLM_VENV)/.installed; }
+
+# WhisperLiveKit's server, the streaming transcriber a user would pick instead of dragoman, for
+# `python -m bench.wlk_compare` (issue 12). Its pins (fastapi, torch, librosa) are not the
+# project's, so it gets a virtualenv of its own like LiteLLM; torch is the CPU build on disk.
+# The bench runs it on dragoman's whisper-base folder (faster-whisper backend), so nothing is
+# downloaded at run time.
+WLK_VERSION := 0.2.26
+WLK_VENV := $(HOME)/.cache/dragoman-tools/whisperlivekit-$(WLK_VERSION)
+export DRAGOMAN_WLK_PYTHON := $(WLK_VENV)/bin/python
+whisperlivekit:
+	test -f $(WLK_VENV)/.installed || { rm -rf $(WLK_VENV) && $(PYTHON) -m venv $(WLK_VENV) && \
+	  $(WLK_VENV)/bin/pip install --quiet torch==2.13.0 'whisperlivekit==$(WLK_VERSION)' && \
+	  touch $(WLK_VENV)/.installed; }
 
 # Everything: lint, types, then unit, engine and end-to-end tests on the real models.
 test: install lint typecheck chromium litellm
