@@ -23,6 +23,7 @@ import bisect
 import json
 import math
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -235,6 +236,18 @@ async def run_load(
     """Stream every input as one concurrent session; return their traces."""
     url = ws_base + "/v1/realtime?intent=transcription"
     connections = await asyncio.gather(*(_open(url, settings) for _ in inputs))
+    return await drive(connections, inputs, settings, _session, max_batch)
+
+
+async def drive(
+    connections: Sequence[Any],
+    inputs: list[SessionInput],
+    settings: StreamSettings,
+    session: Callable[..., Awaitable[None]],
+    max_batch: int | None = None,
+) -> LoadResult:
+    """Run `session(ws, audio, trace, start_at, errors)` on each open connection at once, their
+    starts spread over one chunk so that steps do not all fall due together; their traces."""
     traces = [
         Trace(item.name, item.reference, len(item.audio) / RATE, settings.chunk_seconds) for item in inputs
     ]
@@ -243,7 +256,7 @@ async def run_load(
     spread = settings.chunk_seconds / len(inputs)
     await asyncio.gather(
         *(
-            _session(ws, item.audio, trace, begin + i * spread, errors)
+            session(ws, item.audio, trace, begin + i * spread, errors)
             for i, (ws, item, trace) in enumerate(zip(connections, inputs, traces, strict=True))
         )
     )

@@ -77,6 +77,7 @@ from bench.asr_load import (
     LoadResult,
     StreamSettings,
     Trace,
+    drive,
     percentile,
     run_load,
 )
@@ -253,19 +254,7 @@ async def run_wlk_load(ws_base: str, inputs: list[SessionInput], settings: Strea
         return ws
 
     connections = await asyncio.gather(*(open_one() for _ in inputs))
-    traces = [Trace(i.name, i.reference, len(i.audio) / RATE, settings.chunk_seconds) for i in inputs]
-    errors: list[dict[str, Any]] = []
-    begin = time.monotonic() + 0.5
-    spread = settings.chunk_seconds / len(inputs)
-    await asyncio.gather(
-        *(
-            _wlk_session(ws, item.audio, trace, begin + i * spread, errors)
-            for i, (ws, item, trace) in enumerate(zip(connections, inputs, traces, strict=True))
-        )
-    )
-    ends = [t.received[-1][0] for t in traces if t.received]
-    wall = (max(ends) if ends else time.monotonic()) - begin
-    return LoadResult(len(inputs), None, traces, wall, errors)
+    return await drive(connections, inputs, settings, _wlk_session)
 
 
 # -- the run ------------------------------------------------------------------------------------------
