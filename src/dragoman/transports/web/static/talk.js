@@ -211,13 +211,17 @@ export function talkPanel(showError) {
   button.addEventListener("click", async () => {
     showError("");
     if (call) {
+      // Hang up on the server before closing the peer connection: closed first, the server
+      // may end the call on its own before the DELETE arrives and answer it 404. (The DELETE
+      // needs a long-lived key on a server with keys: the call's own key is spent; without
+      // one, closing the peer connection still ends the call.)
       const location = call.location;
-      finish("closed");
-      // Closing the peer connection ends the call; the DELETE says so at once (it needs a
-      // long-lived key on a server with keys: the call's own key is spent).
       const key = longLivedKey();
       const headers = key ? { Authorization: `Bearer ${key}` } : {};
-      if (location) fetch(location, { method: "DELETE", headers }).catch(() => {});
+      button.disabled = true;
+      if (location) await fetch(location, { method: "DELETE", headers }).catch(() => {});
+      button.disabled = false;
+      finish("closed"); // if the server's hang-up has not already closed it
       return;
     }
     button.textContent = "Hang up";
