@@ -47,20 +47,9 @@ class CellMap:
     def __len__(self) -> int:
         return len(self._cell_of)
 
-    @property
-    def aligned(self) -> bool:
-        """Whether cell i holds position i for every position (no insert has moved anything)."""
-        return all(cell == i for i, cell in enumerate(self._cell_of))
-
-    def cells(self, positions: slice | Sequence[int]) -> npt.NDArray[np.intp]:
+    def cells(self, positions: slice) -> npt.NDArray[np.intp]:
         """The cells holding `positions`, in position order."""
-        if isinstance(positions, slice):
-            return np.asarray(self._cell_of[positions], np.intp)
-        return np.asarray([self._cell_of[p] for p in positions], np.intp)
-
-    def used(self) -> npt.NDArray[np.bool_]:
-        used: npt.NDArray[np.bool_] = self._pos != _FREE
-        return used
+        return np.asarray(self._cell_of[positions], np.intp)
 
     # -- llama.cpp's operations, mirrored ---------------------------------------------------
 
