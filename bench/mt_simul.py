@@ -23,11 +23,20 @@ takes the time it measured:
 
 The offline baseline is one FINAL engine call on the whole sentence, as the session's
 end-of-utterance pass makes it, without the streamed prefix.
+
+With `--document`, the lines of a direction are one talk instead: they stream through
+one session, one utterance each, `--line-gap-ms` apart, as the reference client sends
+consecutive utterances. The session's clock runs on across lines, an engine still busy
+with a line's final delays the next line's first update, and the preset's
+`history_pairs` puts the previous lines (source and committed translation) in the
+prompt. The offline baseline then gets as many of its own previous pairs. BLEU is also
+scored at document level, all lines joined into one segment, as the issue scores it.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -56,6 +65,8 @@ MAX_UTTERANCE_WORDS = 10_000
 
 #: A streaming ASR commits its held-back tail once no new word came for this long.
 DEFAULT_PAUSE_COMMIT_MS = 600.0
+#: `--document`: the speaker's pause between two lines of a talk.
+DEFAULT_LINE_GAP_MS = 800.0
 
 Timer = Callable[[], float]
 
@@ -102,6 +113,53 @@ class SentenceRun:
     trace: list[str] = field(default_factory=list)
     #: Drafts that copied the source and were redrafted with the target language forced.
     copy_redrafts: int = 0
+
+
+@dataclass
+class ClientStream:
+    """One connection of the reference client, across the utterances sent on it.
+
+    Times inside `simulate` are the line's own (its first word starts near 0); the
+    session sees them shifted by `offset_ms`, so its clock runs on across lines.
+    """
+
+    session: MTSession
+    seq: int = 0
+    utterance_id: int = 0
+    #: Where the current line's time 0 is on the session's clock.
+    offset_ms: float = 0.0
+    #: When, on the session's clock, the last answer arrived (the engine is busy until then).
+    free_at_ms: float = 0.0
+    #: Earlier lines' offline translations: the offline baseline's own history.
+    offline_history: list[tuple[str, str]] = field(default_factory=list)
+    #: The session's copy-redraft count so far (it counts over all its utterances).
+    copy_redrafts: int = 0
+
+
+def open_stream(
+    engine: MTEngine,
+    *,
+    session_id: str,
+    direction: str,
+    preset: str,
+    overrides: dict[str, object] | None,
+    presets: Mapping[str, AlignAttParams],
+) -> ClientStream:
+    """A fresh session, initialised for `direction` as the reference client does."""
+    source_lang, target_lang = direction.split("-")
+    session = MTSession(
+        session_id=session_id,
+        engine_name=engine.name,
+        directions=engine.directions(),
+        decode=engine.decode,
+        default_preset=preset,
+        max_utterance_words=MAX_UTTERANCE_WORDS,
+        presets=presets,
+    )
+    session.receive(Init(1, source_lang, target_lang, preset=preset, overrides=overrides or {}))
+    if not any(isinstance(e, InitOk) for e in session.events_to_send()):
+        raise RuntimeError(f"the session refused {direction} with preset {preset}")
+    return ClientStream(session)
 
 
 def _answer(
@@ -160,27 +218,34 @@ def simulate(
     overrides: dict[str, object] | None = None,
     presets: Mapping[str, AlignAttParams],
     timer: Timer = time.perf_counter,
+    stream: ClientStream | None = None,
 ) -> SentenceRun:
-    """Stream one sentence through a fresh session; see the module docstring for the model."""
-    source_lang, target_lang = direction.split("-")
-    session = MTSession(
-        session_id=f"bench-{sentence.id}",
-        engine_name=engine.name,
-        directions=engine.directions(),
-        decode=engine.decode,
-        default_preset=preset,
-        max_utterance_words=MAX_UTTERANCE_WORDS,
-        presets=presets,
-    )
-    session.receive(Init(1, source_lang, target_lang, preset=preset, overrides=overrides or {}))
-    if not any(isinstance(e, InitOk) for e in session.events_to_send()):
-        raise RuntimeError(f"the session refused {direction} with preset {preset}")
+    """Stream one sentence as one utterance; see the module docstring for the model.
 
+    Without `stream` the sentence gets a fresh session of its own. With one, it is the
+    next utterance of that stream's session, starting at `stream.offset_ms`, and the
+    caller moves the offset on (see `run_document`).
+    """
+    source_lang, target_lang = direction.split("-")
+    alone = stream is None
+    if stream is None:
+        stream = open_stream(
+            engine,
+            session_id=f"bench-{sentence.id}",
+            direction=direction,
+            preset=preset,
+            overrides=overrides,
+            presets=presets,
+        )
+    session, offset = stream.session, stream.offset_ms
     words = sentence.words
+
+    def words_upto(n: int) -> tuple[Word, ...]:
+        return tuple(Word(w.text, w.start_ms + offset, w.end_ms + offset) for w in words[:n])
+
     ends = [w.end_ms for w in words]
     run = SentenceRun(sentence, "", "", [], 0, 0, 0)
-    seq = 0
-    free_at = 0.0  # when the previous answer arrived
+    free_at = max(0.0, stream.free_at_ms - offset)  # when the previous answer arrived
     earliest = 0.0  # pacing: no partial before this
     sent_state: tuple[int, int] | None = None
     while True:
@@ -193,14 +258,14 @@ def simulate(
             # Nothing new to send: wait for the next word or the next pause commit.
             earliest = next_asr_event(ends, now, pause_commit_ms=pause_commit_ms)
             continue
-        seq += 1
+        stream.seq += 1
         n_committed = state[0]
         update = Update(
-            seq=seq,
-            utterance_id=0,
-            words=tuple(Word(w.text, w.start_ms, w.end_ms) for w in words[:n_committed]),
+            seq=stream.seq,
+            utterance_id=stream.utterance_id,
+            words=words_upto(n_committed),
             tail=tuple(w.text for w in words[n_committed:heard]),
-            clock_ms=now,
+            clock_ms=now + offset,
         )
         answer, calls, took = _answer(session, engine, update, timer)
         run.engine_calls += calls
@@ -216,12 +281,13 @@ def simulate(
 
     # End of source: the ASR commits everything and the client sends the final.
     now = max(free_at, sentence.duration_ms, ends[-1])
+    stream.seq += 1
     final = Update(
-        seq=seq + 1,
-        utterance_id=0,
-        words=tuple(Word(w.text, w.start_ms, w.end_ms) for w in words),
+        seq=stream.seq,
+        utterance_id=stream.utterance_id,
+        words=words_upto(len(words)),
         tail=(),
-        clock_ms=now,
+        clock_ms=now + offset,
         is_final=True,
     )
     answer, calls, took = _answer(session, engine, final, timer)
@@ -230,9 +296,14 @@ def simulate(
     run.simul_text = answer.committed_text
     run.trace.append(_trace_line(now, (len(words), len(words)), took, calls, answer))
     run.emissions.append(Emission(sentence.duration_ms, now + took, answer.committed_text))
-    engine.forget(session.session_id)
-    run.copy_redrafts = session.stats.get("copy_redrafts", 0)
+    stream.utterance_id += 1
+    stream.free_at_ms = offset + now + took
+    copy_redrafts = stream.session.stats.get("copy_redrafts", 0)
+    run.copy_redrafts, stream.copy_redrafts = copy_redrafts - stream.copy_redrafts, copy_redrafts
+    if alone:
+        engine.forget(session.session_id)
 
+    pairs = presets[preset].history_pairs if not alone else 0
     started = timer()
     offline = engine.draft(
         MTRequest(
@@ -240,11 +311,45 @@ def simulate(
             target_lang=target_lang,
             source_words=[w.text for w in words],
             mode=DraftMode.FINAL,
+            history=tuple(stream.offline_history[-pairs:]) if pairs else (),
         )
     )
     run.offline_ms = (timer() - started) * 1000.0
     run.offline_text = clean_final_text(engine.decode(offline.token_ids)).strip()
+    stream.offline_history.append((sentence.source, run.offline_text))
     return run
+
+
+def run_document(
+    sentences: Sequence[Sentence],
+    engine: MTEngine,
+    *,
+    direction: str,
+    preset: str,
+    line_gap_ms: float = DEFAULT_LINE_GAP_MS,
+    on_line: Callable[[int, SentenceRun], None] | None = None,
+    **options: Any,
+) -> list[SentenceRun]:
+    """Stream `sentences` as one talk through one session (`--document`)."""
+    stream = open_stream(
+        engine,
+        session_id=f"bench-doc-{direction}",
+        direction=direction,
+        preset=preset,
+        overrides=options.get("overrides"),
+        presets=options["presets"],
+    )
+    runs = []
+    try:
+        for index, sentence in enumerate(sentences, 1):
+            run = simulate(sentence, engine, direction=direction, preset=preset, stream=stream, **options)
+            runs.append(run)
+            if on_line is not None:
+                on_line(index, run)
+            stream.offset_ms += sentence.duration_ms + line_gap_ms
+    finally:
+        engine.forget(stream.session.session_id)
+    return runs
 
 
 @dataclass(frozen=True)
@@ -270,6 +375,9 @@ class Summary:
     update_ms_max: float = float("nan")
     #: Utterances with a copy redraft (see dragoman.streaming.copy_check), of `sentences`.
     copy_redrafts: int = 0
+    #: BLEU of all lines joined into one segment (the issue's "scored as a whole document").
+    doc_bleu_simul: float = float("nan")
+    doc_bleu_offline: float = float("nan")
 
     @property
     def bleu_ratio(self) -> float:
@@ -296,6 +404,12 @@ def summarize(direction: str, dataset: str, runs: Sequence[SentenceRun]) -> Summ
     ]
     commits = sum(r.commits for r in runs)
     updates = [ms for r in runs for ms in r.update_ms]
+    joiner = "" if target == "zh" else " "
+
+    def doc_bleu(texts: Sequence[str]) -> float:
+        document = joiner.join(t.strip() for t in texts)
+        return sacrebleu.corpus_bleu([document], [[joiner.join(refs[0])]], tokenize=tokenize).score
+
     return Summary(
         direction=direction,
         dataset=dataset,
@@ -317,6 +431,8 @@ def summarize(direction: str, dataset: str, runs: Sequence[SentenceRun]) -> Summ
         update_ms_p95=percentile(updates, 95),
         update_ms_max=max(updates, default=float("nan")),
         copy_redrafts=sum(1 for r in runs if r.copy_redrafts),
+        doc_bleu_simul=doc_bleu(simul) if runs else float("nan"),
+        doc_bleu_offline=doc_bleu(offline) if runs else float("nan"),
     )
 
 
@@ -334,8 +450,8 @@ def markdown(summaries: Sequence[Summary], header: str) -> str:
         "",
         "| direction | data (timing) | sent. | BLEU simul | BLEU offline | ratio | chrF simul | chrF offline "
         "| LAAL ideal ms | LAAL CA ms | engine calls/utt | fast-path commits | ms/update | p50 | p95 | max "
-        "| offline ms | copy redrafts |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| offline ms | copy redrafts | doc BLEU simul | doc BLEU offline |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s in summaries:
         lines.append(
@@ -343,9 +459,27 @@ def markdown(summaries: Sequence[Summary], header: str) -> str:
             f"| {s.bleu_offline:.1f} | {s.bleu_ratio:.2f} | {s.chrf_simul:.1f} | {s.chrf_offline:.1f} "
             f"| {s.laal_ideal_ms:.0f} | {s.laal_ca_ms:.0f} | {s.calls_per_utterance:.1f} "
             f"| {100 * s.fast_path_share:.0f}% | {s.update_ms_mean:.0f} | {s.update_ms_p50:.0f} "
-            f"| {s.update_ms_p95:.0f} | {s.update_ms_max:.0f} | {s.offline_ms_mean:.0f} | {s.copy_redrafts} |"
+            f"| {s.update_ms_p95:.0f} | {s.update_ms_max:.0f} | {s.offline_ms_mean:.0f} | {s.copy_redrafts} "
+            f"| {s.doc_bleu_simul:.1f} | {s.doc_bleu_offline:.1f} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def print_line(index: int, run: SentenceRun, *, target: str, count: int, verbose: bool) -> None:
+    """Progress on stderr: a line's translations and latency (and its trace if `verbose`)."""
+    sentence = run.sentence
+    lat = sentence_laal(run.emissions, run.simul_text, sentence.reference, target, sentence.duration_ms)
+    print(
+        f"[{target} {index}/{count}] {sentence.id}: {run.engine_calls} calls, "
+        f"{run.copy_redrafts} copy redrafts, "
+        f"LAAL {lat.ideal_ms if lat else float('nan'):.0f}/"
+        f"{lat.computation_aware_ms if lat else float('nan'):.0f} ms\n"
+        f"    simul:   {run.simul_text}\n    offline: {run.offline_text}",
+        file=sys.stderr,
+        flush=True,
+    )
+    if verbose:
+        print("\n".join("      " + line for line in run.trace), file=sys.stderr, flush=True)
 
 
 def parse_overrides(items: Sequence[str]) -> dict[str, object]:
@@ -424,6 +558,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="never redraft a draft that copies the source (to measure what the check does)",
     )
+    parser.add_argument(
+        "--document",
+        action="store_true",
+        help="stream a direction's lines as one talk through one session, with the preset's history",
+    )
+    parser.add_argument(
+        "--line-gap-ms",
+        type=float,
+        default=DEFAULT_LINE_GAP_MS,
+        help="--document: the speaker's pause between lines",
+    )
     parser.add_argument("--verbose", action="store_true", help="print every update of every sentence")
     parser.add_argument("--out", type=Path, default=None, help="also write the markdown table here")
     args = parser.parse_args(argv)
@@ -445,37 +590,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for direction in [d.strip() for d in args.direction.split(",") if d.strip()]:
             sentences = load(args.data, direction, args.sentences, words_per_second=args.words_per_second)
-            runs = []
-            for index, sentence in enumerate(sentences, 1):
-                run = simulate(
-                    sentence,
+            report = functools.partial(
+                print_line, target=direction.split("-")[1], count=len(sentences), verbose=args.verbose
+            )
+            options: dict[str, Any] = {
+                "tail_words": args.tail_words,
+                "pause_commit_ms": args.pause_commit_ms,
+                "overrides": client_overrides,
+                "presets": presets,
+            }
+            if args.document:
+                runs = run_document(
+                    sentences,
                     engine,
                     direction=direction,
                     preset=preset,
-                    tail_words=args.tail_words,
-                    pause_commit_ms=args.pause_commit_ms,
-                    overrides=client_overrides,
-                    presets=presets,
+                    line_gap_ms=args.line_gap_ms,
+                    on_line=report,
+                    **options,
                 )
-                runs.append(run)
-                lat = sentence_laal(
-                    run.emissions,
-                    run.simul_text,
-                    sentence.reference,
-                    direction.split("-")[1],
-                    sentence.duration_ms,
-                )
-                print(
-                    f"[{direction} {index}/{len(sentences)}] {sentence.id}: {run.engine_calls} calls, "
-                    f"{run.copy_redrafts} copy redrafts, "
-                    f"LAAL {lat.ideal_ms if lat else float('nan'):.0f}/"
-                    f"{lat.computation_aware_ms if lat else float('nan'):.0f} ms\n"
-                    f"    simul:   {run.simul_text}\n    offline: {run.offline_text}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                if args.verbose:
-                    print("\n".join("      " + line for line in run.trace), file=sys.stderr, flush=True)
+            else:
+                runs = []
+                for index, sentence in enumerate(sentences, 1):
+                    runs.append(simulate(sentence, engine, direction=direction, preset=preset, **options))
+                    report(index, runs[-1])
             summaries.append(summarize(direction, args.data, runs))
     finally:
         engine.close()
@@ -484,8 +622,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"(committed after {args.pause_commit_ms:.0f} ms of silence); "
         f"constant rate {args.words_per_second} words/s where the data has no timings.\n"
         f"Policy: {presets[preset]}; client overrides: {client_overrides or 'none'}; "
-        f"copy check {'off' if args.no_copy_check else 'on'}\n"
-        f"Engine compute: {_compute(engine)}. CPU: {cpu_info().describe()}.\n"
+        f"copy check {'off' if args.no_copy_check else 'on'}; "
+        + (
+            f"each direction one talk through one session, lines {args.line_gap_ms:.0f} ms apart\n"
+            if args.document
+            else "each line a fresh session\n"
+        )
+        + f"Engine compute: {_compute(engine)}. CPU: {cpu_info().describe()}.\n"
         f"Timing is wall clock on this machine; 1-minute load average "
         f"{load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end (above the CPU count, "
         "other processes inflated the engine times and the computation-aware LAAL)."

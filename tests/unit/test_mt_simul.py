@@ -10,7 +10,7 @@ import pytest
 
 from bench.mt_data import Sentence, SourceWord
 from bench.mt_metrics import Emission, sentence_laal
-from bench.mt_simul import asr_state, markdown, next_asr_event, simulate, summarize
+from bench.mt_simul import asr_state, markdown, next_asr_event, run_document, simulate, summarize
 from dragoman.streaming.alignatt import AlignAttParams
 from tests.unit.mt_fakes import FakeEngine
 
@@ -97,3 +97,41 @@ def test_summary_and_table() -> None:
     assert summary.fast_path_share == pytest.approx(0.5)
     table = markdown([summary], "header")
     assert "| en-de | test (test) | 1 |" in table
+    assert table.rstrip().endswith(f"| {summary.doc_bleu_simul:.1f} | {summary.doc_bleu_offline:.1f} |")
+
+
+def _second_sentence() -> Sentence:
+    timed = [("the", 400), ("house", 800), ("is", 1200), ("red.", 1600)]
+    words = tuple(SourceWord(text, end - 300, end) for text, end in timed)
+    return Sentence("s2", "the house is red.", "die Haus ist rot.", words, 1600.0, "test")
+
+
+def test_a_document_streams_its_lines_through_one_session_with_history() -> None:
+    engine = FakeEngine()
+    runs = run_document(
+        [_sentence(), _second_sentence()],
+        engine,
+        direction="en-de",
+        preset="low_latency",
+        line_gap_ms=800,
+        tail_words=2,
+        presets=PRESETS,
+        timer=StepTimer(),
+    )
+    assert [run.simul_text for run in runs] == ["Hallo Welt, wie geht es?", "die Haus ist rot."]
+    # Each line keeps its own timeline for LAAL: the second starts at its own 0.
+    assert runs[1].emissions[0].ideal_ms == 400
+    # One session, forgotten once at the end of the talk.
+    assert engine.forgotten == ["bench-doc-en-de"]
+    first_pair = ("Hello world, how are you?", "Hallo Welt, wie geht es?")
+    second_line = [r for r in engine.requests if r.source_words[0] == "the"]
+    # The streamed requests carry the first line and its committed translation; the
+    # offline baseline (the last request) carries the first line's offline translation.
+    assert second_line[0].history == (first_pair,)
+    assert second_line[-1].history == (("Hello world, how are you?", runs[0].offline_text),)
+    assert all(r.history == () for r in engine.requests if r.source_words[0] == "Hello")
+
+    summary = summarize("en-de", "test", runs)
+    # Joined into one segment, the document's BLEU differs from the per-line corpus BLEU.
+    assert summary.doc_bleu_simul == pytest.approx(summary.doc_bleu_offline)
+    assert summary.doc_bleu_simul != pytest.approx(summary.bleu_simul)
