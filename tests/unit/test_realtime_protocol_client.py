@@ -18,7 +18,7 @@ from dragoman.protocol.realtime.client_events import MAX_TEXT_CHARS, AgentClient
 from dragoman.protocol.realtime.fields import MAX_EVENT_ID_CHARS
 from dragoman.protocol.realtime.generation import Generation
 from dragoman.protocol.realtime.server_events import wire_event
-from dragoman.protocol.realtime.session_models import (
+from dragoman.protocol.realtime.session_fields import (
     MAX_INSTRUCTIONS_CHARS,
     MAX_LANGUAGE_CHARS,
     MAX_PROMPT_CHARS,

@@ -35,19 +35,15 @@ from dragoman.protocol.realtime.fields import (
     invalid,
 )
 from dragoman.protocol.realtime.generation import Generation, default_input_rate, format_for, generation_of
+from dragoman.protocol.realtime.session_fields import Instructions, MaxTokens, Modalities, Voice, present
 from dragoman.protocol.realtime.session_models import (
     AgentSession,
     BetaAgentSession,
     BetaToolChoice,
     BetaTranscriptionSession,
-    Instructions,
-    MaxTokens,
-    Modalities,
     Tools,
     TranscriptionSession,
-    Voice,
     modalities,
-    present,
     tool_choice,
 )
 from dragoman.sessions.agent import events as agent

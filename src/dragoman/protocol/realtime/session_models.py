@@ -14,16 +14,16 @@ fields the client left out are left out, so that an update changes only what it 
 The unfixed counts are non-negative integers, and numeric strings count as
 numbers; language and prompt are strings or null, language at most
 MAX_LANGUAGE_CHARS characters. Any other value is an error, and the update
-changes nothing.
+changes nothing. The fields' value types and their checks are in
+`protocol.realtime.session_fields`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Discriminator, Field, Tag, ValidationInfo
+from pydantic import Discriminator, Field, Tag
 
 from dragoman.protocol.realtime.fields import (
     AgentFormat,
@@ -32,9 +32,28 @@ from dragoman.protocol.realtime.fields import (
     Number,
     TranscriptionFormat,
     UnitInterval,
-    fault,
 )
 from dragoman.protocol.realtime.generation import AGENT_PCM16_RATE, GA_RATE, TRANSCRIPTION_PCM16_RATE
+from dragoman.protocol.realtime.session_fields import (
+    MAX_DESCRIPTION_CHARS,
+    MAX_LANGUAGE_CHARS,
+    MAX_PROMPT_CHARS,
+    MAX_TOOLS,
+    FunctionName,
+    IdleMs,
+    Instructions,
+    MaxTokens,
+    Modalities,
+    Model,
+    RealtimeKind,
+    Speed,
+    TranscriptionKind,
+    TurnEagerness,
+    TurnType,
+    VadMs,
+    Voice,
+    present,
+)
 from dragoman.sessions.agent.config import (
     AgentConfig,
     ForcedFunction,
@@ -44,117 +63,7 @@ from dragoman.sessions.agent.config import (
     ToolChoice,
     TurnDetection,
 )
-from dragoman.streaming.turn_config import MAX_IDLE_TIMEOUT_MS, MIN_IDLE_TIMEOUT_MS
-from dragoman.streaming.turns import Eagerness, SemanticVADConfig, ServerVADConfig, TurnConfig
-
-MAX_LANGUAGE_CHARS = 32
-MAX_PROMPT_CHARS = 4_000
-MAX_MODEL_CHARS = 200
-MAX_INSTRUCTIONS_CHARS = 32_000
-MAX_VOICE_CHARS = 64
-#: OpenAI's function names (`FunctionDefinition.name`): "Must be a-z, A-Z, 0-9, or contain
-#: underscores and dashes, with a maximum length of 64."
-FUNCTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
-MAX_DESCRIPTION_CHARS = 4_000
-MAX_TOOLS = 128
-#: GA `max_output_tokens`: "Provide an integer between 1 and 4096 to limit output tokens, or `inf`".
-MAX_OUTPUT_TOKENS = 4096
-#: The most `prefix_padding_ms` and `silence_duration_ms` may be. OpenAI documents no range
-#: (its SDK's types say only "in milliseconds", defaults 300 and 500); 10 s is far past any
-#: turn-taking use, and bounds the padding a segmenter holds (160 000 samples) and the
-#: silence a turn may wait through.
-MAX_VAD_MS = 10_000
-
-Model = Annotated[str, Field(max_length=MAX_MODEL_CHARS)]
-Instructions = Annotated[str, Field(max_length=MAX_INSTRUCTIONS_CHARS)]
-Voice = Annotated[str, Field(min_length=1, max_length=MAX_VOICE_CHARS)]
-
-
-def _function_name(value: str) -> str:
-    if not FUNCTION_NAME.match(value):
-        raise fault("A function's name is 1 to 64 letters, digits, '_' or '-'.")
-    return value
-
-
-FunctionName = Annotated[str, AfterValidator(_function_name)]
-Modalities = Annotated[list[Literal["text", "audio"]], Field(min_length=1, max_length=2)]
-
-
-def _speed(value: float) -> float:
-    if not 0.25 <= value <= 1.5:
-        raise fault("speed must be between 0.25 and 1.5.")
-    return value
-
-
-Speed = Annotated[Number, AfterValidator(_speed)]
-
-
-def _vad_ms(value: int, info: ValidationInfo) -> int:
-    if value > MAX_VAD_MS:
-        raise fault(f"{info.field_name} must be an integer between 0 and {MAX_VAD_MS}.")
-    return value
-
-
-VadMs = Annotated[Count, AfterValidator(_vad_ms)]
-
-
-def _idle_ms(value: int, info: ValidationInfo) -> int:
-    if not MIN_IDLE_TIMEOUT_MS <= value <= MAX_IDLE_TIMEOUT_MS:
-        raise fault(
-            f"{info.field_name} must be an integer between {MIN_IDLE_TIMEOUT_MS} and {MAX_IDLE_TIMEOUT_MS}, or null."
-        )
-    return value
-
-
-IdleMs = Annotated[Count, AfterValidator(_idle_ms)]
-
-
-def _max_tokens(value: Any, info: ValidationInfo) -> int | None:
-    """An integer in [1, 4096], or "inf" (None, as null is)."""
-    if value == "inf" or value is None:
-        return None
-    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_OUTPUT_TOKENS:
-        return value
-    raise fault(f'{info.field_name} must be an integer between 1 and {MAX_OUTPUT_TOKENS}, or "inf".')
-
-
-MaxTokens = Annotated[int | None, BeforeValidator(_max_tokens)]
-
-
-def _kind(value: Any, expected: str, endpoint: str) -> str:
-    """`session.type`, which must be the kind this endpoint serves."""
-    if value != expected:
-        raise fault(
-            f"This endpoint serves {endpoint} sessions; session.type {str(value)[:40]!r} is not supported here."
-        )
-    return expected
-
-
-TranscriptionKind = Annotated[
-    str, BeforeValidator(lambda value: _kind(value, "transcription", "transcription"))
-]
-RealtimeKind = Annotated[str, BeforeValidator(lambda value: _kind(value, "realtime", "realtime (agent)"))]
-
-
-def _turn_type(value: Any) -> str:
-    if value not in ("server_vad", "semantic_vad"):
-        raise fault(
-            f"turn_detection type {str(value)[:40]!r} is not supported; "
-            "use 'server_vad', 'semantic_vad' or null."
-        )
-    return str(value)
-
-
-def _eagerness(value: Any) -> Eagerness:
-    if value not in ("low", "medium", "high", "auto"):
-        raise fault(f"eagerness {str(value)[:40]!r} is not supported; use 'low', 'medium', 'high' or 'auto'.")
-    return value  # type: ignore[no-any-return]
-
-
-def present(model: ClientModel, names: dict[str, str]) -> dict[str, Any]:
-    """The fields of `model` the client set, renamed by `names` (wire name -> config field)."""
-    return {key: getattr(model, name) for name, key in names.items() if name in model.model_fields_set}
-
+from dragoman.streaming.turns import SemanticVADConfig, ServerVADConfig, TurnConfig
 
 # -- shared parts -----------------------------------------------------------------
 
@@ -168,12 +77,12 @@ class TurnDetectionModel(ClientModel):
     mode".
     """
 
-    type: Annotated[str, BeforeValidator(_turn_type)] = "server_vad"
+    type: TurnType = "server_vad"
     threshold: UnitInterval | None = None
     prefix_padding_ms: VadMs | None = None
     silence_duration_ms: VadMs | None = None
     idle_timeout_ms: IdleMs | None = None
-    eagerness: Annotated[Eagerness, BeforeValidator(_eagerness)] | None = None
+    eagerness: TurnEagerness | None = None
     create_response: bool | None = None
     interrupt_response: bool | None = None
 
