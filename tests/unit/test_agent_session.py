@@ -20,7 +20,7 @@ from dragoman.engines.asr.base import ASRCapabilities, PrefixMode, StepResult
 from dragoman.engines.llm.base import Finished, TextPiece, ToolCall, ToolCallPiece
 from dragoman.errors import EngineFailure
 from dragoman.protocol.realtime.agent_events import agent_wire_event
-from dragoman.protocol.realtime.client_events import AgentClientParser
+from dragoman.protocol.realtime.client_parsers import AgentClientParser
 from dragoman.protocol.realtime.generation import Generation
 from dragoman.sessions.agent.config import AgentConfig
 from dragoman.sessions.agent.jobs import ASR, LLM, TTS, LLMJob, SpeechJob

@@ -30,7 +30,7 @@ from dragoman.config import TranscriptionSettings
 from dragoman.engines.asr.base import ASRCapabilities, PrefixMode, StepResult
 from dragoman.engines.llm.base import Finished, TextPiece, ToolCall, ToolCallPiece
 from dragoman.errors import EngineFailure, InvalidValue, RequestRejected
-from dragoman.protocol.realtime.client_events import AgentClientParser, ClientParser, default_input_rate
+from dragoman.protocol.realtime.client_parsers import AgentClientParser, ClientParser, default_input_rate
 from dragoman.protocol.realtime.generation import Generation
 from dragoman.sessions.agent.config import AgentConfig
 from dragoman.sessions.agent.jobs import ASR, LANES, LLM, LLMJob, SpeechJob

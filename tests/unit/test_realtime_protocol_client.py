@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from dragoman.protocol.realtime.agent_events import agent_wire_event
-from dragoman.protocol.realtime.client_events import MAX_TEXT_CHARS, AgentClientParser, ClientParser
+from dragoman.protocol.realtime.client_events import MAX_TEXT_CHARS
+from dragoman.protocol.realtime.client_parsers import AgentClientParser, ClientParser
 from dragoman.protocol.realtime.fields import MAX_EVENT_ID_CHARS
 from dragoman.protocol.realtime.generation import Generation
 from dragoman.protocol.realtime.server_events import wire_event

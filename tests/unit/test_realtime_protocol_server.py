@@ -19,7 +19,7 @@ import pytest
 from dragoman.errors import EngineFailure, InvalidValue, RequestRejected
 from dragoman.protocol.realtime import server_events
 from dragoman.protocol.realtime.agent_events import agent_server_event, agent_wire_event
-from dragoman.protocol.realtime.client_events import AgentClientParser, ClientParser
+from dragoman.protocol.realtime.client_parsers import AgentClientParser, ClientParser
 from dragoman.protocol.realtime.generation import Generation, default_input_rate
 from dragoman.protocol.realtime.server_events import TranscriptionPartial, wire_event
 from dragoman.sessions.agent import events as agent

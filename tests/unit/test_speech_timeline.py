@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dragoman.protocol.realtime.client_events import Generation
+from dragoman.protocol.realtime.client_parsers import Generation
 from dragoman.sessions.speech.audio_input import AudioInput
 from dragoman.streaming.turns import ServerVADConfig, SpeechStarted, TurnSegmenter
 from tests.unit.fakes import EnergyVAD

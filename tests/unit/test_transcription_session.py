@@ -17,7 +17,7 @@ from dragoman.audio.pcm import float_to_pcm16
 from dragoman.config import TranscriptionSettings
 from dragoman.engines.asr.base import ASRCapabilities, PrefixMode, StepResult
 from dragoman.errors import EngineFailure, RequestRejected
-from dragoman.protocol.realtime.client_events import ClientParser, Generation, default_input_rate
+from dragoman.protocol.realtime.client_parsers import ClientParser, Generation, default_input_rate
 from dragoman.protocol.realtime.server_events import wire_event
 from dragoman.sessions.speech.config import EngineProfile
 from dragoman.sessions.transcription.session import SessionConfig, StepJob, TranscriptionSession

@@ -35,7 +35,7 @@ from fastapi.responses import JSONResponse
 
 from dragoman.errors import ClientError, InvalidValue
 from dragoman.protocol.json_frames import BadJSON, load_json
-from dragoman.protocol.realtime.client_events import AgentClientParser, ClientParser
+from dragoman.protocol.realtime.client_parsers import AgentClientParser, ClientParser
 from dragoman.protocol.realtime.generation import Generation
 from dragoman.sessions.speech.events import Rejected
 

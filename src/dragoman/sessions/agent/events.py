@@ -1,6 +1,6 @@
 """Events in and out of an agent (speech-to-speech) session, free of any wire format.
 
-`protocol/realtime/client_events.py` (`AgentClientParser`) turns the client's JSON into the
+`protocol/realtime/client_parsers.py` (`AgentClientParser`) turns the client's JSON into the
 input events, and `protocol/realtime/agent_events.py` writes the output events as OpenAI
 Realtime server events of the client's generation (beta or GA); the session only sees
 these, and its settings (`sessions.agent.config`). What the speech front says of the

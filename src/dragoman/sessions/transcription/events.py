@@ -1,6 +1,6 @@
 """Events in and out of a transcription session, free of any wire format.
 
-`protocol/realtime/client_events.py` turns the client's JSON into the input events and
+`protocol/realtime/client_parsers.py` turns the client's JSON into the input events and
 `protocol/realtime/server_events.py` turns the output events into OpenAI Realtime
 server events of the client's generation (beta or GA); the session
 (`dragoman.sessions.transcription.session`) only sees these. Each input event carries the

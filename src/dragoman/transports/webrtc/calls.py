@@ -29,7 +29,7 @@ from fastapi.responses import JSONResponse
 from dragoman.errors import ClientError, InvalidValue
 from dragoman.logs import get_logger, log_failure
 from dragoman.metrics import REFUSALS
-from dragoman.protocol.realtime.client_events import AgentClientParser
+from dragoman.protocol.realtime.client_parsers import AgentClientParser
 from dragoman.protocol.realtime.generation import Generation
 from dragoman.sessions.agent import events as agent
 from dragoman.sessions.agent.session import AgentSession

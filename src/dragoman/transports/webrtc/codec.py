@@ -26,7 +26,7 @@ import base64
 from collections.abc import Callable
 
 from dragoman.errors import ClientError, InvalidEvent, ServerError
-from dragoman.protocol.realtime.client_events import AgentClientParser
+from dragoman.protocol.realtime.client_parsers import AgentClientParser
 from dragoman.protocol.realtime.generation import GA_RATE, Generation
 from dragoman.sessions.agent import events as agent
 from dragoman.sessions.speech.events import SpeechStarted

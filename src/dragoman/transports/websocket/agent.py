@@ -16,7 +16,7 @@ from starlette.websockets import WebSocket
 from dragoman.errors import ClientError, ServerError
 from dragoman.logs import get_logger
 from dragoman.protocol.realtime.agent_events import agent_wire_event
-from dragoman.protocol.realtime.client_events import AgentClientParser, generation_of
+from dragoman.protocol.realtime.client_parsers import AgentClientParser, generation_of
 from dragoman.protocol.realtime.generation import GA_RATE
 from dragoman.sessions.agent.events import ClientEvent, ServerEvent, SessionConfigured
 from dragoman.sessions.agent.session import AgentJob, AgentResult

@@ -18,7 +18,7 @@ from dragoman.engines.workers import Priority
 from dragoman.errors import ClientError, ServerError
 from dragoman.logs import get_logger
 from dragoman.metrics import REFUSALS
-from dragoman.protocol.realtime.client_events import ClientParser, default_input_rate, generation_of
+from dragoman.protocol.realtime.client_parsers import ClientParser, default_input_rate, generation_of
 from dragoman.protocol.realtime.server_events import ErrorDetail, ErrorEvent, wire_event
 from dragoman.sessions.base import CloseCode
 from dragoman.sessions.transcription.events import ClientEvent, Error, ServerEvent, SessionConfigured
