@@ -20,15 +20,14 @@ loop itself, which shows as a periodic tail of the tokens, is cut after its firs
 (`repetition`), as is a continuation that copies eight tokens in a row of the
 previous-text prompt or of itself. A decode that still looks like a loop (Whisper's
 compression-ratio test, or the length limit without a periodic tail) is decoded again
-over the full 30 s window.
+over the full 30 s window. What each decode's hypothesis goes through is in
+`whisper_hypothesis`; the tokenizer is `whisper_tokenizer`'s.
 """
 
 from __future__ import annotations
 
 import json
-import zlib
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +46,8 @@ from dragoman.engines.asr.base import (
     WordStart,
 )
 from dragoman.engines.asr.buckets import grid_window, length_buckets
-from dragoman.engines.asr.repetition import echo_start, loop_start
+from dragoman.engines.asr.whisper_hypothesis import DecodeItem, length_budget, take_hypothesis
+from dragoman.engines.asr.whisper_tokenizer import WhisperTokenizer
 from dragoman.engines.info import EngineInfo
 from dragoman.errors import ClientError, ModelUnavailable, RequestRejected
 from dragoman.logs import get_logger
@@ -74,90 +74,6 @@ _MAX_PROMPT_TOKENS = MAX_LENGTH // 2 - 1
 _PROMPT_GRAIN = 16
 #: Room always left for new tokens after the forced prefix.
 _MIN_NEW_TOKENS = 32
-#: More tokens than any speech yields per second (fast speech is ~5 tokens/s in English,
-#: more in languages that BPE splits finely): the length a hypothesis may reach, so a
-#: decoder caught in a loop stops after a few dozen tokens instead of hundreds.
-_MAX_TOKENS_PER_SECOND = 15
-_SLACK_TOKENS = 16
-#: openai-whisper's compression_ratio_threshold: above it the text is a repetition loop.
-_COMPRESSION_LIMIT = 2.4
-
-
-class WhisperTokenizer:
-    """Plain-text side of Whisper's tokenizer (no special tokens), a `TextTokenizer`."""
-
-    def __init__(self, path: Path) -> None:
-        from tokenizers import Tokenizer
-
-        self._tok = Tokenizer.from_str(_repair_merges(path.read_text(encoding="utf-8")))
-
-    def encode(self, text: str) -> list[int]:
-        ids: list[int] = self._tok.encode(text, add_special_tokens=False).ids
-        return ids
-
-    def decode(self, ids: Sequence[int]) -> str:
-        text: str = self._tok.decode(list(ids), skip_special_tokens=True)
-        return text
-
-    def token_id(self, token: str) -> int:
-        found = self._tok.token_to_id(token)
-        if found is None:
-            raise ModelUnavailable(f"the Whisper tokenizer has no {token} token")
-        return int(found)
-
-    def id_to_token(self, token_id: int) -> str | None:
-        token: str | None = self._tok.id_to_token(token_id)
-        return token
-
-
-#: GPT-2's first BPE merge, which builds the " t" of " the", " to", " that", ...
-_FIRST_MERGE = "Ġ t"
-
-
-def _repair_merges(tokenizer_json: str) -> str:
-    """Put back GPT-2's first merge when a tokenizer.json lost it.
-
-    The packaged whisper-base tokenizer.json has 49,999 merges, missing "Ġ t"
-    (tiny.en's has all 50,000). Decoding is unaffected, but encoding then splits
-    every word that starts with " t" into "Ġ" + "the", token sequences the model
-    never produces: a stable prefix ending in a lone "Ġ" sent the decoder into a
-    loop of underscores. The merge is restored only when its result is in the vocabulary.
-    """
-    data = json.loads(tokenizer_json)
-    model = data.get("model", {})
-    merges = model.get("merges")
-    if not isinstance(merges, list) or "Ġt" not in model.get("vocab", {}):
-        return tokenizer_json
-    as_pairs = bool(merges) and isinstance(merges[0], list)
-    first: Any = _FIRST_MERGE.split(" ") if as_pairs else _FIRST_MERGE
-    if first in merges:
-        return tokenizer_json
-    model["merges"] = [first, *merges]
-    return json.dumps(data)
-
-
-@dataclass
-class _Item:
-    slot: int
-    request: StepRequest
-    prev: list[int]
-    prefix_ids: list[int]
-    language: str | None
-    window: int = 0
-    text: str = ""
-    #: The hypothesis's tokens, the forced prefix's included.
-    ids: list[int] = field(default_factory=list)
-    words: tuple[WordStart, ...] = ()
-    #: Repetition loops and echoes of earlier text cut off its hypothesis.
-    loops: int = 0
-    suspect: bool = field(default=False)
-    avg_logprob: float | None = None
-    no_speech_prob: float | None = None
-
-
-def _compression_ratio(text: str) -> float:
-    data = text.encode("utf-8")
-    return len(data) / len(zlib.compress(data)) if data else 0.0
 
 
 def _read_n_mels(model: Any, folder: Path) -> int:
@@ -261,7 +177,7 @@ class WhisperCT2Engine(ASREngine):
 
     def transcribe_batch(self, requests: Sequence[StepRequest]) -> list[StepResult | ClientError]:
         results: list[StepResult | ClientError | None] = [None] * len(requests)
-        items: list[_Item] = []
+        items: list[DecodeItem] = []
         for slot, request in enumerate(requests):
             try:
                 items.append(self._prepare(slot, request))
@@ -301,7 +217,7 @@ class WhisperCT2Engine(ASREngine):
 
     # -- internals --------------------------------------------------------------------
 
-    def _prepare(self, slot: int, request: StepRequest) -> _Item:
+    def _prepare(self, slot: int, request: StepRequest) -> DecodeItem:
         audio = request.audio
         if audio.ndim != 1:
             raise RequestRejected("audio must be mono", param="audio")
@@ -336,9 +252,9 @@ class WhisperCT2Engine(ASREngine):
                 keep -= keep % _PROMPT_GRAIN
             if keep > 0:
                 prev = [self._prev, *prompt_ids[-keep:]]
-        return _Item(slot, request, prev, prefix_ids, language)
+        return DecodeItem(slot, request, prev, prefix_ids, language)
 
-    def _window(self, items: Sequence[_Item], trimmed: bool) -> int:
+    def _window(self, items: Sequence[DecodeItem], trimmed: bool) -> int:
         if not trimmed:
             return _WINDOW_SAMPLES
         longest = max(int(it.request.audio.shape[0]) for it in items)
@@ -346,7 +262,7 @@ class WhisperCT2Engine(ASREngine):
         want = grid_window(longest / SAMPLE_RATE + TAIL_SECONDS)
         return min(_WINDOW_SAMPLES, round(want * SAMPLE_RATE))
 
-    def _log_mel(self, items: Sequence[_Item], window: int) -> npt.NDArray[np.float32]:
+    def _log_mel(self, items: Sequence[DecodeItem], window: int) -> npt.NDArray[np.float32]:
         """[batch, n_mels, window / hop] log-mel features; silence pads each item to `window`."""
         batch = np.zeros((len(items), window), dtype=np.float32)
         for row, it in zip(batch, items, strict=True):
@@ -357,7 +273,7 @@ class WhisperCT2Engine(ASREngine):
         )["input_features"]
         return np.ascontiguousarray(features[..., : window // _HOP], dtype=np.float32)
 
-    def _decode(self, items: Sequence[_Item], *, trimmed: bool) -> None:
+    def _decode(self, items: Sequence[DecodeItem], *, trimmed: bool) -> None:
         window = self._window(items, trimmed)
         features = self._ct2.StorageView.from_array(self._log_mel(items, window))
         # CTranslate2 needs <|startoftranscript|> at the same position in every prompt of
@@ -380,11 +296,11 @@ class WhisperCT2Engine(ASREngine):
             part = self._ct2.StorageView.from_array(np.ascontiguousarray(states[indices]))
             self._generate([items[i] for i in indices], part, window)
 
-    def _generate(self, items: Sequence[_Item], encoded: Any, window: int) -> None:
+    def _generate(self, items: Sequence[DecodeItem], encoded: Any, window: int) -> None:
         prompts = []
         for it in items:
             prompts.append([*it.prev, *self._task(it), self._no_timestamps, *it.prefix_ids])
-        limit = min(MAX_LENGTH, max(_length_budget(it, len(p)) for it, p in zip(items, prompts, strict=True)))
+        limit = min(MAX_LENGTH, max(length_budget(it, len(p)) for it, p in zip(items, prompts, strict=True)))
         outputs = self._model.generate(
             encoded,
             prompts,
@@ -395,31 +311,10 @@ class WhisperCT2Engine(ASREngine):
             return_no_speech_prob=True,
         )
         for it, prompt, out in zip(items, prompts, outputs, strict=True):
-            ids = list(out.sequences_ids[0])
-            # CTranslate2 returns the forced prefix's tokens with the hypothesis; strip
-            # them and keep the caller's own prefix text so the result starts with it exactly.
-            n = len(it.prefix_ids)
-            new = ids[n:] if ids[:n] == it.prefix_ids else ids
-            at_limit = len(prompt) + len(new) >= limit
-            cut = loop_start([*it.prefix_ids, *new], n, at_limit=at_limit, clause_end=self._clause_end)
-            if cut is not None:
-                new = new[: cut - n]
-                it.loops += 1
-            echo = echo_start([*it.prefix_ids, *new], n, it.prev[1:])
-            if echo is not None:
-                new = new[: echo - n]
-                it.loops += 1
-            it.ids = [*it.prefix_ids, *new]
-            it.text = it.request.prefix + self.tokenizer.decode(new)
-            it.window = window
-            # CTranslate2's score is the hypothesis' log probability over its length.
-            it.avg_logprob = float(out.scores[0]) if out.scores else None
-            it.no_speech_prob = float(out.no_speech_prob)
-            cut_off = cut is not None or echo is not None
-            it.suspect = (at_limit and not cut_off) or _compression_ratio(it.text) > _COMPRESSION_LIMIT
+            take_hypothesis(it, out, len(prompt), limit, window, self._clause_end, self.tokenizer.decode)
         self._align([i for i, it in enumerate(items) if it.request.word_times and it.ids], items, encoded)
 
-    def _align(self, wanted: list[int], items: Sequence[_Item], encoded: Any) -> None:
+    def _align(self, wanted: list[int], items: Sequence[DecodeItem], encoded: Any) -> None:
         """Word starts from the cross-attention of the alignment heads (CTranslate2's `align`,
         a teacher-forced decoder pass over the hypothesis: no second encoder pass)."""
         by_task: dict[tuple[int, ...], list[int]] = {}
@@ -438,7 +333,7 @@ class WhisperCT2Engine(ASREngine):
             for it, result in zip(group, aligned, strict=True):
                 it.words = self._word_starts(it, result.alignments)
 
-    def _word_starts(self, it: _Item, alignments: Sequence[tuple[int, int]]) -> tuple[WordStart, ...]:
+    def _word_starts(self, it: DecodeItem, alignments: Sequence[tuple[int, int]]) -> tuple[WordStart, ...]:
         """Each word's start: the first encoder frame its first token aligns to."""
         first: dict[int, int] = {}
         for text_index, time_index in alignments:
@@ -461,19 +356,12 @@ class WhisperCT2Engine(ASREngine):
             ends = self._clause_ends[token_id] = self.tokenizer.decode([token_id]).endswith(_CLAUSE_ENDS)
         return ends
 
-    def _task(self, it: _Item) -> list[int]:
+    def _task(self, it: DecodeItem) -> list[int]:
         task = [self._sot]
         if self.multilingual:
             assert it.language is not None
             task += [self._lang_ids[it.language], self._transcribe]
         return task
-
-
-def _length_budget(item: _Item, prompt_length: int) -> int:
-    """The decoder length `item` may need: its prompt plus what its audio can hold."""
-    seconds = item.request.audio.shape[0] / SAMPLE_RATE
-    hypothesis = int(_MAX_TOKENS_PER_SECOND * seconds) + _SLACK_TOKENS
-    return prompt_length + max(_SLACK_TOKENS, hypothesis - len(item.prefix_ids))
 
 
 def create(settings: ASRSettings, cache_dir: Path) -> ASREngine:
