@@ -221,8 +221,8 @@ def still_translates(harness: Harness) -> None:
     harness.settle()
     session = harness.session
     # The next utterance: a fresh one, after the open one (abandoned) or the last closed one.
-    open_utterance = session._utt
-    utterance = open_utterance.id + 1 if open_utterance is not None else (session._next_id or 0)
+    open_utterance = session._utterances.open
+    utterance = open_utterance.id + 1 if open_utterance is not None else (session._utterances.next_id or 0)
     seq = (session._last_seq or 0) + 1
     clock = max(session._last_clock or 0.0, 0.0) + 1000.0
     update = {
@@ -235,7 +235,7 @@ def still_translates(harness: Harness) -> None:
     }
     # An init's accepted_target_prefix still waiting for the first utterance comes first (and
     # the fake engine takes it for the translation of as many source words).
-    prefix = session._pending_prefix
+    prefix = session._utterances.pending_prefix
     out = harness.frame(Frame(json.dumps(update), False, "final")) + harness.settle()
     (final,) = [m for m in out if isinstance(m, TranslationMessage) and m.seq == seq]
     assert final.final

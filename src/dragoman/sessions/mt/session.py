@@ -17,16 +17,8 @@ waiting, a new final is dropped and answered at once with processing_failed ("th
 update was dropped; the session stays usable") under its seq, so a client that sends
 finals faster than they are translated cannot make the server hold them without end.
 
-Utterances: `is_final` closes the open utterance with a FINAL engine pass that
-continues the streamed partial, and the next update must carry utterance_id + 1.
-Past `max_utterance_words` committed words a partial update is translated as final
-with `forced_final`; the client then bumps its utterance_id as for its own
-finalization. Its updates for the old id that were already on the way are answered
-with the forced final again. WhisperLiveKit's client may still put the old words
-in front of its next utterance (a punctuation commit that raced the rollover); on
-the utterance after a forced final, a leading run equal to the forced words is
-dropped. An id one past the expected one closes the open utterance without a final
-pass (the client abandoned it). Anything else is bad_protocol.
+Utterances: which update opens or closes which utterance is decided in
+`sessions/mt/utterances.py`.
 """
 
 from __future__ import annotations
@@ -51,7 +43,6 @@ from dragoman.sessions.mt.events import (
     Word,
 )
 from dragoman.sessions.mt.utterance import (
-    ClosedUtterance,
     Decode,
     Utterance,
     commit_partial,
@@ -61,14 +52,9 @@ from dragoman.sessions.mt.utterance import (
     history_window,
     prompt_key,
 )
-from dragoman.sessions.mt.validation import (
-    MAX_HISTORY_PAIRS,
-    SessionSetup,
-    check_update,
-    resolve_init,
-)
+from dragoman.sessions.mt.utterances import Utterances
+from dragoman.sessions.mt.validation import SessionSetup, check_update, resolve_init
 from dragoman.streaming.alignatt import AlignAttParams, build_source_accessibility_frontier
-from dragoman.streaming.copy_check import copies_source
 
 #: Finals that may wait for the engine at once (`MTSettings.max_queued_finals`).
 MAX_QUEUED_FINALS = 16
@@ -89,8 +75,6 @@ class MTSession:
     ) -> None:
         self.session_id = session_id
         self._max_finals = max_queued_finals
-        #: The utterance of the last final dropped at the bound: the one after it may follow.
-        self._dropped_final: int | None = None
         self._engine_name = engine_name
         self._directions = list(directions)
         self._decode = decode
@@ -105,14 +89,7 @@ class MTSession:
         self._in_flight: MTJob | None = None
         self._last_seq: int | None = None
         self._last_clock: float | None = None
-        self._utt: Utterance | None = None
-        #: The id the next utterance must carry once the open one closed.
-        self._next_id: int | None = None
-        self._last_closed: ClosedUtterance | None = None
-        self._history: list[tuple[str, str]] = []
-        #: Pairs that ever entered the history (it keeps the last MAX_HISTORY_PAIRS), for `history_window`.
-        self._history_total = 0
-        self._pending_prefix = ""
+        self._utterances = Utterances()
         #: Counters for the session log: engine drafts, fast-path answers, coalesced partials.
         self.stats = {"drafts": 0, "fast_path": 0, "coalesced": 0, "dropped_finals": 0, "copy_redrafts": 0}
         #: The job of a draft that copied the source, again with the target language forced;
@@ -172,7 +149,7 @@ class MTSession:
         the caller then reports `job_failed`."""
         if job is not self._in_flight:
             raise ValueError("job_done for a job that is not in flight")
-        utt = self._utt
+        utt = self._utterances.open
         if utt is not None and utt.id == job.utterance_id:
             if job.kind is JobKind.PARTIAL:
                 self._apply_partial(job, draft, utt)
@@ -217,9 +194,7 @@ class MTSession:
             self._close_code = CloseCode.POLICY_VIOLATION
             return
         self._setup = setup
-        self._history = list(setup.history)
-        self._history_total = len(self._history)
-        self._pending_prefix = setup.accepted_target_prefix
+        self._utterances.start(setup.history, setup.accepted_target_prefix, setup.target_lang)
         self._outbox.append(InitOk(setup.direction, setup.preset, self._engine_name))
 
     def _on_update(self, update: Update) -> None:
@@ -241,7 +216,7 @@ class MTSession:
             self._outbox.append(Error(ErrorCode.PROCESSING_FAILED, message, seq=update.seq))
             self.stats["dropped_finals"] += 1
             # The client has closed that utterance all the same: its next one is welcome.
-            self._dropped_final = update.utterance_id
+            self._utterances.dropped_final = update.utterance_id
             return
         superseded = [
             queued
@@ -278,10 +253,11 @@ class MTSession:
         """
         setup = self._setup
         assert setup is not None
-        utt = self._route(update)
-        if utt is None:
+        utt = self._utterances.route(update)
+        if not isinstance(utt, Utterance):
+            self._outbox.append(utt)
             return None
-        words = self._strip_carry_over(update)
+        words = self._utterances.strip_carry_over(update)
         forced = not update.is_final and len(words) > self._max_words
         if update.is_final or forced:
             if not words:
@@ -326,46 +302,6 @@ class MTSession:
             return None
         return MTJob(update.seq, utt.id, JobKind.PARTIAL, request, frontier)
 
-    def _route(self, update: Update) -> Utterance | None:
-        """The utterance `update` belongs to, opening or closing utterances as its id says."""
-        uid = update.utterance_id
-        if self._utt is not None and uid == self._utt.id:
-            return self._utt
-        expected = self._utt.id if self._utt is not None else self._next_id
-        after_dropped = self._dropped_final is not None and uid == self._dropped_final + 1
-        if expected is None or uid in (expected, expected + 1) or after_dropped:
-            if self._dropped_final is not None and uid > self._dropped_final:
-                self._dropped_final = None
-            if self._utt is not None:
-                self._remember(self._utt, (), forced=False)  # abandoned: no final pass
-            self._utt = Utterance(uid, committed=self._pending_prefix)
-            self._pending_prefix = ""
-            return self._utt
-        closed = self._last_closed
-        if closed is not None and closed.forced and uid == closed.id:
-            # Sent before the client saw the rollover: tell it again.
-            self._outbox.append(
-                Translation(update.seq, uid, True, closed.text, "", "", closed.covered, "final", True)
-            )
-            return None
-        self._outbox.append(
-            Error(
-                ErrorCode.BAD_PROTOCOL,
-                f"utterance_id {uid} is neither the open utterance ({expected}) nor the next one",
-                seq=update.seq,
-            )
-        )
-        return None
-
-    def _strip_carry_over(self, update: Update) -> tuple[Word, ...]:
-        closed, words = self._last_closed, update.words
-        if closed is None or not closed.forced or update.utterance_id != closed.id + 1:
-            return words
-        n = len(closed.words)
-        if n and tuple(w.text for w in words[:n]) == closed.words:
-            return words[n:]
-        return words
-
     def _request(
         self,
         words: Sequence[Word],
@@ -378,14 +314,17 @@ class MTSession:
     ) -> MTRequest:
         setup = self._setup
         assert setup is not None
-        pairs = min(len(self._history), history_window(self._history_total, setup.params.history_pairs))
+        utterances = self._utterances
+        pairs = min(
+            len(utterances.history), history_window(utterances.history_total, setup.params.history_pairs)
+        )
         return MTRequest(
             source_lang=setup.source_lang,
             target_lang=setup.target_lang,
             source_words=tuple([w.text for w in words] + list(tail)),
             target_prefix=utt.committed,
             context_text=setup.context_text,
-            history=tuple(self._history[-pairs:]) if pairs else (),
+            history=tuple(utterances.history[-pairs:]) if pairs else (),
             mode=mode,
             max_new_tokens=budget,
             cache_key=self.session_id,
@@ -425,23 +364,7 @@ class MTSession:
     def _close(self, seq: int, utt: Utterance, text: str, words: tuple[str, ...], *, forced: bool) -> None:
         covered = len(words) if words else utt.covered
         self._emit(seq, utt, text, "", covered, "final", final=True, forced=forced)
-        self._remember(utt, words, forced=forced)
-
-    def _remember(self, utt: Utterance, words: tuple[str, ...], *, forced: bool) -> None:
-        """Close `utt`: it enters the history, and the next update must use id + 1.
-
-        Not a translation that copies its source: in the prompt it teaches the model to
-        copy, and the next utterances then stay English too (IWSLT dev talks, 0.5B).
-        """
-        setup = self._setup
-        lang = setup.target_lang if setup is not None else ""
-        if words and utt.committed and not copies_source(words, utt.committed, lang):
-            self._history.append((" ".join(words), utt.committed))
-            self._history_total += 1
-            del self._history[:-MAX_HISTORY_PAIRS]
-        self._last_closed = ClosedUtterance(utt.id, words, utt.committed, utt.covered, forced)
-        self._next_id = utt.id + 1
-        self._utt = None
+        self._utterances.close(utt, words, forced=forced)
 
     def _emit(
         self,
