@@ -113,6 +113,8 @@ class SentenceRun:
     trace: list[str] = field(default_factory=list)
     #: Drafts that copied the source and were redrafted with the target language forced.
     copy_redrafts: int = 0
+    #: Engine calls whose draft ran into a repetition loop, cut after its first copy.
+    loop_cuts: int = 0
 
 
 @dataclass
@@ -164,23 +166,25 @@ def open_stream(
 
 def _answer(
     session: MTSession, engine: MTEngine, update: Update, timer: Timer
-) -> tuple[Translation, int, float]:
-    """Feed one update and run its engine work; (its translation, engine calls, ms taken)."""
+) -> tuple[Translation, int, float, int]:
+    """Feed one update and run its engine work; (its translation, engine calls, ms taken,
+    calls whose draft had a repetition loop cut)."""
     started = timer()
     session.receive(update)
-    calls = 0
+    calls = loop_cuts = 0
     details = []
     while (job := session.next_job()) is not None:
         calls += 1
         draft = engine.draft(job.request)
         details.append(_call_detail(job.kind.value, draft))
+        loop_cuts += bool(draft.extra.get("loop_cuts"))
         session.job_done(job, draft)
     elapsed_ms = (timer() - started) * 1000.0
     answers = [e for e in session.events_to_send() if isinstance(e, Translation) and e.seq == update.seq]
     if len(answers) != 1:
         raise RuntimeError(f"update {update.seq} got {len(answers)} translations")
     LAST_CALLS[:] = details
-    return answers[0], calls, elapsed_ms
+    return answers[0], calls, elapsed_ms, loop_cuts
 
 
 #: What the engine calls of the last `_answer` did (for the --verbose trace).
@@ -196,6 +200,7 @@ def _call_detail(kind: str, draft: Any) -> str:
         f"inserted {extra.get('inserted_tokens', 0):.0f}) "
         f"drafted {len(draft.token_ids)} (speculated {extra.get('speculated_tokens', 0):.0f}, "
         f"accepted {extra.get('accepted_tokens', 0):.0f}) {extra.get('engine_ms', 0):.0f} ms"
+        + (" (a repetition loop cut)" if extra.get("loop_cuts") else "")
     )
 
 
@@ -267,8 +272,9 @@ def simulate(
             tail=tuple(w.text for w in words[n_committed:heard]),
             clock_ms=now + offset,
         )
-        answer, calls, took = _answer(session, engine, update, timer)
+        answer, calls, took, loop_cuts = _answer(session, engine, update, timer)
         run.engine_calls += calls
+        run.loop_cuts += loop_cuts
         run.update_ms.append(took)
         if answer.committed_delta:
             run.commits += 1
@@ -290,8 +296,9 @@ def simulate(
         clock_ms=now + offset,
         is_final=True,
     )
-    answer, calls, took = _answer(session, engine, final, timer)
+    answer, calls, took, loop_cuts = _answer(session, engine, final, timer)
     run.engine_calls += calls
+    run.loop_cuts += loop_cuts
     run.update_ms.append(took)
     run.simul_text = answer.committed_text
     run.trace.append(_trace_line(now, (len(words), len(words)), took, calls, answer))
@@ -375,6 +382,8 @@ class Summary:
     update_ms_max: float = float("nan")
     #: Utterances with a copy redraft (see dragoman.streaming.copy_check), of `sentences`.
     copy_redrafts: int = 0
+    #: Utterances with an engine call whose draft had a repetition loop cut.
+    loop_cuts: int = 0
     #: BLEU of all lines joined into one segment (the issue's "scored as a whole document").
     doc_bleu_simul: float = float("nan")
     doc_bleu_offline: float = float("nan")
@@ -431,6 +440,7 @@ def summarize(direction: str, dataset: str, runs: Sequence[SentenceRun]) -> Summ
         update_ms_p95=percentile(updates, 95),
         update_ms_max=max(updates, default=float("nan")),
         copy_redrafts=sum(1 for r in runs if r.copy_redrafts),
+        loop_cuts=sum(1 for r in runs if r.loop_cuts),
         doc_bleu_simul=doc_bleu(simul) if runs else float("nan"),
         doc_bleu_offline=doc_bleu(offline) if runs else float("nan"),
     )
@@ -450,8 +460,8 @@ def markdown(summaries: Sequence[Summary], header: str) -> str:
         "",
         "| direction | data (timing) | sent. | BLEU simul | BLEU offline | ratio | chrF simul | chrF offline "
         "| LAAL ideal ms | LAAL CA ms | engine calls/utt | fast-path commits | ms/update | p50 | p95 | max "
-        "| offline ms | copy redrafts | doc BLEU simul | doc BLEU offline |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| offline ms | copy redrafts | loop cuts | doc BLEU simul | doc BLEU offline |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s in summaries:
         lines.append(
@@ -459,7 +469,7 @@ def markdown(summaries: Sequence[Summary], header: str) -> str:
             f"| {s.bleu_offline:.1f} | {s.bleu_ratio:.2f} | {s.chrf_simul:.1f} | {s.chrf_offline:.1f} "
             f"| {s.laal_ideal_ms:.0f} | {s.laal_ca_ms:.0f} | {s.calls_per_utterance:.1f} "
             f"| {100 * s.fast_path_share:.0f}% | {s.update_ms_mean:.0f} | {s.update_ms_p50:.0f} "
-            f"| {s.update_ms_p95:.0f} | {s.update_ms_max:.0f} | {s.offline_ms_mean:.0f} | {s.copy_redrafts} "
+            f"| {s.update_ms_p95:.0f} | {s.update_ms_max:.0f} | {s.offline_ms_mean:.0f} | {s.copy_redrafts} | {s.loop_cuts} "
             f"| {s.doc_bleu_simul:.1f} | {s.doc_bleu_offline:.1f} |"
         )
     return "\n".join(lines) + "\n"
@@ -471,7 +481,7 @@ def print_line(index: int, run: SentenceRun, *, target: str, count: int, verbose
     lat = sentence_laal(run.emissions, run.simul_text, sentence.reference, target, sentence.duration_ms)
     print(
         f"[{target} {index}/{count}] {sentence.id}: {run.engine_calls} calls, "
-        f"{run.copy_redrafts} copy redrafts, "
+        f"{run.copy_redrafts} copy redrafts, {run.loop_cuts} loop cuts, "
         f"LAAL {lat.ideal_ms if lat else float('nan'):.0f}/"
         f"{lat.computation_aware_ms if lat else float('nan'):.0f} ms\n"
         f"    simul:   {run.simul_text}\n    offline: {run.offline_text}",

@@ -212,7 +212,7 @@ def test_short_trimmed_windows_do_not_loop(base: WhisperCT2Engine) -> None:
     Without the loop guard, 5 of these 20 decodes started over ("And so my fellow
     Americans. And so my fellow Americans. And so…") until the length limit.
     """
-    from dragoman.engines.asr.repetition import loop_start
+    from dragoman.engines.repetition import loop_start
 
     requests = [
         StepRequest(audio(name)[: int(cut * RATE)], language="en") for name in LOOPY for cut in SHORT_CUTS

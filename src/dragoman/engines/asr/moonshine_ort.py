@@ -39,8 +39,8 @@ import numpy.typing as npt
 from dragoman.audio.rates import SAMPLE_RATE
 from dragoman.config import ASRSettings
 from dragoman.engines.asr.base import ASRCapabilities, ASREngine, PrefixMode, StepRequest, StepResult
-from dragoman.engines.asr.repetition import loop_start
 from dragoman.engines.info import EngineInfo
+from dragoman.engines.repetition import loop_start
 from dragoman.errors import ClientError, ModelUnavailable, RequestRejected
 from dragoman.logs import get_logger
 

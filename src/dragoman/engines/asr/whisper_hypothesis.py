@@ -18,7 +18,7 @@ from typing import Any
 
 from dragoman.audio.rates import SAMPLE_RATE
 from dragoman.engines.asr.base import StepRequest, WordStart
-from dragoman.engines.asr.repetition import echo_start, loop_start
+from dragoman.engines.repetition import echo_start, loop_start
 
 #: More tokens than any speech yields per second (fast speech is ~5 tokens/s in English,
 #: more in languages that BPE splits finely): the length a hypothesis may reach, so a

@@ -32,6 +32,7 @@ from dragoman.engines.mt.base import MTDraft
 from dragoman.engines.mt.llama_context import SavedSequence, TappedContext
 from dragoman.engines.mt.qwen_draft import frontier_limit
 from dragoman.engines.mt.qwen_prompt import Prompt
+from dragoman.engines.repetition import loop_start
 from dragoman.engines.torch_lm.kv_cache import MAX_CACHED_PROMPTS, common_prefix
 
 #: The fewest kept tokens worth an insert: it is one more `llama_decode`, which costs about
@@ -161,8 +162,9 @@ def draft(
     proposal = guess[:limit] if speculate else []
     tokens: list[int] = []
     rows: list[npt.NDArray[np.float32]] = []
+    target_prefix = prompt.ids[prompt.target_start :]
     finished = False
-    computed = accepted = 0
+    computed = accepted = loop_cuts = 0
     first_pass_ms = 0.0
     membership = prompt.membership()
     cols = slice(prompt.source_start, prompt.source_end) if heads else None
@@ -193,11 +195,18 @@ def draft(
         ctx.truncate(len(ctx.held) - (len(proposal) - matched))
         tokens.extend(new)
         accepted += matched
+        cut = loop_start([*target_prefix, *tokens], len(target_prefix))
+        if cut is not None:
+            # Greedy decoding that repeats itself runs to the limit (four tokens a source word
+            # for a final: seconds, and a translation the client would show): one copy stays.
+            del tokens[cut - len(target_prefix) :], rows[cut - len(target_prefix) :]
+            loop_cuts += 1
+            break
         if finished or len(tokens) >= limit:
             break
         pending, proposal = [tokens[-1]], []
     del tokens[limit:], rows[limit:]
-    cache.store(cache_key, prompt.ids[prompt.target_start :] + tokens)
+    cache.store(cache_key, target_prefix + tokens)
     attention_out = None
     if heads is not None:
         words = len(prompt.word_spans)
@@ -216,5 +225,6 @@ def draft(
             "stale_tokens": float(ctx.stale_tokens),
             "speculated_tokens": float(len(guess[:limit]) if speculate else 0),
             "accepted_tokens": float(accepted),
+            "loop_cuts": float(loop_cuts),
         },
     )

@@ -1,11 +1,13 @@
 """The repetition loop of a decoder that does not stop: found in its tokens and cut off.
 
-On a short window Whisper sometimes does not predict the end of the text after the
-last word and starts over instead: " And so my fellow Americans. And so my fellow
-Americans. And so…", " In addition, in addition, in addition, …", " 1.25.25.25…".
+Shared by the engines that decode greedily. On a short window Whisper sometimes does
+not predict the end of the text after the last word and starts over instead: " And so
+my fellow Americans. And so my fellow Americans. And so…", " In addition, in addition,
+in addition, …", " 1.25.25.25…". The MT model can do the same after a streamed target
+prefix ("Die Konzepte der Konzepte der Konzepte der …", FLORES en→de line 65).
 The loop shows as a tail of the token sequence that repeats with a short period up to
 the length limit. Cutting the sequence after the first copy gives what the decoder
-said before it lost the end, which is what it says on a padded window.
+said before it lost the end, which is what Whisper says on a padded window.
 
 A speaker can repeat themselves too ("no, no"), so a tail counts as a loop only with
 at least `MIN_COPIES` copies, or two when the decoder ran into its length limit, which

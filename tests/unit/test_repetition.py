@@ -1,8 +1,8 @@
-"""Repetition loops in a decoder's tokens (dragoman.engines.asr.repetition), on word lists."""
+"""Repetition loops in a decoder's tokens (dragoman.engines.repetition), on word lists."""
 
 from __future__ import annotations
 
-from dragoman.engines.asr.repetition import echo_start, loop_start
+from dragoman.engines.repetition import echo_start, loop_start
 
 WORDS: dict[str, int] = {}
 
