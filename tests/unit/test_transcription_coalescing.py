@@ -71,3 +71,42 @@ def test_final_steps_and_real_failures_are_not_coalesced() -> None:
     send(session, "input_audio_buffer.append", audio=b64(tone(4.0)))
     assert not final.cancel.cancelled  # the committed item's last step always runs
     assert session.coalesced == 0
+
+
+def test_a_commit_cancels_its_items_waiting_partial_and_the_final_takes_its_audio() -> None:
+    session = make_session(vad=False)
+    session.events_to_send()
+    send(session, "input_audio_buffer.append", audio=b64(tone(2.0)))
+    partial = session.next_job()
+    assert partial is not None and not partial.final
+    send(session, "input_audio_buffer.append", audio=b64(tone(0.5)))
+    assert not partial.cancel.cancelled
+    assert types(send(session, "input_audio_buffer.commit")) == ["input_audio_buffer.committed"]
+    # The final decodes all of the item's audio: the partial would be superseded.
+    assert partial.cancel.cancelled
+    session.job_failed(partial, JobCancelled("cancelled before it ran"))
+    assert session.events_to_send() == []  # no error: the client waits for the final only
+    final = session.next_job()
+    assert final is not None and final.final and len(final.request.audio) == int(2.5 * RATE)
+    session.job_done(final, StepResult(" one two three", "en"))
+    events = session.events_to_send()
+    assert types(events)[-1] == "conversation.item.input_audio_transcription.completed"
+    assert events[-1]["transcript"] == "one two three"
+
+
+def test_a_commit_leaves_a_running_partial_alone_when_it_had_started() -> None:
+    session = make_session(vad=False)
+    session.events_to_send()
+    send(session, "input_audio_buffer.append", audio=b64(tone(2.0)))
+    partial = session.next_job()
+    assert partial is not None
+    send(session, "input_audio_buffer.append", audio=b64(tone(0.5)))
+    send(session, "input_audio_buffer.commit")
+    assert partial.cancel.cancelled
+    # Its call had started: its result is used as before, and the final follows for the
+    # half second it did not hear.
+    session.job_done(partial, StepResult(" one two", "en"))
+    assert types(session.events_to_send()) == ["mstar.transcription.partial"]
+    assert session.coalesced == 0
+    final = session.next_job()
+    assert final is not None and final.final and len(final.request.audio) == int(2.5 * RATE)

@@ -1,4 +1,5 @@
-"""The batching worker's priorities: file windows (BULK) fill what live steps leave."""
+"""The batching worker's priorities (file windows, BULK, fill what live steps leave) and
+its queue (a request cancelled while it waits leaves it at once)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import asyncio
 import threading
 from collections.abc import Sequence
 
-from dragoman.engines.workers import BatchingWorker, Priority
+import pytest
+
+from dragoman.engines.workers import BatchingWorker, CancelToken, JobCancelled, Priority
 from dragoman.errors import ClientError
 
 
@@ -67,3 +70,38 @@ async def test_work_ahead_of_real_time_never_joins_a_live_call() -> None:
     # The live step and the file window share a call with room to spare; the flood waits, then
     # gets calls of its own, one request each.
     assert engine.calls == [["warm"], ["live", "file"], ["flood0"], ["flood1"], ["flood2"]]
+
+
+async def test_a_request_cancelled_while_queued_leaves_at_once() -> None:
+    engine = _Recorder()
+    worker: BatchingWorker[str, str] = BatchingWorker(engine, name="test", max_batch=4)
+    async with worker:
+        first = asyncio.create_task(worker.submit("warm"))
+        await asyncio.sleep(0.05)  # the engine is busy with "warm"
+        token = CancelToken()
+        queued = asyncio.create_task(worker.submit("stale", token))
+        await asyncio.sleep(0)
+        # Cancelled from another thread, as a large append's thread does.
+        await asyncio.to_thread(token.cancel)
+        # It fails while the engine is still busy, so its session can send what replaces it.
+        with pytest.raises(JobCancelled):
+            await asyncio.wait_for(queued, 2)
+        assert not engine.release.is_set()
+        replacement = asyncio.create_task(worker.submit("fresh"))
+        engine.release.set()
+        assert await asyncio.gather(first, replacement) == ["warm", "fresh"]
+    assert engine.calls == [["warm"], ["fresh"]]
+    assert worker.stats.cancelled == 1
+
+
+def test_a_token_forgets_a_callback_it_no_longer_needs() -> None:
+    token = CancelToken()
+    fired: list[str] = []
+    forget = token.on_cancel(lambda: fired.append("gone"))
+    token.on_cancel(lambda: fired.append("kept"))
+    forget()
+    token.cancel()
+    token.cancel()  # once only
+    assert fired == ["kept"]
+    token.on_cancel(lambda: fired.append("late"))  # already set: called at once
+    assert fired == ["kept", "late"]

@@ -24,7 +24,8 @@ one. A worker runs one engine in one thread, so calls never overlap:
   order within a priority. A session holds at most one job in flight, so sessions
   of equal priority take turns round-robin and a busy one cannot starve the rest.
 
-A request whose `CancelToken` is set before its call starts is dropped; engines
+A request whose `CancelToken` is set before its call starts is dropped, and a
+`BatchingWorker` fails it at once, so what replaces it can join the next call; engines
 that stream check the token between tokens or chunks.
 
 A call that hangs is given up after a timeout (`calls.py`).

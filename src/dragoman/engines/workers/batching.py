@@ -50,7 +50,7 @@ class WorkerStats:
         return self.requests / self.calls if self.calls else 0.0
 
 
-@dataclass
+@dataclass(eq=False)  # one request is itself, not an equal one
 class _Pending(Generic[RequestT, ResultT]):
     request: RequestT
     key: Hashable
@@ -176,11 +176,30 @@ class BatchingWorker(Generic[RequestT, ResultT]):
         except Exception as exc:
             error_id = log_failure(log, f"{self.name} batch key failed", exc, **self._tags(request))
             raise EngineFailure(f"the {self.name} engine failed", error_id=error_id) from exc
-        future: asyncio.Future[ResultT] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Pending(request, key, cancel or CancelToken(), future, int(priority), timeout_s))
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[ResultT] = loop.create_future()
+        pending = _Pending(request, key, cancel or CancelToken(), future, int(priority), timeout_s)
+        self._queue.append(pending)
+
+        def withdraw() -> None:
+            # Cancelled while it waits, it leaves the queue at once, not when the engine is
+            # next free: its session's next job (the step that takes its audio, or a commit's
+            # final) can then join the very next call.
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nothing waits
+                loop.call_soon_threadsafe(self._withdraw, pending)
+
+        forget = pending.cancel.on_cancel(withdraw)
+        future.add_done_callback(lambda _: forget())
         self._wake.set()
         # A cancelled submitter cancels its future; the worker skips or ignores it.
         return await future
+
+    def _withdraw(self, pending: _Pending[RequestT, ResultT]) -> None:
+        """Fail a cancelled request that is still queued; one in a call runs as usual."""
+        if pending in self._queue and not pending.future.done():
+            self._queue.remove(pending)
+            self._n.cancelled += 1
+            pending.future.set_exception(JobCancelled("cancelled before it ran"))
 
     def _take(self) -> list[_Pending[RequestT, ResultT]]:
         """The next call's requests: the oldest live one of the most urgent priority, and those
@@ -204,10 +223,11 @@ class BatchingWorker(Generic[RequestT, ResultT]):
         if lead.priority >= Priority.AHEAD:
             self._queue = live[1:]
             return [lead]
+        ceiling = Priority.BULK
         batch: list[_Pending[RequestT, ResultT]] = []
         rest: list[_Pending[RequestT, ResultT]] = []
         for pending in live:
-            joins = pending.key == lead.key and pending.priority <= Priority.BULK
+            joins = pending.key == lead.key and pending.priority <= ceiling
             (batch if len(batch) < self.max_batch and joins else rest).append(pending)
         self._queue = rest
         return batch

@@ -53,16 +53,41 @@ class Priority(IntEnum):
 class CancelToken:
     """Set by a session that no longer wants a job's result; read by workers and engines.
 
-    Thread-safe: engines read it from the worker thread between tokens or chunks.
+    Thread-safe: engines read it from the worker thread between tokens or chunks, and a
+    session may set it from the thread that takes a large append. A worker that queues
+    the job registers `on_cancel` to take it out of its queue at once.
     """
 
-    __slots__ = ("_event",)
+    __slots__ = ("_callbacks", "_event", "_lock")
 
     def __init__(self) -> None:
         self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[], None]] = []
 
     def cancel(self) -> None:
-        self._event.set()
+        with self._lock:
+            if self._event.is_set():
+                return
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call `callback` (in the cancelling thread) when the token is set, now if it is;
+        returns what unregisters it (a token can outlive many jobs, as a file's does)."""
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(callback)
+                return lambda: self._forget(callback)
+        callback()
+        return lambda: None
+
+    def _forget(self, callback: Callable[[], None]) -> None:
+        with self._lock:
+            if callback in self._callbacks:
+                self._callbacks.remove(callback)
 
     @property
     def cancelled(self) -> bool:

@@ -330,7 +330,7 @@ class SpeechFront:
         assert item is not None
         self._item = None
         item.closed = True
-        self._decoder.committed.append(item)
+        self._decoder.commit(item)
         self._emit(Committed(item_id=item.item_id, previous_item_id=item.previous_item_id))
 
     @property
