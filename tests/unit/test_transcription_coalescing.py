@@ -6,7 +6,7 @@ from __future__ import annotations
 from prometheus_client import REGISTRY
 
 from dragoman.engines.asr.base import StepResult
-from dragoman.engines.workers import JobCancelled
+from dragoman.engines.workers import JobCancelled, Priority
 from dragoman.errors import EngineFailure
 from tests.unit.test_transcription_session import b64, make_session, send, tone, types
 
@@ -110,3 +110,16 @@ def test_a_commit_leaves_a_running_partial_alone_when_it_had_started() -> None:
     assert session.coalesced == 0
     final = session.next_job()
     assert final is not None and final.final and len(final.request.audio) == int(2.5 * RATE)
+
+
+def test_a_final_step_is_work_a_person_waits_on() -> None:
+    session = make_session(vad=False)
+    session.events_to_send()
+    send(session, "input_audio_buffer.append", audio=b64(tone(2.0)))
+    partial = session.next_job()
+    assert partial is not None and partial.priority is Priority.STREAMING
+    session.job_done(partial, StepResult(" one two", "en"))
+    send(session, "input_audio_buffer.append", audio=b64(tone(0.5)))
+    send(session, "input_audio_buffer.commit")
+    final = session.next_job()
+    assert final is not None and final.final and final.priority is Priority.INTERACTIVE

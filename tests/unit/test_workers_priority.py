@@ -1,5 +1,6 @@
-"""The batching worker's priorities (file windows, BULK, fill what live steps leave) and
-its queue (a request cancelled while it waits leaves it at once)."""
+"""The batching worker's priorities (file windows, BULK, fill what live steps leave; work a
+person waits on runs in short calls of its own) and its queue (a request cancelled while it
+waits leaves it at once)."""
 
 from __future__ import annotations
 
@@ -105,3 +106,19 @@ def test_a_token_forgets_a_callback_it_no_longer_needs() -> None:
     assert fired == ["kept"]
     token.on_cancel(lambda: fired.append("late"))  # already set: called at once
     assert fired == ["kept", "late"]
+
+
+async def test_a_call_led_by_work_a_person_waits_on_takes_only_such_work() -> None:
+    engine = _Recorder()
+    worker: BatchingWorker[str, str] = BatchingWorker(engine, name="test", max_batch=8)
+    async with worker:
+        first = asyncio.create_task(worker.submit("warm"))
+        await asyncio.sleep(0.05)
+        steps = [asyncio.create_task(worker.submit(f"step{i}")) for i in range(3)]
+        await asyncio.sleep(0)
+        final = asyncio.create_task(worker.submit("final", priority=Priority.INTERACTIVE))
+        await asyncio.sleep(0.05)
+        engine.release.set()
+        await asyncio.gather(first, *steps, final)
+    # The final runs first and alone; the streaming steps share the next call.
+    assert engine.calls == [["warm"], ["final"], ["step0", "step1", "step2"]]

@@ -19,7 +19,9 @@ one. A worker runs one engine in one thread, so calls never overlap:
   those sharing the oldest one's `batch_key`. While a call runs, new requests
   queue for the next one, so the batch adapts to the load with no timer and no
   added latency when idle. A request may carry a priority: a call is led by the
-  most urgent request, and file windows (`BULK`) fill the slots live steps leave.
+  most urgent request, and file windows (`BULK`) fill the slots live steps leave;
+  a call led by `INTERACTIVE` work (a committed item's final step) carries only such
+  work, so it stays short.
 - `SerialWorker` grants one turn at a time, highest priority first and in arrival
   order within a priority. A session holds at most one job in flight, so sessions
   of equal priority take turns round-robin and a busy one cannot starve the rest.

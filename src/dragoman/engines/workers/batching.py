@@ -223,7 +223,9 @@ class BatchingWorker(Generic[RequestT, ResultT]):
         if lead.priority >= Priority.AHEAD:
             self._queue = live[1:]
             return [lead]
-        ceiling = Priority.BULK
+        # A call led by work a person waits on takes only such work: streaming steps and file
+        # windows would make it longer (on a CPU a call costs about the sum of its requests).
+        ceiling = Priority.INTERACTIVE if lead.priority == Priority.INTERACTIVE else Priority.BULK
         batch: list[_Pending[RequestT, ResultT]] = []
         rest: list[_Pending[RequestT, ResultT]] = []
         for pending in live:

@@ -37,7 +37,8 @@ DEFAULT_CALL_TIMEOUT_S = 120.0
 class Priority(IntEnum):
     """Lower runs first."""
 
-    #: A person is waiting on it now: an agent's reply, a translation update.
+    #: A person is waiting on it now: an agent's reply, a translation update, the final step
+    #: of a committed item.
     INTERACTIVE = 0
     #: Streaming work that keeps pace with audio: transcription steps.
     STREAMING = 1

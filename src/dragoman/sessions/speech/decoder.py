@@ -151,7 +151,10 @@ class ItemDecoder:
             word_times=not final and policy.enabled and len(audio) >= policy.min_window_seconds * SAMPLE_RATE,
             tags={"session": self.session_id, "item": item.item_id},
         )
-        return StepJob(item=item, request=request, final=final, clock=item.clock)
+        # A committed item's final step is what its client waits on (`.completed`, or the
+        # agent's answer): it leads the engine's next call, in a short call of its own.
+        priority = Priority.INTERACTIVE if final else Priority.STREAMING
+        return StepJob(item=item, request=request, final=final, clock=item.clock, priority=priority)
 
     def job_done(self, job: StepJob, result: StepResult) -> None:
         self._finish_job(job)
