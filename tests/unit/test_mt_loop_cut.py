@@ -7,6 +7,7 @@ from typing import Any, cast
 
 from dragoman.engines.mt.llama_context import TappedContext
 from dragoman.engines.mt.llama_draft import SequenceCache, draft
+from dragoman.engines.mt.qwen_draft import cut_loop
 from dragoman.engines.mt.qwen_prompt import Prompt
 from tests.unit.test_mt_insert_plan import HEAD, TAIL, HeldTokens
 
@@ -75,3 +76,11 @@ def test_a_short_repetition_is_not_a_loop() -> None:
     # "no, no" twice is speech; the loop needs three copies and six tokens.
     tokens, cuts = run([], [70, 71, 70, 71, 72])
     assert tokens == [70, 71, 70, 71, 72] and cuts == 0
+
+
+def test_cut_loop_cuts_attention_rows_with_their_tokens() -> None:
+    tokens = [60, 61, 62, 61, 62, 61, 62, 61, 62]
+    rows = [f"row{i}" for i in range(len(tokens))]
+    assert cut_loop([50], tokens, rows)
+    assert tokens == [60, 61, 62] and rows == ["row0", "row1", "row2"]
+    assert not cut_loop([50], tokens, rows)

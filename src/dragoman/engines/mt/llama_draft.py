@@ -30,9 +30,8 @@ import numpy.typing as npt
 
 from dragoman.engines.mt.base import MTDraft
 from dragoman.engines.mt.llama_context import SavedSequence, TappedContext
-from dragoman.engines.mt.qwen_draft import frontier_limit
+from dragoman.engines.mt.qwen_draft import cut_loop, frontier_limit
 from dragoman.engines.mt.qwen_prompt import Prompt
-from dragoman.engines.repetition import loop_start
 from dragoman.engines.torch_lm.kv_cache import MAX_CACHED_PROMPTS, common_prefix
 
 #: The fewest kept tokens worth an insert: it is one more `llama_decode`, which costs about
@@ -195,11 +194,7 @@ def draft(
         ctx.truncate(len(ctx.held) - (len(proposal) - matched))
         tokens.extend(new)
         accepted += matched
-        cut = loop_start([*target_prefix, *tokens], len(target_prefix))
-        if cut is not None:
-            # Greedy decoding that repeats itself runs to the limit (four tokens a source word
-            # for a final: seconds, and a translation the client would show): one copy stays.
-            del tokens[cut - len(target_prefix) :], rows[cut - len(target_prefix) :]
+        if cut_loop(target_prefix, tokens, rows):
             loop_cuts += 1
             break
         if finished or len(tokens) >= limit:

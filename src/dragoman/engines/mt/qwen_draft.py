@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 from dragoman.engines.mt.base import MTDraft
 from dragoman.engines.mt.qwen_prompt import Prompt
+from dragoman.engines.repetition import loop_start
 from dragoman.engines.torch_lm.kv_cache import CacheEntry, PromptCaches
 from dragoman.errors import EngineFailure
 
@@ -44,6 +45,21 @@ def word_rows(captured: Mapping[int, Any], membership: Any, first: int, count: i
     per_word = per_head @ membership  # [heads, rows, words]
     per_word = per_word / per_word.sum(dim=-1, keepdim=True).clamp_min(1e-9)
     return list(per_word.mean(dim=0).numpy().astype(np.float32))
+
+
+def cut_loop(target_prefix: Sequence[int], tokens: list[int], rows: list[Any]) -> bool:
+    """Cut a repetition loop off the drafted `tokens` (and their attention `rows`), keeping one
+    copy; True when there was one.
+
+    Greedy decoding that repeats itself ("Die Konzepte der Konzepte der …") runs to the
+    limit, four tokens a source word for a final pass: seconds, and a translation the
+    client would show and the session would feed back as history.
+    """
+    cut = loop_start([*target_prefix, *tokens], len(target_prefix))
+    if cut is None:
+        return False
+    del tokens[cut - len(target_prefix) :], rows[cut - len(target_prefix) :]
+    return True
 
 
 def frontier_limit(
@@ -143,8 +159,9 @@ class Drafter:
         proposal = guess[:limit] if speculate else []
         tokens: list[int] = []
         rows: list[npt.NDArray[np.float32]] = []
+        target_prefix = prompt.ids[prompt.target_start :]
         finished = False
-        computed = accepted = 0
+        computed = accepted = loop_cuts = 0
         first_pass_ms = 0.0
         membership = torch.from_numpy(prompt.membership())
         cols = slice(prompt.source_start, prompt.source_end)
@@ -177,12 +194,15 @@ class Drafter:
                 fed.extend(pending + proposal[:matched])
                 tokens.extend(new)
                 accepted += matched
+                if cut_loop(target_prefix, tokens, rows):
+                    loop_cuts += 1
+                    break
                 if finished or len(tokens) >= limit:
                     break
                 pending, proposal = [tokens[-1]], []
         del tokens[limit:], rows[limit:]
         if int(kv.get_seq_length()) == len(fed):
-            self.caches.store(cache_key, CacheEntry(fed, kv, prompt.ids[prompt.target_start :] + tokens))
+            self.caches.store(cache_key, CacheEntry(fed, kv, target_prefix + tokens))
         attention = None
         if heads is not None:
             words = len(prompt.word_spans)
@@ -199,5 +219,6 @@ class Drafter:
                 "cached_tokens": float(keep),
                 "speculated_tokens": float(len(guess[:limit]) if speculate else 0),
                 "accepted_tokens": float(accepted),
+                "loop_cuts": float(loop_cuts),
             },
         )
