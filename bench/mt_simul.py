@@ -310,7 +310,9 @@ def simulate(
     if alone:
         engine.forget(session.session_id)
 
-    pairs = presets[preset].history_pairs if not alone else 0
+    # As many pairs as the session's own policy keeps (the preset, or an init override).
+    setup = session.setup
+    pairs = setup.params.history_pairs if setup is not None and not alone else 0
     started = timer()
     offline = engine.draft(
         MTRequest(
@@ -333,9 +335,13 @@ def run_document(
     *,
     direction: str,
     preset: str,
+    tail_words: int,
+    presets: Mapping[str, AlignAttParams],
+    pause_commit_ms: float = DEFAULT_PAUSE_COMMIT_MS,
+    overrides: dict[str, object] | None = None,
+    timer: Timer = time.perf_counter,
     line_gap_ms: float = DEFAULT_LINE_GAP_MS,
     on_line: Callable[[int, SentenceRun], None] | None = None,
-    **options: Any,
 ) -> list[SentenceRun]:
     """Stream `sentences` as one talk through one session (`--document`)."""
     stream = open_stream(
@@ -343,13 +349,24 @@ def run_document(
         session_id=f"bench-doc-{direction}",
         direction=direction,
         preset=preset,
-        overrides=options.get("overrides"),
-        presets=options["presets"],
+        overrides=overrides,
+        presets=presets,
     )
     runs = []
     try:
         for index, sentence in enumerate(sentences, 1):
-            run = simulate(sentence, engine, direction=direction, preset=preset, stream=stream, **options)
+            run = simulate(
+                sentence,
+                engine,
+                direction=direction,
+                preset=preset,
+                tail_words=tail_words,
+                pause_commit_ms=pause_commit_ms,
+                overrides=overrides,
+                presets=presets,
+                timer=timer,
+                stream=stream,
+            )
             runs.append(run)
             if on_line is not None:
                 on_line(index, run)
