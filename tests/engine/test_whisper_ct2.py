@@ -135,6 +135,24 @@ def test_batch_matches_one_at_a_time(base: WhisperCT2Engine) -> None:
     assert [r.language for r in together] == ["en", "en", "de"]
 
 
+def test_encoder_calls_split_on_a_cpu_change_nothing(base: WhisperCT2Engine) -> None:
+    # Four 12 s windows are more than one CPU encoder call takes (`_CPU_ENCODE_SECONDS`),
+    # so each is encoded alone; the decoder still runs them as one batch.
+    names = (EN[1], EN[3], "asr/en/en_fleurs_test_000.ogg", "asr/de/de_fleurs_test_001.ogg")
+    clips = [audio(name)[: 10 * RATE] for name in names]
+    assert all(len(clip) == 10 * RATE for clip in clips)
+    requests = [StepRequest(clip, word_times=True) for clip in clips]
+    assert base._split_encode
+    split = [ok(r) for r in base.transcribe_batch(requests)]
+    base._split_encode = False
+    try:
+        whole = [ok(r) for r in base.transcribe_batch(requests)]
+    finally:
+        base._split_encode = True
+    assert split == whole
+    assert [r.language for r in split] == ["en", "en", "en", "de"] and all(r.words for r in split)
+
+
 def test_unsupported_language_is_rejected_in_its_slot(base: WhisperCT2Engine, tiny: WhisperCT2Engine) -> None:
     clip = audio(EN[0])
     good, bad = base.transcribe_batch([StepRequest(clip, language="en"), StepRequest(clip, language="xx")])
