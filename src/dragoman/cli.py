@@ -65,6 +65,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--asr-compute-type", dest="asr.compute_type", help="CTranslate2 compute type (int8)")
     serve.add_argument("--asr-max-batch", dest="asr.max_batch", type=int, help="most steps per engine call")
+    serve.add_argument(
+        "--asr-parallel-calls",
+        dest="asr.parallel_calls",
+        type=int,
+        help="ASR engine calls that run at once (default: one per core on a CPU)",
+    )
     serve.add_argument("--chunk-seconds", dest="transcription.chunk_seconds", type=float)
     serve.add_argument("--max-item-seconds", dest="transcription.max_item_seconds", type=float)
     serve.add_argument(

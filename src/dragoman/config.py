@@ -34,8 +34,12 @@ class ASRSettings(BaseModel):
     model: str = "whisper-base"
     compute_type: str = "int8"
     device: str = "cpu"
-    #: Threads per engine call (0: the server gives each engine an equal share of the cores).
+    #: Threads the engine's calls use together (0: the server gives each engine an equal
+    #: share of the cores).
     threads: int = Field(default=0, ge=0)
+    #: Engine calls that run at once, sharing `threads` (0: on a CPU, one call per thread;
+    #: else 1). A backend that cannot run calls at once runs one on all the threads.
+    parallel_calls: int = Field(default=0, ge=0)
     beam_size: int = Field(default=1, ge=1)
     #: Most step requests one engine call may carry.
     max_batch: int = Field(default=16, ge=1)

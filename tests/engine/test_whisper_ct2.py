@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jiwer
@@ -151,6 +152,19 @@ def test_encoder_calls_split_on_a_cpu_change_nothing(base: WhisperCT2Engine) -> 
         base._split_encode = True
     assert split == whole
     assert [r.language for r in split] == ["en", "en", "en", "de"] and all(r.words for r in split)
+
+
+def test_calls_at_once_match_calls_in_turn(cache_dir: Path) -> None:
+    # The server's default on a CPU: as many calls at once as the engine has threads.
+    engine = create_asr_engine(ASRSettings(model="whisper-tiny.en", threads=2), cache_dir)
+    assert engine.capabilities.parallel_calls == 2
+    names = (EN[0], EN[1], EN[2], "asr/en/en_fleurs_test_000.ogg")
+    batches = [[StepRequest(audio(name), language="en", word_times=True)] for name in names]
+    in_turn = [engine.transcribe_batch(batch) for batch in batches]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        at_once = list(pool.map(engine.transcribe_batch, batches))
+    assert at_once == in_turn
+    assert wer([REFS[EN[0]]], [ok(in_turn[0][0]).text]) < 0.15
 
 
 def test_unsupported_language_is_rejected_in_its_slot(base: WhisperCT2Engine, tiny: WhisperCT2Engine) -> None:

@@ -118,6 +118,7 @@ def asr_worker(engine: ASREngine, max_batch: int) -> BatchingWorker[StepRequest,
         max_batch=max_batch,
         batch_key=engine.batch_key,
         tags=lambda request: request.tags,
+        lanes=engine.capabilities.parallel_calls,
     )
 
 

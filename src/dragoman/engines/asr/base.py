@@ -49,6 +49,8 @@ class ASRCapabilities:
     languages: frozenset[str]
     prefix_mode: PrefixMode
     sample_rate: int = SAMPLE_RATE
+    #: Calls of `transcribe_batch` that may run at once, from as many threads.
+    parallel_calls: int = 1
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ import numpy.typing as npt
 
 from dragoman.audio.rates import SAMPLE_RATE
 from dragoman.config import ASRSettings
+from dragoman.cpu import available_cores
 from dragoman.engines.asr.base import (
     ASRCapabilities,
     ASREngine,
@@ -102,10 +103,16 @@ class WhisperCT2Engine(ASREngine):
         device: str = "cpu",
         compute_type: str = "int8",
         threads: int = 0,
+        parallel_calls: int = 1,
         beam_size: int = 1,
         trim: bool = True,
     ) -> None:
         """Load a CTranslate2 Whisper folder (model.bin, config.json, tokenizer.json).
+
+        `parallel_calls` calls may run at once, each on `threads` threads (CTranslate2's
+        `inter_threads` and `intra_threads`). On a CPU, calls of one thread each serve about
+        twice the steps of one call on two: a decoder step's small matrix products gain
+        nothing from a second thread (see `bench/RESULTS.md`).
 
         `trim=False` encodes every request over the full 30 s window, as Whisper was
         trained; it exists for comparison and is about 2-3× slower on short audio.
@@ -122,7 +129,11 @@ class WhisperCT2Engine(ASREngine):
                 )
         try:
             self._model = ctranslate2.models.Whisper(
-                str(folder), device=device, compute_type=compute_type, intra_threads=threads
+                str(folder),
+                device=device,
+                compute_type=compute_type,
+                inter_threads=max(1, parallel_calls),
+                intra_threads=threads,
             )
         except (RuntimeError, ValueError, OSError) as exc:
             raise ModelUnavailable(f"cannot load the Whisper model in {folder}: {exc}") from exc
@@ -160,13 +171,18 @@ class WhisperCT2Engine(ASREngine):
                     self._lang_ids[token[2:-2]] = token_id
         languages = frozenset(self._lang_ids) if self.multilingual else frozenset({"en"})
         self.capabilities = ASRCapabilities(
-            max_audio_seconds=WINDOW_SECONDS, languages=languages, prefix_mode=PrefixMode.DECODER_PROMPT
+            max_audio_seconds=WINDOW_SECONDS,
+            languages=languages,
+            prefix_mode=PrefixMode.DECODER_PROMPT,
+            parallel_calls=max(1, parallel_calls),
         )
         log.info(
             "whisper model loaded",
             path=str(folder),
             device=device,
             compute_type=compute_type,
+            threads=threads,
+            parallel_calls=max(1, parallel_calls),
             multilingual=self.multilingual,
             n_mels=self._features.feature_size,
         )
@@ -396,11 +412,14 @@ def create(settings: ASRSettings, cache_dir: Path) -> ASREngine:
 
     path = resolve(settings.model, cache_dir, role="asr")
     name = settings.model if not Path(settings.model).expanduser().exists() else None
+    threads = settings.threads or available_cores()
+    calls = settings.parallel_calls or (threads if settings.device == "cpu" else 1)
     return WhisperCT2Engine(
         path,
         name=name,
         device=settings.device,
         compute_type=settings.compute_type,
-        threads=settings.threads,
+        threads=max(1, threads // calls),
+        parallel_calls=calls,
         beam_size=settings.beam_size,
     )

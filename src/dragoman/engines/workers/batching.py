@@ -74,10 +74,11 @@ class _Counters:
 
 
 class BatchingWorker(Generic[RequestT, ResultT]):
-    """One engine that can serve many requests per call.
+    """One engine that can serve many requests per call, and `lanes` calls at once.
 
-    `call` runs in the worker thread and returns one result per request, in order;
-    a result that is a `ClientError` fails only its own request.
+    `call` runs in a worker thread and returns one result per request, in order;
+    a result that is a `ClientError` fails only its own request. With more than one
+    lane, `call` must be safe to run from several threads at once.
     """
 
     def __init__(
@@ -88,16 +89,21 @@ class BatchingWorker(Generic[RequestT, ResultT]):
         max_batch: int = 16,
         batch_key: Callable[[RequestT], Hashable] | None = None,
         tags: Callable[[RequestT], dict[str, str]] | None = None,
+        lanes: int = 1,
     ) -> None:
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
+        if lanes < 1:
+            raise ValueError("lanes must be at least 1")
         self.name = name
         self.max_batch = max_batch
+        self.lanes = lanes
         self._call = call
         self._batch_key = batch_key or (lambda request: None)
         self._tags = tags or (lambda request: {})
         self._queue: list[_Pending[RequestT, ResultT]] = []
-        self._in_flight: list[_Pending[RequestT, ResultT]] = []
+        #: The calls running now, each with the requests it carries.
+        self._calls: dict[asyncio.Task[None], list[_Pending[RequestT, ResultT]]] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
@@ -125,13 +131,16 @@ class BatchingWorker(Generic[RequestT, ResultT]):
     async def close(self) -> None:
         """Stop taking requests; waiting and running ones fail with `EngineFailure`."""
         self._closed = True
-        leftover = self._queue + self._in_flight
+        leftover = self._queue + [p for batch in self._calls.values() for p in batch]
         self._queue = []
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
+        tasks = [t for t in (task, *self._calls) if t is not None]
+        for running in tasks:
+            running.cancel()
+        for running in tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await task
+                await running
+        self._calls.clear()
         for pending in leftover:
             if not pending.future.done():
                 pending.future.set_exception(EngineFailure(f"the {self.name} worker closed first"))
@@ -216,6 +225,9 @@ class BatchingWorker(Generic[RequestT, ResultT]):
         if not live:
             return []
         lead = live[0]
+        # Lanes left idle share what is queued, so that one call does not take it all while
+        # another lane has nothing to do.
+        idle = self.lanes - len(self._calls)
         # Work running ahead of real time never joins a call led by work at real time or a
         # client's file: it would make that call longer. It has calls of its own, in the gaps,
         # one request each, so that a step at real time that arrives meanwhile waits for one
@@ -226,26 +238,34 @@ class BatchingWorker(Generic[RequestT, ResultT]):
         # A call led by work a person waits on takes only such work: streaming steps and file
         # windows would make it longer (on a CPU a call costs about the sum of its requests).
         ceiling = Priority.INTERACTIVE if lead.priority == Priority.INTERACTIVE else Priority.BULK
+        joining = sum(1 for p in live if p.key == lead.key and p.priority <= ceiling)
+        size = min(self.max_batch, -(-joining // max(1, idle)))
         batch: list[_Pending[RequestT, ResultT]] = []
         rest: list[_Pending[RequestT, ResultT]] = []
         for pending in live:
             joins = pending.key == lead.key and pending.priority <= ceiling
-            (batch if len(batch) < self.max_batch and joins else rest).append(pending)
+            (batch if len(batch) < size and joins else rest).append(pending)
         self._queue = rest
         return batch
 
     async def _run(self) -> None:
         while True:
-            batch = self._take()
+            batch = self._take() if len(self._calls) < self.lanes else []
             if not batch:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            self._in_flight = batch
-            try:
-                await self._serve(batch)
-            finally:
-                self._in_flight = []
+            call = asyncio.get_running_loop().create_task(self._lane(batch), name=f"{self.name}-call")
+            self._calls[call] = batch
+
+    async def _lane(self, batch: list[_Pending[RequestT, ResultT]]) -> None:
+        try:
+            await self._serve(batch)
+        finally:
+            current = asyncio.current_task()
+            if current is not None:
+                self._calls.pop(current, None)
+            self._wake.set()  # a lane is free
 
     async def _serve(self, batch: list[_Pending[RequestT, ResultT]]) -> None:
         n = self._n
