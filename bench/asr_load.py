@@ -38,6 +38,8 @@ PARTIAL = "mstar.transcription.partial"
 DELTA = "conversation.item.input_audio_transcription.delta"
 COMPLETED = "conversation.item.input_audio_transcription.completed"
 FAILED = "conversation.item.input_audio_transcription.failed"
+SPEECH_STARTED = "input_audio_buffer.speech_started"
+COMMITTED = "input_audio_buffer.committed"
 
 
 @dataclass(frozen=True)
@@ -46,8 +48,11 @@ class StreamSettings:
     unfixed_chunks: int = 2
     unfixed_tokens: int = 5
     language: str = "en"
+    #: "server_vad": the server cuts the items at pauses; None: the client commits each one.
+    turn_detection: str | None = None
 
     def update_event(self) -> dict[str, Any]:
+        turns = {"type": self.turn_detection} if self.turn_detection else None
         return {
             "type": "session.update",
             "session": {
@@ -56,6 +61,7 @@ class StreamSettings:
                     "input": {
                         "format": {"type": "audio/pcm", "rate": RATE},
                         "transcription": {"language": self.language},
+                        "turn_detection": turns,
                     }
                 },
                 "mstar": {
@@ -79,7 +85,11 @@ class Trace:
     #: (16 kHz samples sent so far, when) after each append.
     sent: list[tuple[int, float]] = field(default_factory=list)
     received: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
+    #: When the client committed (its last item's commit).
     committed: float = 0.0
+    #: The server commits the items (server_vad): a final's lag runs from its
+    #: `input_audio_buffer.committed`, and an item's audio starts at its speech_started.
+    server_commits: bool = False
 
     def sent_at(self, audio_seconds: float) -> float:
         """When the audio up to `audio_seconds` had been sent (the commit, for the tail)."""
@@ -91,9 +101,18 @@ class Trace:
     def of(self, kind: str) -> list[tuple[float, dict[str, Any]]]:
         return [(t, e) for t, e in self.received if e["type"] == kind]
 
+    def item_start(self, item_id: str) -> float:
+        """Where an item's audio starts on the session's timeline, in seconds."""
+        for _, e in self.of(SPEECH_STARTED):
+            if e["item_id"] == item_id:
+                return float(e["audio_start_ms"]) / 1000
+        return 0.0
+
     @property
     def partial_lags(self) -> list[float]:
-        return [t - self.sent_at(e["audio_seconds"]) for t, e in self.of(PARTIAL)]
+        return [
+            t - self.sent_at(self.item_start(e["item_id"]) + e["audio_seconds"]) for t, e in self.of(PARTIAL)
+        ]
 
     @property
     def boundary_lags(self) -> list[float]:
@@ -102,24 +121,33 @@ class Trace:
         lags = []
         for t, e in self.of(PARTIAL):
             boundary = math.floor(e["audio_seconds"] / chunk + 1e-6) * chunk
-            lags.append(t - self.sent_at(boundary))
+            lags.append(t - self.sent_at(self.item_start(e["item_id"]) + boundary))
         return lags
 
     @property
-    def final_lag(self) -> float | None:
-        done = self.of(COMPLETED)
-        return done[0][0] - self.committed if done else None
+    def final_lags(self) -> list[float]:
+        """Commit → completed, for each completed item."""
+        commits = {e["item_id"]: t for t, e in self.of(COMMITTED)}
+        lags = []
+        for t, e in self.of(COMPLETED):
+            committed = commits.get(e["item_id"]) if self.server_commits else self.committed
+            if committed is not None:
+                lags.append(t - committed)
+        return lags
 
     @property
     def transcript(self) -> str:
-        done = self.of(COMPLETED)
-        return str(done[0][1]["transcript"]) if done else ""
+        """The completed items' transcripts, in order."""
+        return " ".join(str(e["transcript"]).strip() for _, e in self.of(COMPLETED)).strip()
 
     @property
     def revised(self) -> bool:
-        """The deltas sent are not a prefix of the final transcript (a revision reached sent text)."""
-        deltas = "".join(e["delta"] for _, e in self.of(DELTA))
-        return not self.transcript.startswith(deltas)
+        """An item's deltas are not a prefix of its final transcript (a revision reached sent text)."""
+        for _, done in self.of(COMPLETED):
+            deltas = "".join(e["delta"] for _, e in self.of(DELTA) if e["item_id"] == done["item_id"])
+            if not str(done["transcript"]).startswith(deltas):
+                return True
+        return False
 
 
 @dataclass
@@ -142,7 +170,7 @@ class LoadResult:
         return [trace.boundary_lags[0] for trace in self.traces if trace.boundary_lags]
 
     def final_lags(self) -> list[float]:
-        return [lag for trace in self.traces if (lag := trace.final_lag) is not None]
+        return [lag for trace in self.traces for lag in trace.final_lags]
 
     @property
     def steps(self) -> int:
@@ -175,7 +203,7 @@ def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
 
-async def _open(url: str, settings: StreamSettings) -> ClientConnection:
+async def open_session(url: str, settings: StreamSettings) -> ClientConnection:
     # No keepalive pings: a busy server must not have the benchmark's sessions closed on it.
     ws = await connect(url, max_size=None, ping_interval=None, open_timeout=60)
     await _expect(ws, "session.created")
@@ -235,7 +263,7 @@ async def run_load(
 ) -> LoadResult:
     """Stream every input as one concurrent session; return their traces."""
     url = ws_base + "/v1/realtime?intent=transcription"
-    connections = await asyncio.gather(*(_open(url, settings) for _ in inputs))
+    connections = await asyncio.gather(*(open_session(url, settings) for _ in inputs))
     return await drive(connections, inputs, settings, _session, max_batch)
 
 

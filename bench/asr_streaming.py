@@ -31,6 +31,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from bench import asr_inprocess as inproc
 from bench import server as dragoman_server
 from bench.asr_batching import ClosedLoop, closed_loop, steady_steps
+from bench.asr_continuous import __doc__ as continuous_doc
+from bench.asr_continuous import continuous_inputs, run_vad_load
 from bench.asr_load import LoadResult, StreamSettings, percentile, run_load
 from bench.audio import RATE, Clip, session_inputs, wer_clips
 from bench.textnorm import wer
@@ -38,6 +40,9 @@ from dragoman.cpu import cpu_info
 from dragoman.engines.asr.base import ASREngine
 from dragoman.logs import configure as configure_logs
 from dragoman.sessions.transcription.session import EngineProfile, SessionConfig
+
+#: What the continuous sessions are, for the report: the module docstring's body, one paragraph.
+ASR_CONTINUOUS = " ".join((continuous_doc or "").split("\n\n", 1)[-1].split()) + "\n"
 
 SECTIONS = ("wer", "revisions", "steps", "concurrency", "batching")
 #: The WER goal of the issue: streaming WER at most this times the offline WER.
@@ -79,6 +84,11 @@ class Plan:
     max_window: float = 10.0
     #: The ASR backend (`--backend`); None: the configured default.
     backend: str | None = None
+    #: The server's engine calls at once (`--parallel-calls`); None: the server's choice.
+    parallel_calls: int | None = None
+    #: "server_vad": sessions of continuous speech whose items the server cuts
+    #: (`bench.asr_continuous`); None: each session one item, committed by the client.
+    turn_detection: str | None = None
 
     @classmethod
     def make(cls, quick: bool, model: str, max_window: float = 10.0) -> Plan:
@@ -272,12 +282,18 @@ def batch_label(max_batch: int | None) -> str:
 
 
 def serve_args(
-    model: str, max_batch: int | None, max_window: float = 10.0, backend: str | None = None
+    model: str,
+    max_batch: int | None,
+    max_window: float = 10.0,
+    backend: str | None = None,
+    parallel_calls: int | None = None,
+    sessions: int = 32,
 ) -> list[str]:
     args = ["serve", "--services", "transcription", "--asr-model", model, "--log-level", "warning"]
     args += ["--asr-backend", backend] if backend else []
-    # The default limit (16 transcription sessions) would refuse the largest load.
-    args += ["--max-transcription-sessions", "32"]
+    args += ["--asr-parallel-calls", str(parallel_calls)] if parallel_calls else []
+    # The default limit (16 transcription sessions) would refuse the largest loads.
+    args += ["--max-transcription-sessions", str(max(32, sessions))]
     args += ["--max-window-seconds", f"{max_window:g}"]
     return args + (["--asr-max-batch", str(max_batch)] if max_batch is not None else [])
 
@@ -285,19 +301,25 @@ def serve_args(
 def run_server_loads(
     plan: Plan, clips: list[Clip], counts: Sequence[int], max_batch: int | None, workdir: Path
 ) -> list[LoadResult]:
-    settings = StreamSettings()
+    settings = StreamSettings(turn_detection=plan.turn_detection)
     log_path = workdir / f"dragoman-{max_batch or 'default'}.log"
     results: list[LoadResult] = []
     began = time.perf_counter()
     with dragoman_server.running(
-        serve_args(plan.model, max_batch, plan.max_window, plan.backend), log_path
+        serve_args(plan.model, max_batch, plan.max_window, plan.backend, plan.parallel_calls, max(counts)),
+        log_path,
     ) as srv:
         log(f"server ({batch_label(max_batch)}) up in {time.perf_counter() - began:.1f} s")
         for count in counts:
-            inputs = session_inputs(clips, count, plan.session_seconds)
+            continuous = plan.turn_detection is not None
+            if continuous:
+                inputs = continuous_inputs(clips, count, plan.session_seconds)
+            else:
+                inputs = session_inputs(clips, count, plan.session_seconds)
             before = coalesced_steps(srv.http)
             try:
-                result = asyncio.run(run_load(srv.ws, inputs, settings, max_batch))
+                run = run_vad_load if continuous else run_load
+                result = asyncio.run(run(srv.ws, inputs, settings, max_batch))
                 result = dataclasses.replace(result, coalesced=coalesced_steps(srv.http) - before)
             except Exception:
                 log(f"{count} sessions failed; the server's log ends:\n{srv.log_tail()}")
@@ -361,9 +383,11 @@ LOAD_HEADERS = [
 ]
 
 
-def report_concurrency(results: list[LoadResult]) -> None:
+def report_concurrency(results: list[LoadResult], turn_detection: str | None = None) -> None:
     chunk = StreamSettings().chunk_seconds
     print("## 3. Concurrent sessions at real-time pace (one server, default batching)\n")
+    if turn_detection:
+        print(f"**Continuous speech, `{turn_detection}`** (`bench/asr_continuous.py`): " + ASR_CONTINUOUS)
     print(
         "A real `dragoman serve --services transcription` on 127.0.0.1; each session is a plain "
         "`websockets` client (the openai SDK parses every event into pydantic models, CPU the "
@@ -454,6 +478,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--wer-range", help="MIN,MAX: only the recordings of MIN-MAX s in the WER set")
     parser.add_argument("--backend", help="ASR backend (default: the configured one), e.g. moonshine")
+    parser.add_argument("--sessions", help="comma-separated session counts (default 1,2,4,8,16,24)")
+    parser.add_argument(
+        "--parallel-calls", type=int, help="the server's --asr-parallel-calls (default: its own choice)"
+    )
+    parser.add_argument(
+        "--turn",
+        choices=["server_vad"],
+        help="concurrency: continuous speech with the server cutting items (default: the client commits)",
+    )
+    parser.add_argument(
+        "--session-seconds", type=float, help="concurrency: speech per session (20; server_vad 60)"
+    )
     args = parser.parse_args(argv)
     only = {s.strip() for s in args.only.split(",") if s.strip()}
     if unknown := only - set(SECTIONS):
@@ -464,6 +500,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         plan = dataclasses.replace(plan, wer_range=(low, high))
     if args.backend:
         plan = dataclasses.replace(plan, backend=args.backend)
+    if args.sessions:
+        plan = dataclasses.replace(plan, sessions=tuple(int(n) for n in args.sessions.split(",")))
+    if args.parallel_calls:
+        plan = dataclasses.replace(plan, parallel_calls=args.parallel_calls)
+    if args.turn:
+        plan = dataclasses.replace(plan, turn_detection=args.turn, session_seconds=60.0)
+    if args.session_seconds:
+        plan = dataclasses.replace(plan, session_seconds=args.session_seconds)
     configure_logs("warning", "console")  # the engine's log lines go to stderr, not the tables
     began = time.perf_counter()
     header(plan)
@@ -499,7 +543,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if counts:
             loads = run_server_loads(plan, all_clips, counts, None, workdir)
             if "concurrency" in only:
-                report_concurrency([r for r in loads if r.sessions in plan.sessions])
+                report_concurrency([r for r in loads if r.sessions in plan.sessions], plan.turn_detection)
         if "batching" in only:
             serial = run_server_loads(plan, all_clips, [plan.batching_sessions], 1, workdir)
             batched = next(r for r in loads if r.sessions == plan.batching_sessions)
