@@ -31,6 +31,8 @@ def test_health_shows_each_engine_and_the_compute_path_this_cpu_gets(server: Ser
     engines = {engine["service"]: engine for engine in health["engines"]}
     assert engines["transcription"]["name"] == "whisper-base"
     assert engines["transcription"]["compute_type"].startswith("int8")
+    # On a CPU, Whisper's share of the cores runs as that many calls of one thread each.
+    assert engines["transcription"]["parallel_calls"] == engines["transcription"]["threads"] >= 1
     mt = engines["mt"]
     # The default `auto`: the 1.5B on llama.cpp where it measured fast enough, else the 0.5B
     # (the choice and its reason are in the log, "MT model chosen").

@@ -110,7 +110,16 @@ class Runtime:
         listening = self.listening
         if listening is not None and listening.engine is not None:
             info = listening.engine.describe().as_dict()
-            out.append({"service": "transcription", "role": "asr", "threads": listening.asr.threads} | info)
+            calls = listening.engine.capabilities.parallel_calls
+            out.append(
+                {
+                    "service": "transcription",
+                    "role": "asr",
+                    "threads": listening.asr.threads,
+                    "parallel_calls": calls,
+                }
+                | info
+            )
         if self.mt is not None and self.mt.engine is not None:
             out.append({"service": "mt", "role": "mt"} | self.mt.engine.describe().as_dict())
         if self.agent is not None:
