@@ -53,7 +53,8 @@ def steady_steps(
     return requests
 
 
-async def _run(engine: ASREngine, requests: list[StepRequest], max_batch: int) -> ClosedLoop:
+async def run_closed_loop(engine: ASREngine, requests: list[StepRequest], max_batch: int) -> ClosedLoop:
+    """Submit every request at once to the server's ASR worker for `engine`; time the last result."""
     scheduler = asr_worker(engine, max_batch)
     await scheduler.start()
     try:
@@ -74,6 +75,6 @@ def closed_loop(
     batched: list[ClosedLoop] = []
     serial: list[ClosedLoop] = []
     for _ in range(rounds):
-        batched.append(asyncio.run(_run(engine, requests, batch)))
-        serial.append(asyncio.run(_run(engine, requests, 1)))
+        batched.append(asyncio.run(run_closed_loop(engine, requests, batch)))
+        serial.append(asyncio.run(run_closed_loop(engine, requests, 1)))
     return min(batched, key=lambda r: r.wall), min(serial, key=lambda r: r.wall)

@@ -23,14 +23,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.asr_batching import steady_steps
+from bench.asr_batching import run_closed_loop, steady_steps
+from bench.asr_streaming import table
 from bench.audio import RATE, session_inputs, wer_clips
 from dragoman.config import default_cache_dir
 from dragoman.cpu import cpu_info
 from dragoman.engines.asr.base import StepRequest
 from dragoman.engines.asr.whisper_ct2 import WhisperCT2Engine
 from dragoman.logs import configure as configure_logs
-from dragoman.transports.services import asr_worker
 from dragoman.weights import resolve
 
 #: (label, threads a call, calls at once)
@@ -43,17 +43,6 @@ CONFIGS = (
 
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-async def _closed_loop(engine: WhisperCT2Engine, requests: list[StepRequest], max_batch: int) -> float:
-    worker = asr_worker(engine, max_batch)
-    await worker.start()
-    try:
-        began = time.perf_counter()
-        await asyncio.gather(*(worker.submit(r) for r in requests))
-        return time.perf_counter() - began
-    finally:
-        await worker.close()
 
 
 def _batches(engine: WhisperCT2Engine, requests: list[StepRequest], split: bool) -> float:
@@ -93,7 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         best = {label: float("inf") for label in engines}
         for _ in range(args.rounds):
             for label, engine in engines.items():
-                best[label] = min(best[label], asyncio.run(_closed_loop(engine, requests, args.max_batch)))
+                best[label] = min(
+                    best[label], asyncio.run(run_closed_loop(engine, requests, args.max_batch)).wall
+                )
         log(f"{seconds:g} s steps: " + ", ".join(f"{k}: {v:.2f} s" for k, v in best.items()))
         base = best[CONFIGS[0][0]]
         for label, wall in best.items():
@@ -120,19 +111,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             ]
         )
     print(
-        f"{args.steps} steady steps at once through the ASR worker (max batch {args.max_batch}), best of {args.rounds}:\n"
+        f"{args.steps} steady steps at once through the ASR worker (max batch {args.max_batch}), "
+        f"best of {args.rounds}:\n"
     )
-    print("| steps of | engine calls | wall s | steps/s | audio s/s | speed-up |")
-    print("|---|---|---:|---:|---:|---:|")
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
+    print(table(["steps of", "engine calls", "wall s", "steps/s", "audio s/s", "speed-up"], rows))
     print(
-        f"\nThe same steps in calls of 8 on one thread, the encoder's pass whole or split (best of {args.rounds}):\n"
+        "\nThe same steps in calls of 8 on one thread, the encoder's pass whole or split "
+        f"(best of {args.rounds}):\n"
     )
-    print("| steps of | one encoder call s | split s | speed-up |")
-    print("|---|---:|---:|---:|")
-    for row in split_rows:
-        print("| " + " | ".join(row) + " |")
+    print(table(["steps of", "one encoder call s", "split s", "speed-up"], split_rows))
     for engine in engines.values():
         engine.close()
     return 0
