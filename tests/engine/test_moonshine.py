@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +90,17 @@ def test_batch_equals_single(engine: MoonshineEngine) -> None:
     single = [ok(engine.transcribe_batch([r])[0]).text for r in requests]
     assert batched == single
     assert batched[0] == batched[2]
+
+
+def test_calls_at_once_match_calls_in_turn(engine: MoonshineEngine) -> None:
+    # The fixture's 2 threads run as 2 calls of one thread each.
+    assert engine.capabilities.parallel_calls == 2
+    batches = [[StepRequest(audio(name), language="en")] for name in EN]
+    in_turn = [engine.transcribe_batch(batch) for batch in batches]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        at_once = list(pool.map(engine.transcribe_batch, batches))
+    assert at_once == in_turn
+    assert wer([REFS[EN[0]]], [ok(in_turn[0][0]).text]) < 0.15
 
 
 def test_silence_gives_no_text(engine: MoonshineEngine) -> None:

@@ -27,6 +27,7 @@ Guards against a decoder that does not stop: a length limit proportional to the 
 from __future__ import annotations
 
 import tempfile
+import threading
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -38,6 +39,7 @@ import numpy.typing as npt
 
 from dragoman.audio.rates import SAMPLE_RATE
 from dragoman.config import ASRSettings
+from dragoman.cpu import available_cores
 from dragoman.engines.asr.base import ASRCapabilities, ASREngine, PrefixMode, StepRequest, StepResult
 from dragoman.engines.info import EngineInfo
 from dragoman.engines.repetition import loop_start
@@ -191,7 +193,11 @@ class _Decoded:
 class MoonshineEngine(ASREngine):
     """Moonshine (base-en) on onnxruntime's CPU provider."""
 
-    def __init__(self, model_path: Path, *, name: str | None = None, threads: int = 0) -> None:
+    def __init__(
+        self, model_path: Path, *, name: str | None = None, threads: int = 0, parallel_calls: int = 1
+    ) -> None:
+        """`threads`: the encoder's per call; `parallel_calls` calls may run at once (an
+        onnxruntime session runs concurrent calls), each decoding on one thread."""
         import onnxruntime as ort
 
         folder = Path(model_path)
@@ -225,10 +231,12 @@ class MoonshineEngine(ASREngine):
         #: what a step costs, counted rather than timed.
         self.encoded_frames = 0
         self.decoder_passes = 0
+        self._counting = threading.Lock()  # calls may run side by side
         self.capabilities = ASRCapabilities(
             max_audio_seconds=MAX_AUDIO_SECONDS,
             languages=frozenset({"en"}),
             prefix_mode=PrefixMode.DECODER_PROMPT,
+            parallel_calls=max(1, parallel_calls),
         )
         self._info = EngineInfo(
             name=self.name,
@@ -237,7 +245,13 @@ class MoonshineEngine(ASREngine):
             compute_type="float32",
             compute_reason="the files' int8 weights, dequantised to float32 at load",
         )
-        log.info("moonshine model loaded", path=str(folder), encoder_threads=threads, decoder_threads=1)
+        log.info(
+            "moonshine model loaded",
+            path=str(folder),
+            encoder_threads=threads,
+            decoder_threads=1,
+            parallel_calls=max(1, parallel_calls),
+        )
 
     # -- the ASREngine interface ------------------------------------------------------
 
@@ -306,7 +320,8 @@ class MoonshineEngine(ASREngine):
         samples = np.zeros((rows, max(_MIN_SAMPLES, length)), dtype=np.float32)
         samples[:, :length] = audio
         hidden = self._encoder.run(None, {"input_values": samples})[0]
-        self.encoded_frames += int(hidden.shape[0] * hidden.shape[1])
+        with self._counting:
+            self.encoded_frames += int(hidden.shape[0] * hidden.shape[1])
         n = len(prefixes[0])
         limit = max(n + _SLACK_TOKENS, int(_MAX_TOKENS_PER_SECOND * length / SAMPLE_RATE) + _SLACK_TOKENS)
         empty = np.zeros((rows, self._heads, 0, self._head_dim), dtype=np.float32)
@@ -321,7 +336,8 @@ class MoonshineEngine(ASREngine):
         while n + steps < limit and running.any():
             steps += 1
             logits, *present = self._decoder.run(["logits", *self._present], feed)
-            self.decoder_passes += 1
+            with self._counting:
+                self.decoder_passes += 1
             scores = logits[:, -1, : self._vocab].astype(np.float64)
             tokens = scores.argmax(axis=1)
             # A finished row keeps decoding (the batch moves together); its tokens are dropped.
@@ -363,4 +379,7 @@ def create(settings: ASRSettings, cache_dir: Path) -> ASREngine:
         model = DEFAULT_MODEL
     path = resolve(model, cache_dir, role="asr")
     name = model if not Path(model).expanduser().exists() else None
-    return MoonshineEngine(path, name=name, threads=settings.threads)
+    # As Whisper: on a CPU, the engine's threads as that many calls side by side.
+    threads = settings.threads or available_cores()
+    calls = settings.parallel_calls or threads
+    return MoonshineEngine(path, name=name, threads=max(1, threads // calls), parallel_calls=calls)
