@@ -46,14 +46,14 @@ def log(message: str) -> None:
 
 
 def _batches(engine: WhisperCT2Engine, requests: list[StepRequest], split: bool) -> float:
-    engine._split_encode = split
+    engine.split_encode = split
     try:
         began = time.perf_counter()
         for i in range(0, len(requests), 8):
             engine.transcribe_batch(requests[i : i + 8])
         return time.perf_counter() - began
     finally:
-        engine._split_encode = True
+        engine.split_encode = True
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -310,15 +310,13 @@ def run_server_loads(
         log_path,
     ) as srv:
         log(f"server ({batch_label(max_batch)}) up in {time.perf_counter() - began:.1f} s")
+        continuous = plan.turn_detection is not None
+        make_inputs = continuous_inputs if continuous else session_inputs
+        run = run_vad_load if continuous else run_load
         for count in counts:
-            continuous = plan.turn_detection is not None
-            if continuous:
-                inputs = continuous_inputs(clips, count, plan.session_seconds)
-            else:
-                inputs = session_inputs(clips, count, plan.session_seconds)
+            inputs = make_inputs(clips, count, plan.session_seconds)
             before = coalesced_steps(srv.http)
             try:
-                run = run_vad_load if continuous else run_load
                 result = asyncio.run(run(srv.ws, inputs, settings, max_batch))
                 result = dataclasses.replace(result, coalesced=coalesced_steps(srv.http) - before)
             except Exception:

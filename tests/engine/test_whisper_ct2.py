@@ -143,13 +143,13 @@ def test_encoder_calls_split_on_a_cpu_change_nothing(base: WhisperCT2Engine) -> 
     clips = [audio(name)[: 10 * RATE] for name in names]
     assert all(len(clip) == 10 * RATE for clip in clips)
     requests = [StepRequest(clip, word_times=True) for clip in clips]
-    assert base._split_encode
+    assert base.split_encode
     split = [ok(r) for r in base.transcribe_batch(requests)]
-    base._split_encode = False
+    base.split_encode = False
     try:
         whole = [ok(r) for r in base.transcribe_batch(requests)]
     finally:
-        base._split_encode = True
+        base.split_encode = True
     assert split == whole
     assert [r.language for r in split] == ["en", "en", "en", "de"] and all(r.words for r in split)
 

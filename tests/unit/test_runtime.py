@@ -6,6 +6,7 @@ import pytest
 
 import dragoman.transports.runtime as runtime_module
 from dragoman.config import load_settings
+from dragoman.engines.asr.base import call_layout
 from dragoman.transports.runtime import Runtime, thread_share
 
 
@@ -14,6 +15,22 @@ def test_each_engine_gets_an_equal_share_and_at_least_one_thread(
     engines: int, cores: int, threads: int
 ) -> None:
     assert thread_share(engines, cores) == threads
+
+
+@pytest.mark.parametrize(
+    ("threads", "parallel_calls", "cpu", "layout"),
+    [
+        (2, 0, True, (2, 1)),  # a CPU's default: a call per thread
+        (1, 0, True, (1, 1)),
+        (8, 2, True, (2, 4)),  # calls set: they share the threads
+        (2, 4, True, (4, 1)),  # more calls than threads: each still gets one
+        (2, 0, False, (1, 2)),  # a GPU: one call
+    ],
+)
+def test_an_asr_engines_threads_become_calls_side_by_side_on_a_cpu(
+    threads: int, parallel_calls: int, cpu: bool, layout: tuple[int, int]
+) -> None:
+    assert call_layout(threads, parallel_calls, cpu=cpu) == layout
 
 
 def test_two_services_on_two_cores_do_not_oversubscribe(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -34,6 +34,17 @@ class TextTokenizer(Protocol):
     def decode(self, ids: Sequence[int]) -> str: ...
 
 
+def call_layout(threads: int, parallel_calls: int, *, cpu: bool = True) -> tuple[int, int]:
+    """(calls at once, threads a call) for an engine given `threads` in all (at least 1).
+
+    `parallel_calls` 0 means: on a CPU, one call per thread, since a decoder step's small
+    matrix products gain little from a second thread while a second call doubles the steps
+    (bench/RESULTS.md); elsewhere one call on all the threads.
+    """
+    calls = parallel_calls or (threads if cpu else 1)
+    return calls, max(1, threads // calls)
+
+
 class PrefixMode(StrEnum):
     #: The prefix's tokens follow the task tokens in the decoder prompt (Whisper).
     DECODER_PROMPT = "decoder_prompt"

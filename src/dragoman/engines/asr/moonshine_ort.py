@@ -40,7 +40,14 @@ import numpy.typing as npt
 from dragoman.audio.rates import SAMPLE_RATE
 from dragoman.config import ASRSettings
 from dragoman.cpu import available_cores
-from dragoman.engines.asr.base import ASRCapabilities, ASREngine, PrefixMode, StepRequest, StepResult
+from dragoman.engines.asr.base import (
+    ASRCapabilities,
+    ASREngine,
+    PrefixMode,
+    StepRequest,
+    StepResult,
+    call_layout,
+)
 from dragoman.engines.info import EngineInfo
 from dragoman.engines.repetition import loop_start
 from dragoman.errors import ClientError, ModelUnavailable, RequestRejected
@@ -379,7 +386,5 @@ def create(settings: ASRSettings, cache_dir: Path) -> ASREngine:
         model = DEFAULT_MODEL
     path = resolve(model, cache_dir, role="asr")
     name = model if not Path(model).expanduser().exists() else None
-    # As Whisper: on a CPU, the engine's threads as that many calls side by side.
-    threads = settings.threads or available_cores()
-    calls = settings.parallel_calls or threads
-    return MoonshineEngine(path, name=name, threads=max(1, threads // calls), parallel_calls=calls)
+    calls, threads = call_layout(settings.threads or available_cores(), settings.parallel_calls)
+    return MoonshineEngine(path, name=name, threads=threads, parallel_calls=calls)

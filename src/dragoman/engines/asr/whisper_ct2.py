@@ -45,6 +45,7 @@ from dragoman.engines.asr.base import (
     StepRequest,
     StepResult,
     WordStart,
+    call_layout,
 )
 from dragoman.engines.asr.buckets import grid_window, length_buckets
 from dragoman.engines.asr.whisper_hypothesis import DecodeItem, length_budget, take_hypothesis
@@ -110,9 +111,8 @@ class WhisperCT2Engine(ASREngine):
         """Load a CTranslate2 Whisper folder (model.bin, config.json, tokenizer.json).
 
         `parallel_calls` calls may run at once, each on `threads` threads (CTranslate2's
-        `inter_threads` and `intra_threads`). On a CPU, calls of one thread each serve about
-        twice the steps of one call on two: a decoder step's small matrix products gain
-        nothing from a second thread (see `bench/RESULTS.md`).
+        `inter_threads` and `intra_threads`). On a CPU, for the small calls of a live load,
+        calls of one thread each serve 1.7-2.5× the steps of one call on two (`call_layout`).
 
         `trim=False` encodes every request over the full 30 s window, as Whisper was
         trained; it exists for comparison and is about 2-3× slower on short audio.
@@ -138,7 +138,8 @@ class WhisperCT2Engine(ASREngine):
         except (RuntimeError, ValueError, OSError) as exc:
             raise ModelUnavailable(f"cannot load the Whisper model in {folder}: {exc}") from exc
         self._ct2 = ctranslate2
-        self._split_encode = device == "cpu"
+        #: On a CPU, encoder calls of at most `_CPU_ENCODE_SECONDS` of windows (False: one call).
+        self.split_encode = device == "cpu"
         self._beam_size = beam_size
         #: Encode only the audio a request has (see the module docstring); False pads to 30 s.
         self.trim = trim
@@ -323,7 +324,7 @@ class WhisperCT2Engine(ASREngine):
         """The encoder's output for a batch of features, in calls of at most
         `_CPU_ENCODE_SECONDS` of windows on a CPU."""
         per_call = len(features)
-        if self._split_encode:
+        if self.split_encode:
             per_call = max(1, int(_CPU_ENCODE_SECONDS * SAMPLE_RATE) // window)
         if per_call >= len(features):
             return self._model.encode(self._ct2.StorageView.from_array(features), to_cpu=to_cpu)
@@ -412,14 +413,15 @@ def create(settings: ASRSettings, cache_dir: Path) -> ASREngine:
 
     path = resolve(settings.model, cache_dir, role="asr")
     name = settings.model if not Path(settings.model).expanduser().exists() else None
-    threads = settings.threads or available_cores()
-    calls = settings.parallel_calls or (threads if settings.device == "cpu" else 1)
+    calls, threads = call_layout(
+        settings.threads or available_cores(), settings.parallel_calls, cpu=settings.device == "cpu"
+    )
     return WhisperCT2Engine(
         path,
         name=name,
         device=settings.device,
         compute_type=settings.compute_type,
-        threads=max(1, threads // calls),
+        threads=threads,
         parallel_calls=calls,
         beam_size=settings.beam_size,
     )

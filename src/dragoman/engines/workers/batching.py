@@ -225,9 +225,6 @@ class BatchingWorker(Generic[RequestT, ResultT]):
         if not live:
             return []
         lead = live[0]
-        # Lanes left idle share what is queued, so that one call does not take it all while
-        # another lane has nothing to do.
-        idle = self.lanes - len(self._calls)
         # Work running ahead of real time never joins a call led by work at real time or a
         # client's file: it would make that call longer. It has calls of its own, in the gaps,
         # one request each, so that a step at real time that arrives meanwhile waits for one
@@ -238,8 +235,11 @@ class BatchingWorker(Generic[RequestT, ResultT]):
         # A call led by work a person waits on takes only such work: streaming steps and file
         # windows would make it longer (on a CPU a call costs about the sum of its requests).
         ceiling = Priority.INTERACTIVE if lead.priority == Priority.INTERACTIVE else Priority.BULK
+        # Lanes left idle share what is queued, so that one call does not take it all while
+        # another lane has nothing to do.
+        idle = max(1, self.lanes - len(self._calls))
         joining = sum(1 for p in live if p.key == lead.key and p.priority <= ceiling)
-        size = min(self.max_batch, -(-joining // max(1, idle)))
+        size = min(self.max_batch, -(-joining // idle))
         batch: list[_Pending[RequestT, ResultT]] = []
         rest: list[_Pending[RequestT, ResultT]] = []
         for pending in live:
