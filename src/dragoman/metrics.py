@@ -31,3 +31,21 @@ ENGINE_JOB_SECONDS = Histogram(
     ["lane"],
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0),
 )
+#: Counted by the translation session (sessions/translation/session.py), which takes and makes the audio.
+TRANSLATION_AUDIO_SECONDS = Counter(
+    "dragoman_translation_audio_seconds_total",
+    "Seconds of audio of translation sessions: taken in (source speech) and sent out (translated speech).",
+    ["direction"],
+)
+TRANSLATION_END_LAG_SECONDS = Histogram(
+    "dragoman_translation_end_lag_seconds",
+    "Translation sessions: from the end of a segment's speech to its last translated text, on the "
+    "input stream's clock (real time for a client at real-time pace).",
+    buckets=(0.25, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 6.0, 8.0, 12.0, 20.0),
+)
+TRANSLATION_FIRST_TEXT_SECONDS = Histogram(
+    "dragoman_translation_first_text_seconds",
+    "Translation sessions: from the start of a segment's speech to its first translated text, on "
+    "the input stream's clock.",
+    buckets=(0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0, 8.0, 12.0),
+)

@@ -1,0 +1,328 @@
+"""The translation session (OpenAI's Realtime translation): a sans-I/O state machine.
+
+It keeps the session contract of `sessions/base.py` and composes three sub-machines:
+
+- the speech front (`sessions/speech/front.py`): the input audio, cut into segments by
+  the VAD (server_vad's turns) and transcribed as it grows, on the ASR lane;
+- the translator (`translator.py`): each segment's transcript as MT protocol v1 updates
+  into an `MTSession` (AlignAtt, the commit fast path, the sticky final), on the MT lane;
+- the spoken output (`speech_out.py`): each newly committed piece of the translation,
+  spoken by the target language's voice clause by clause, on the TTS lane.
+
+OpenAI: "Translation starts from the audio stream itself. Keep appending audio, including
+silence between phrases" - there are no turns, items or responses on the wire, only
+deltas, each with `elapsed_ms` on the input stream's clock in 200 ms steps.
+`session.close` flushes the input: the open segment is committed, and once its
+translation has been said, `session.closed` goes out and the connection closes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from dragoman.audio.vad import SpeechProbability
+from dragoman.engines.asr.base import StepResult
+from dragoman.engines.mt.base import UNSEGMENTED_LANGS, MTDraft
+from dragoman.errors import ClientError, DragomanError, InvalidValue
+from dragoman.metrics import (
+    TRANSLATION_AUDIO_SECONDS,
+    TRANSLATION_END_LAG_SECONDS,
+    TRANSLATION_FIRST_TEXT_SECONDS,
+)
+from dragoman.sessions.agent.jobs import ASR, TTS
+from dragoman.sessions.base import CloseCode
+from dragoman.sessions.mt.events import MTJob
+from dragoman.sessions.speech import events as speech
+from dragoman.sessions.speech.config import EngineProfile, SessionConfig
+from dragoman.sessions.speech.decoder import StepJob
+from dragoman.sessions.speech.front import SpeechFront
+from dragoman.sessions.translation.config import Languages, TranslationConfig
+from dragoman.sessions.translation.events import (
+    AppendAudio,
+    ClientEvent,
+    CloseSession,
+    Error,
+    InputTranscriptDelta,
+    OutputTranscriptDelta,
+    ServerEvent,
+    SessionClosed,
+    SessionConfigured,
+    UpdateSession,
+)
+from dragoman.sessions.translation.speech_out import SpeakJob, SpokenOutput, on_grid
+from dragoman.sessions.translation.translator import MTProfile, Translator
+
+MT = "mt"
+LANES = (ASR, MT, TTS)
+
+TranslationJob = StepJob | MTJob | SpeakJob
+#: A step's transcript, a draft, nothing for TTS.
+TranslationResult = StepResult | MTDraft | None
+
+
+class TranslationSession:
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        model: str,
+        model_names: frozenset[str] = frozenset(),
+        expires_at: int,
+        config: TranslationConfig,
+        languages: Languages,
+        asr: EngineProfile,
+        speech: SessionConfig,
+        mt: MTProfile,
+        voices: Callable[[str], str],
+        vad_factory: Callable[[], SpeechProbability] | None,
+    ) -> None:
+        """`model`: the name the session was opened with; `model_names`: the names of the same
+        model (an update may repeat any). `speech`: the speech front's settings (24 kHz input,
+        server_vad, the source language); `voices`: the voice name for a target language
+        (InvalidValue when none speaks it)."""
+        self.session_id = session_id
+        self.model = model
+        self._model_names = model_names | {model}
+        self.expires_at = expires_at
+        self.languages = languages
+        self._asr_name = asr.name
+        self._voices = voices
+        self._events: list[ServerEvent] = []
+        self.front = SpeechFront(session_id, asr, speech, vad_factory, self._heard)
+        self.translator = Translator(session_id, mt, languages.source, self._translated, self._error)
+        self.speech = SpokenOutput(self._events.append)
+        self.config = self._checked(config, config.language)
+        self.translator.target = self.config.language
+        #: The item whose source text went out last, and whether any did.
+        self._input_item: str | None = None
+        self._said_input = False
+        self._said_output = False
+        #: Where each segment's speech began and ended (input clock, ms), for its lags.
+        self._starts: dict[str, float] = {}
+        self._ends: dict[str, float] = {}
+        #: Segments committed and not yet transcribed in full.
+        self._transcribing = 0
+        self._closing = False
+        self._close_code: int | None = None
+        self._emit(self._configured(created=True))
+
+    # -- events in ---------------------------------------------------------------------
+
+    def receive(self, event: ClientEvent) -> None:
+        """Handle one client event; a client fault becomes an `error` event and changes nothing."""
+        try:
+            if isinstance(event, AppendAudio):
+                self._refuse_after_close("audio")
+                before = self.front.input_seconds
+                self.front.append(event.audio)
+                TRANSLATION_AUDIO_SECONDS.labels("in").inc(self.front.input_seconds - before)
+            elif isinstance(event, UpdateSession):
+                self._refuse_after_close("session.update")
+                self._update(event.values)
+            elif isinstance(event, CloseSession):
+                self._refuse_after_close("session.close")
+                self._close()
+            else:  # Rejected: only its error goes out, in order with the rest
+                self._emit(Error(event.error, event.event_id))
+        except ClientError as exc:
+            self._emit(Error(exc, event.event_id))
+        self._maybe_closed()
+
+    def _refuse_after_close(self, what: str) -> None:
+        if self._closing:
+            raise InvalidValue(
+                f"The session is closing (session.close was sent): {what} is no longer taken.",
+                code="session_closed",
+            )
+
+    def _update(self, values: Mapping[str, Any]) -> None:
+        """Apply an update, all or nothing; a new language applies from the next segment."""
+        model = values.get("model")
+        if model is not None and model not in self._model_names:
+            raise InvalidValue(
+                f"The model is set when the session is created ({self.model!r}) and cannot be changed.",
+                param="session.model",
+            )
+        new = self.config.patched(values)
+        new = self._checked(new, values.get("language", new.language))
+        self.config = new
+        self.translator.target = new.language
+        self._emit(self._configured(created=False))
+
+    def _checked(self, config: TranslationConfig, asked: str) -> TranslationConfig:
+        """`config` with its language checked: a direction to it, and a voice for it."""
+        language = self.languages.check(asked)
+        try:
+            self._voices(language)
+        except InvalidValue:
+            raise InvalidValue(
+                f"No voice on this server speaks {language!r}; translations into "
+                f"{', '.join(self.languages.targets)} are served where a voice speaks them.",
+                code="unsupported_language",
+                param="session.audio.output.language",
+            ) from None
+        return TranslationConfig(language, config.transcription, config.noise_reduction)
+
+    def _close(self) -> None:
+        """Flush the input: the open segment is committed, then translated and said."""
+        self._closing = True
+        if self.front.current_item is not None or not self.front.buffer_empty():
+            # An empty buffer (nothing said) raises: there is nothing to flush then.
+            with contextlib.suppress(InvalidValue):
+                self.front.commit()
+
+    @property
+    def input_seconds(self) -> float:
+        return self.front.input_seconds
+
+    def refuse_audio(self, refused: bool) -> None:
+        self.front.audio_refused = refused
+
+    @property
+    def clock_ms(self) -> float:
+        """The input stream's clock: audio taken so far, in ms."""
+        return self.front.input_seconds * 1000
+
+    # -- the speech front's events ----------------------------------------------------
+
+    def _heard(self, event: speech.FrontEvent) -> None:
+        if isinstance(event, speech.Partial):
+            self.translator.partial(event.item_id, event.text, event.stable_chars, self.clock_ms)
+        elif isinstance(event, speech.Delta):
+            self._source_text(event.item_id, event.delta)
+        elif isinstance(event, speech.Committed):
+            self._transcribing += 1
+            self._ends.setdefault(event.item_id, self.clock_ms)
+        elif isinstance(event, speech.SpeechStarted):
+            self._starts[event.item_id] = float(event.audio_start_ms)
+        elif isinstance(event, speech.SpeechStopped):
+            self._ends[event.item_id] = float(event.audio_end_ms)
+        elif isinstance(event, speech.Completed):
+            self._transcribing -= 1
+            self.translator.final(event.item_id, event.transcript, self.clock_ms)
+        elif isinstance(event, speech.Failed):
+            self._transcribing -= 1
+            self._starts.pop(event.item_id, None)
+            self._ends.pop(event.item_id, None)
+            self.translator.abandon(event.item_id)
+            self._emit(Error(event.error))
+        elif isinstance(event, speech.Error):
+            self._emit(event)
+        # Speech started, a cleared buffer, the early start's events: nothing on this wire.
+
+    def _source_text(self, item_id: str, delta: str) -> None:
+        """A segment's firm source text, sent while transcription is configured."""
+        if self.config.transcription is None or not delta:
+            return
+        if item_id != self._input_item and self._said_input and not delta[:1].isspace():
+            delta = " " + delta
+        self._input_item, self._said_input = item_id, True
+        self._emit(InputTranscriptDelta(delta, on_grid(self.clock_ms)))
+
+    # -- the translator's output ------------------------------------------------------
+
+    def _translated(self, target: str, item_id: str, delta: str, opens: bool, closes: bool) -> None:
+        voice = self._voices(target)
+        if delta:
+            joins = self._said_output and opens and target not in UNSEGMENTED_LANGS
+            text = (" " if joins and not delta[:1].isspace() else "") + delta
+            self._said_output = True
+            self._emit(OutputTranscriptDelta(text, on_grid(self.clock_ms)))
+            self.speech.say(text, voice)
+            start = self._starts.pop(item_id, None)
+            if start is not None:
+                TRANSLATION_FIRST_TEXT_SECONDS.observe(max(0.0, self.clock_ms - start) / 1000)
+        if closes:
+            self._starts.pop(item_id, None)
+            self.speech.end_utterance(voice)
+            end = self._ends.pop(item_id, None)
+            if end is not None:
+                TRANSLATION_END_LAG_SECONDS.observe(max(0.0, self.clock_ms - end) / 1000)
+
+    def _error(self, error: DragomanError) -> None:
+        self._emit(Error(error))
+
+    # -- engine jobs --------------------------------------------------------------------
+
+    def next_job(self, lane: str = ASR) -> TranslationJob | None:
+        job: TranslationJob | None
+        if lane == ASR:
+            job = self.front.next_job()
+        elif lane == MT:
+            job = self.translator.next_job()
+        elif lane == TTS:
+            job = self.speech.next_job()
+        else:
+            raise ValueError(f"a translation session has no lane {lane!r}")
+        self._maybe_closed()
+        return job
+
+    def job_progress(self, job: TranslationJob, piece: Any) -> None:
+        if isinstance(job, SpeakJob) and isinstance(piece, bytes):
+            self.speech.chunk(job, piece, self.clock_ms)
+            TRANSLATION_AUDIO_SECONDS.labels("out").inc(len(piece) / 2 / job.request.rate)
+
+    def job_done(self, job: TranslationJob, result: TranslationResult) -> None:
+        if isinstance(job, StepJob) and isinstance(result, StepResult):
+            self.front.job_done(job, result)
+        elif isinstance(job, MTJob) and isinstance(result, MTDraft):
+            self.translator.job_done(job, result)
+        elif isinstance(job, SpeakJob):
+            self.speech.done(job)
+        else:
+            raise TypeError(f"a result of type {type(result).__name__} for a {type(job).__name__}")
+        self._maybe_closed()
+
+    def job_failed(self, job: TranslationJob, error: DragomanError) -> None:
+        if isinstance(job, StepJob):
+            self.front.job_failed(job, error)
+        elif isinstance(job, MTJob):
+            self.translator.job_failed(job, error)
+        else:
+            if not job.cancel.cancelled:
+                self._emit(Error(error))  # the clause is skipped; the rest is still said
+            self.speech.done(job)
+        self._maybe_closed()
+
+    # -- closing ------------------------------------------------------------------------
+
+    def _maybe_closed(self) -> None:
+        """After `session.close`: once everything heard is translated and said, `session.closed`."""
+        if not self._closing or self._close_code is not None:
+            return
+        if self._transcribing or self.front.current_item is not None:
+            return
+        if not self.translator.idle or not self.speech.idle:
+            return
+        self._emit(SessionClosed())
+        self._close_code = CloseCode.NORMAL
+
+    @property
+    def close_code(self) -> int | None:
+        return self._close_code
+
+    def close(self) -> None:
+        """The connection is gone: nothing more is said."""
+        self.speech.cancel()
+
+    # -- events out ---------------------------------------------------------------------
+
+    def events_to_send(self) -> list[ServerEvent]:
+        events = list(self._events)
+        self._events.clear()
+        return events
+
+    def _emit(self, event: ServerEvent) -> None:
+        self._events.append(event)
+
+    def _configured(self, created: bool) -> SessionConfigured:
+        return SessionConfigured(
+            created=created,
+            session_id=self.session_id,
+            model=self.model,
+            config=self.config,
+            expires_at=self.expires_at,
+            transcription_engine=self._asr_name,
+        )

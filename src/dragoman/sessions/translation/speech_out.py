@@ -1,0 +1,131 @@
+"""The translation spoken: clauses in, TTS jobs out, their audio as 200 ms frames on one timeline.
+
+Each newly committed piece of the translation is cut into clauses as it comes
+(`streaming/clauses.py`), and each clause is spoken by the target language's voice
+as soon as it is complete; an utterance's last words are spoken at its end. One
+clause is spoken at a time, in order, so the output audio never overlaps itself.
+
+OpenAI: "Output audio deltas are 200 ms frames of PCM16 audio", stamped with
+`elapsed_ms`. The frames sit on an output timeline that shares the input stream's
+clock: a clause starts where the last one ended, or, when the voice has been quiet,
+at the input clock when its audio came (on the 200 ms grid). A clause's last frame
+is filled out with silence, so every frame is exactly 200 ms and the stamps step by 200.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from dragoman.engines.workers import CancelToken, Priority
+from dragoman.sessions.agent.jobs import SpeakRequest
+from dragoman.sessions.translation.events import OutputAudioDelta
+from dragoman.streaming.clauses import ClauseCutter, speakable
+
+#: OpenAI's output frame.
+FRAME_MS = 200
+#: The output audio's rate: OpenAI's translation sessions speak 24 kHz PCM16.
+OUTPUT_RATE = 24_000
+
+
+def on_grid(ms: float, *, up: bool = False) -> int:
+    """`ms` on the 200 ms grid of `elapsed_ms` (down, or `up`)."""
+    steps = -(-ms // FRAME_MS) if up else ms // FRAME_MS
+    return int(steps) * FRAME_MS
+
+
+@dataclass(frozen=True)
+class SpeakJob:
+    """One clause of the translation to speak (streaming: PCM16 chunks come as they are made)."""
+
+    request: SpeakRequest
+    cancel: CancelToken = field(default_factory=CancelToken, compare=False)
+    #: A listener is waiting on it.
+    priority: Priority = Priority.INTERACTIVE
+    streaming: bool = True
+
+
+class SpokenOutput:
+    """Clauses to speak, the TTS job in flight, and the output timeline."""
+
+    def __init__(self, emit: Callable[[OutputAudioDelta], None], rate: int = OUTPUT_RATE) -> None:
+        self._emit = emit
+        self.rate = rate
+        self._cutter = ClauseCutter()
+        self._clauses: deque[SpeakRequest] = deque()
+        self._job: SpeakJob | None = None
+        #: Audio of the clause in flight not yet sent (less than a frame).
+        self._pending = b""
+        #: Where the next frame goes on the output timeline (ms), and whether the clause in
+        #: flight has placed its first frame yet.
+        self._cursor_ms = 0
+        self._placed = False
+        #: Seconds of audio sent.
+        self.seconds = 0.0
+
+    @property
+    def frame_bytes(self) -> int:
+        return self.rate * FRAME_MS // 1000 * 2
+
+    @property
+    def idle(self) -> bool:
+        """Nothing left to say: no clause waiting, none being spoken."""
+        return self._job is None and not self._clauses
+
+    def say(self, text: str, voice: str) -> None:
+        """Translated text as it is committed; each clause it completes is spoken."""
+        for clause in self._cutter.push(text):
+            self._queue(clause, voice)
+
+    def end_utterance(self, voice: str) -> None:
+        """The utterance is over: its last words are spoken, and the next one starts a new clause."""
+        self._queue(self._cutter.finish(), voice)
+        self._cutter = ClauseCutter()  # its first clause is cut early again
+
+    def _queue(self, clause: str, voice: str) -> None:
+        text = speakable(clause)
+        if text:
+            self._clauses.append(SpeakRequest(text, voice, 1.0, self.rate))
+
+    # -- the TTS lane -------------------------------------------------------------------
+
+    def next_job(self) -> SpeakJob | None:
+        if self._job is not None or not self._clauses:
+            return None
+        self._job = SpeakJob(self._clauses.popleft())
+        self._placed = False
+        return self._job
+
+    def chunk(self, job: SpeakJob, pcm: bytes, clock_ms: float) -> None:
+        """A chunk of the clause's audio; `clock_ms` is the input clock now."""
+        if job is not self._job or not pcm:
+            return
+        if not self._placed:
+            self._placed = True
+            self._cursor_ms = max(self._cursor_ms, on_grid(clock_ms, up=True))
+        self._pending += pcm
+        size = self.frame_bytes
+        while len(self._pending) >= size:
+            frame, self._pending = self._pending[:size], self._pending[size:]
+            self._send(frame)
+
+    def done(self, job: SpeakJob) -> None:
+        """The clause is spoken: its last frame goes out, filled out with silence."""
+        if job is not self._job:
+            return
+        if self._pending:
+            self._send(self._pending.ljust(self.frame_bytes, b"\x00"))
+        self._pending = b""
+        self._job = None
+
+    def _send(self, frame: bytes) -> None:
+        self._emit(OutputAudioDelta(frame, self.rate, self._cursor_ms))
+        self._cursor_ms += FRAME_MS
+        self.seconds += FRAME_MS / 1000
+
+    def cancel(self) -> None:
+        """Drop what is not said yet (the session is going away)."""
+        self._clauses.clear()
+        if self._job is not None:
+            self._job.cancel.cancel()

@@ -1,0 +1,268 @@
+"""The source transcript of each segment, as MT protocol v1 updates into an `MTSession`.
+
+The speech front cuts the input into segments (its turns, by the VAD) and transcribes
+each as it grows. Every partial transcript becomes an MT update with MT protocol v1's
+own semantics: the FULL state of the open utterance, its firm words committed and the
+unstable tail drafted over but never committed against ("Feeding the tail therefore
+converts the ASR commit latency into MT speculation time"); the segment's final
+transcript closes the utterance with a sticky `is_final`. The MT session does the rest:
+AlignAtt, the commit fast path, coalescing (latest wins) and the final pass.
+
+One `MTSession` per target language: a switch of language applies from the next
+segment, while the segments already under way finish in the language they began in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from dragoman.engines.mt.base import MTDraft
+from dragoman.errors import DragomanError, EngineFailure
+from dragoman.sessions.mt.events import Error, Init, MTJob, Translation, Update, Word
+from dragoman.sessions.mt.session import MTSession
+from dragoman.sessions.mt.utterance import Decode
+from dragoman.streaming.alignatt import AlignAttParams
+
+
+@dataclass(frozen=True)
+class MTProfile:
+    """What a translation session needs to know of the server's MT service."""
+
+    engine_name: str
+    directions: tuple[str, ...]
+    decode: Decode
+    default_preset: str
+    presets: Mapping[str, AlignAttParams]
+    max_utterance_words: int
+
+
+@dataclass
+class _Direction:
+    target: str
+    mt: MTSession
+    seq: int = 0
+    next_utterance: int = 0
+    #: Finals sent and not yet answered, by seq.
+    pending_finals: set[int] = field(default_factory=set)
+    #: Updates whose job failed: already reported, their `processing_failed` is not.
+    failed: set[int] = field(default_factory=set)
+    #: Utterances whose final translation came.
+    closed: set[int] = field(default_factory=set)
+    #: The segment (its item id) of each utterance.
+    items: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Segment:
+    direction: _Direction
+    utterance: int
+    #: The segment's words sent last (its full state), to skip an update that changes nothing.
+    last: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+
+
+#: (target language, the segment's item id, delta, whether it opens its utterance, whether it
+#: closes it)
+OnText = Callable[[str, str, str, bool, bool], None]
+
+
+def split_transcript(text: str, stable_chars: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A partial transcript as (committed words, tail words): a word counts as committed
+    only when all of it is inside the stable prefix."""
+    words = text.split()
+    stable = text[:stable_chars]
+    cut_inside_word = stable_chars < len(text) and not text[stable_chars].isspace() and stable[-1:].strip()
+    n = len(stable.split()) - (1 if cut_inside_word else 0)
+    n = max(0, min(n, len(words)))
+    return tuple(words[:n]), tuple(words[n:])
+
+
+class Translator:
+    def __init__(
+        self,
+        session_id: str,
+        profile: MTProfile,
+        source: str,
+        on_text: OnText,
+        on_error: Callable[[DragomanError], None],
+    ) -> None:
+        self.session_id = session_id
+        self.profile = profile
+        self.source = source
+        self._on_text = on_text
+        self._on_error = on_error
+        self._directions: dict[str, _Direction] = {}
+        self._segments: dict[str, _Segment] = {}
+        #: Segments whose final transcript went out: a late partial of one is not a new segment.
+        self._finished: set[str] = set()
+        #: The target of segments that start from now on.
+        self.target: str | None = None
+
+    @property
+    def cache_keys(self) -> list[str]:
+        """The MT engine caches the session used (dropped when it ends)."""
+        return [d.mt.session_id for d in self._directions.values()]
+
+    @property
+    def idle(self) -> bool:
+        """Every segment's final translation is in."""
+        return not any(d.pending_finals for d in self._directions.values())
+
+    # -- transcripts in ---------------------------------------------------------------
+
+    def partial(self, item_id: str, text: str, stable_chars: int, clock_ms: float) -> None:
+        segment = self._segment(item_id)
+        if segment is None:
+            return
+        words, tail = split_transcript(text, stable_chars)
+        if (words, tail) == segment.last or not (words or tail):
+            return
+        segment.last = (words, tail)
+        self._send(segment, words, tail, clock_ms, final=False)
+
+    def final(self, item_id: str, transcript: str, clock_ms: float) -> None:
+        segment = self._segment(item_id)
+        if segment is None:
+            return
+        del self._segments[item_id]
+        self._finished.add(item_id)
+        self._send(segment, tuple(transcript.split()), (), clock_ms, final=True)
+
+    def abandon(self, item_id: str) -> None:
+        """The segment failed to transcribe: its utterance is left; the next one closes it."""
+        segment = self._segments.pop(item_id, None)
+        self._finished.add(item_id)
+        if segment is not None:
+            segment.direction.closed.add(segment.utterance)
+
+    def _segment(self, item_id: str) -> _Segment | None:
+        segment = self._segments.get(item_id)
+        if segment is None and self.target is not None and item_id not in self._finished:
+            direction = self._direction(self.target)
+            segment = _Segment(direction, self._new_utterance(direction, item_id))
+            self._segments[item_id] = segment
+        return segment
+
+    @staticmethod
+    def _new_utterance(direction: _Direction, item_id: str) -> int:
+        utterance = direction.next_utterance
+        direction.next_utterance += 1
+        direction.items[utterance] = item_id
+        return utterance
+
+    def _direction(self, target: str) -> _Direction:
+        direction = self._directions.get(target)
+        if direction is None:
+            profile = self.profile
+            mt = MTSession(
+                session_id=f"{self.session_id}-{target}",
+                engine_name=profile.engine_name,
+                directions=profile.directions,
+                decode=profile.decode,
+                default_preset=profile.default_preset,
+                max_utterance_words=profile.max_utterance_words,
+                presets=profile.presets,
+            )
+            mt.receive(Init(protocol_version=1, source_lang=self.source, target_lang=target))
+            direction = self._directions[target] = _Direction(target, mt)
+            self._drain(direction)
+        return direction
+
+    def _send(
+        self,
+        segment: _Segment,
+        words: tuple[str, ...],
+        tail: tuple[str, ...],
+        clock_ms: float,
+        *,
+        final: bool,
+    ) -> None:
+        direction = segment.direction
+        direction.seq += 1
+        if final:
+            direction.pending_finals.add(direction.seq)
+        update = Update(
+            seq=direction.seq,
+            utterance_id=segment.utterance,
+            words=tuple(Word(w) for w in words),
+            tail=tail,
+            clock_ms=clock_ms,
+            is_final=final,
+        )
+        direction.mt.receive(update)
+        self._drain(direction)
+
+    # -- the MT lane --------------------------------------------------------------------
+
+    def next_job(self) -> MTJob | None:
+        """The next draft, of the oldest direction that has one (finals of a language left behind
+        finish first). Planning may answer without the engine (the commit fast path)."""
+        for direction in list(self._directions.values()):
+            job = direction.mt.next_job()
+            self._drain(direction)
+            if job is not None:
+                return job
+        return None
+
+    def job_done(self, job: MTJob, draft: MTDraft) -> None:
+        direction = self._owner(job)
+        try:
+            direction.mt.job_done(job, draft)
+        except Exception as exc:  # a malformed draft: the update is dropped, as a failed call
+            direction.mt.job_failed(job, EngineFailure(f"malformed MT draft: {exc}"))
+        self._drain(direction)
+
+    def job_failed(self, job: MTJob, error: DragomanError) -> None:
+        direction = self._owner(job)
+        direction.failed.add(job.seq)
+        if not job.cancel.cancelled:
+            self._on_error(error)
+        direction.mt.job_failed(job, error)
+        self._drain(direction)
+
+    def _owner(self, job: MTJob) -> _Direction:
+        for direction in self._directions.values():
+            if direction.mt.session_id == job.request.cache_key:
+                return direction
+        raise ValueError("an MT job of no direction of this session")
+
+    # -- MT events out ------------------------------------------------------------------
+
+    def _drain(self, direction: _Direction) -> None:
+        for event in direction.mt.events_to_send():
+            if isinstance(event, Translation):
+                self._translation(direction, event)
+            elif isinstance(event, Error):
+                self._error(direction, event)
+            # InitOk: nothing to tell the client.
+
+    def _translation(self, direction: _Direction, event: Translation) -> None:
+        if event.utterance_id in direction.closed:
+            return  # a forced final again, for an update that was on its way
+        if event.final:
+            direction.pending_finals.discard(event.seq)
+            direction.closed.add(event.utterance_id)
+            if event.forced_final:
+                self._roll_over(direction, event.utterance_id)
+        opens = event.committed_text == event.committed_delta
+        item_id = direction.items.get(event.utterance_id, "")
+        if event.final:
+            direction.items.pop(event.utterance_id, None)
+        if event.committed_delta or event.final:
+            self._on_text(direction.target, item_id, event.committed_delta, opens, event.final)
+
+    def _roll_over(self, direction: _Direction, utterance: int) -> None:
+        """MT closed a long utterance (`forced_final`): the segment goes on in the next one, whose
+        updates still carry the closed words; MT drops them (`Utterances.strip_carry_over`)."""
+        for segment in self._segments.values():
+            if segment.direction is direction and segment.utterance == utterance:
+                segment.utterance = self._new_utterance(direction, direction.items.get(utterance, ""))
+                segment.last = None
+
+    def _error(self, direction: _Direction, event: Error) -> None:
+        if event.seq is not None:
+            direction.pending_finals.discard(event.seq)
+            if event.seq in direction.failed:
+                direction.failed.discard(event.seq)
+                return  # reported with the engine's own error
+        self._on_error(EngineFailure(f"translation: {event.message}", error_id=event.error_id))

@@ -1,0 +1,419 @@
+"""The translation session (OpenAI's Realtime translation) as a sans-I/O state machine: client
+frames in through the protocol, server events out as the SDK's types read them, and its
+engine jobs run by hand on fakes: an ASR that hears a scripted sentence as the audio
+grows, the lexicon MT engine, and a TTS that says any clause in 300 ms of audio."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from openai.types.realtime import RealtimeTranslationServerEvent
+from pydantic import TypeAdapter
+
+from dragoman.audio.pcm import float_to_pcm16
+from dragoman.engines.asr.base import ASRCapabilities, PrefixMode, StepResult
+from dragoman.errors import EngineFailure, InvalidValue
+from dragoman.protocol.realtime.translation_client import TranslationParser
+from dragoman.protocol.realtime.translation_server import translation_wire
+from dragoman.sessions.agent.jobs import ASR, TTS
+from dragoman.sessions.base import CloseCode
+from dragoman.sessions.mt.events import MTJob
+from dragoman.sessions.speech.config import EngineProfile, SessionConfig
+from dragoman.sessions.speech.decoder import StepJob
+from dragoman.sessions.translation.config import Languages, TranslationConfig
+from dragoman.sessions.translation.session import MT, TranslationSession
+from dragoman.sessions.translation.speech_out import SpeakJob
+from dragoman.sessions.translation.translator import MTProfile, split_transcript
+from dragoman.streaming.alignatt import AlignAttParams
+from dragoman.streaming.turns import ServerVADConfig
+from tests.unit.fakes import EnergyVAD, WordTokenizer
+from tests.unit.mt_fakes import FakeEngine
+
+RATE = 24_000
+SCRIPT = "Hello world, how are you? the big house is red."
+#: 200 ms of PCM16 at 24 kHz.
+FRAME_BYTES = 9600
+SERVER_EVENT: TypeAdapter[Any] = TypeAdapter(RealtimeTranslationServerEvent)
+VOICES = {"de": "espeak-de", "it": "espeak-it", "zh": "espeak-zh"}
+
+
+def voice_for(language: str) -> str:
+    if language not in VOICES:
+        raise InvalidValue(f"no voice speaks {language!r}")
+    return VOICES[language]
+
+
+class Harness:
+    """A session behind the protocol, with fake engines for its three lanes."""
+
+    def __init__(self, language: str = "de", transcription: str | None = "whisper", **speech: Any) -> None:
+        self.mt = FakeEngine()
+        profile = EngineProfile(
+            name="fake-asr",
+            capabilities=ASRCapabilities(30.0, frozenset({"en"}), PrefixMode.DECODER_PROMPT),
+            tokenizer=WordTokenizer(),
+            max_item_seconds=300.0,
+        )
+        config = SessionConfig(
+            input_rate=RATE,
+            turn_detection=ServerVADConfig(),
+            language="en",
+            **({"chunk_seconds": 0.5} | speech),
+        )
+        self.session = TranslationSession(
+            "sess_test",
+            model="gpt-realtime-translate",
+            model_names=frozenset({"dragoman-interpreter"}),
+            expires_at=2_000_000_000,
+            config=TranslationConfig(language, transcription),
+            languages=Languages.of(self.mt.directions()),
+            asr=profile,
+            speech=config,
+            mt=MTProfile(
+                engine_name=self.mt.name,
+                directions=tuple(self.mt.directions()),
+                decode=self.mt.decode,
+                default_preset="test",
+                presets={"test": AlignAttParams()},
+                max_utterance_words=60,
+            ),
+            voices=voice_for,
+            vad_factory=EnergyVAD,
+        )
+        self.parser = TranslationParser()
+        self.events: list[dict[str, Any]] = []
+        self.spoken: list[SpeakJob] = []
+        self.asr_text: Callable[[StepJob], str] = heard
+
+    def send(self, type_: str, /, **body: Any) -> list[dict[str, Any]]:
+        self.session.receive(self.parser.parse(json.dumps({"type": type_, **body})))
+        return self.drain()
+
+    def drain(self) -> list[dict[str, Any]]:
+        new = [translation_wire(e) for e in self.session.events_to_send()]
+        for event in new:
+            SERVER_EVENT.validate_python(json.loads(json.dumps(event)))  # as a client reads it
+        self.events += new
+        return new
+
+    def append(self, audio: np.ndarray, chunk_s: float = 0.2) -> None:
+        step = int(chunk_s * RATE)
+        for start in range(0, len(audio), step):
+            self.send("session.input_audio_buffer.append", audio=b64(audio[start : start + step]))
+
+    def run(self, lanes: tuple[str, ...] = (ASR, MT, TTS)) -> None:
+        """Run the jobs of `lanes` until none is left."""
+        busy = True
+        while busy:
+            busy = False
+            for lane in lanes:
+                job = self.session.next_job(lane)
+                self.drain()
+                if job is None:
+                    continue
+                busy = True
+                if isinstance(job, StepJob):
+                    self.session.job_done(job, StepResult(text=self.asr_text(job), language="en"))
+                elif isinstance(job, MTJob):
+                    self.session.job_done(job, self.mt.draft(job.request))
+                else:
+                    assert isinstance(job, SpeakJob)
+                    self.spoken.append(job)
+                    self.session.job_progress(job, b"\x01\x00" * int(0.3 * job.request.rate))
+                    self.session.job_done(job, None)
+                self.drain()
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["type"] == kind]
+
+    def text(self, kind: str) -> str:
+        return "".join(e["delta"] for e in self.of(kind))
+
+
+def heard(job: StepJob) -> str:
+    """The scripted sentence, a word per 0.25 s of audio heard (all of it in 2.75 s)."""
+    words = SCRIPT.split()
+    n = min(len(words), int(len(job.request.audio) / 16_000 * 4))
+    text = " ".join(words[:n])
+    assert text.startswith(job.request.prefix.strip()), "the fake ASR honours the forced prefix"
+    return text
+
+
+def b64(audio: np.ndarray) -> str:
+    return base64.b64encode(float_to_pcm16(audio)).decode()
+
+
+def tone(seconds: float) -> np.ndarray:
+    t = np.arange(int(seconds * RATE)) / RATE
+    return (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+
+
+def silence(seconds: float) -> np.ndarray:
+    return np.zeros(int(seconds * RATE), dtype=np.float32)
+
+
+def speak_segment(h: Harness, seconds: float = 3.0) -> None:
+    """A phrase, with the engines keeping up as it is spoken, then the pause that ends it."""
+    for _ in range(int(seconds / 0.5)):
+        h.append(tone(0.5))
+        h.run()
+    h.append(silence(1.0))
+    h.run()
+
+
+# -- the session and its updates ----------------------------------------------------------
+
+
+def test_session_created_first_with_the_session_object() -> None:
+    h = Harness()
+    (created,) = h.drain()
+    assert created["type"] == "session.created"
+    session = created["session"]
+    assert session["id"].startswith("sess_") and session["type"] == "translation"
+    assert session["model"] == "gpt-realtime-translate" and session["expires_at"] == 2_000_000_000
+    assert session["audio"]["output"] == {"language": "de"}
+    assert session["audio"]["input"]["transcription"] == {"model": "fake-asr"}
+
+
+def test_update_changes_language_transcription_and_noise_reduction() -> None:
+    h = Harness(transcription=None)
+    h.drain()
+    (updated,) = h.send(
+        "session.update",
+        session={
+            "audio": {
+                "output": {"language": "it-IT"},
+                "input": {
+                    "transcription": {"model": "gpt-4o-transcribe"},
+                    "noise_reduction": {"type": "far_field"},
+                },
+            }
+        },
+    )
+    assert updated["type"] == "session.updated"
+    audio = updated["session"]["audio"]
+    assert audio["output"] == {"language": "it"}
+    assert audio["input"]["noise_reduction"] == {"type": "far_field", "strength": 1.0}
+    assert audio["input"]["transcription"] == {"model": "fake-asr"}
+    # A strength left out keeps the current one; null turns it off.
+    h.send(
+        "session.update",
+        session={"audio": {"input": {"noise_reduction": {"type": "near_field", "strength": 0.4}}}},
+    )
+    (again,) = h.send(
+        "session.update", session={"audio": {"input": {"noise_reduction": {"type": "far_field"}}}}
+    )
+    assert again["session"]["audio"]["input"]["noise_reduction"] == {"type": "far_field", "strength": 0.4}
+    (off,) = h.send(
+        "session.update", session={"audio": {"input": {"noise_reduction": None, "transcription": None}}}
+    )
+    assert off["session"]["audio"]["input"] == {"transcription": None, "noise_reduction": None}
+
+
+def test_unknown_language_is_refused_with_the_supported_ones() -> None:
+    h = Harness()
+    h.drain()
+    (error,) = h.send("session.update", event_id="ev1", session={"audio": {"output": {"language": "fr"}}})
+    assert error["type"] == "error"
+    assert error["error"]["code"] == "unsupported_language"
+    assert error["error"]["param"] == "session.audio.output.language"
+    assert error["error"]["event_id"] == "ev1"
+    assert "de, it, zh" in error["error"]["message"]
+    assert h.session.config.language == "de"
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"audio": {"input": {"format": {"type": "audio/pcmu"}}}}, "session.audio.input.format"),
+        (
+            {"audio": {"input": {"format": {"type": "audio/pcm", "rate": 16000}}}},
+            "session.audio.input.format",
+        ),
+        ({"audio": {"input": {"noise_reduction": {"type": "studio"}}}}, None),
+        ({"audio": {"input": {"noise_reduction": {"type": "near_field", "strength": 3}}}}, None),
+        ({"type": "realtime"}, "session.type"),
+        ({"model": "gpt-4o-realtime"}, "session.model"),
+    ],
+)
+def test_bad_updates_are_errors_and_change_nothing(body: dict[str, Any], param: str | None) -> None:
+    h = Harness()
+    h.drain()
+    (error,) = h.send("session.update", session=body)
+    assert error["type"] == "error" and error["error"]["type"] == "invalid_request_error"
+    if param is not None:
+        assert error["error"]["param"] == param
+    assert h.session.config == TranslationConfig("de", "whisper")
+
+
+def test_wrong_audio_is_an_error() -> None:
+    h = Harness()
+    h.drain()
+    (error,) = h.send("session.input_audio_buffer.append", audio="not base64!")
+    assert error["type"] == "error" and error["error"]["type"] == "invalid_request_error"
+    (error,) = h.send("input_audio_buffer.append", audio=b64(tone(0.2)))
+    assert (
+        error["error"]["param"] == "type" and "session.input_audio_buffer.append" in error["error"]["message"]
+    )
+
+
+# -- the pipeline ---------------------------------------------------------------------------
+
+
+def test_speech_in_translated_text_and_speech_out() -> None:
+    h = Harness()
+    speak_segment(h)
+    assert h.text("session.input_transcript.delta") == SCRIPT
+    # The lexicon MT: word for word, unknown words upper-cased.
+    assert h.text("session.output_transcript.delta") == "Hallo Welt, wie geht es? die große Haus ist rot."
+    audio = h.of("session.output_audio.delta")
+    assert audio and all(len(base64.b64decode(e["delta"])) == FRAME_BYTES for e in audio)
+    assert all(e["sample_rate"] == RATE and e["channels"] == 1 and e["format"] == "pcm16" for e in audio)
+    # Clause by clause, each by the target language's voice, the translation's words in order.
+    assert [job.request.voice for job in h.spoken] == ["espeak-de"] * len(h.spoken)
+    assert (
+        " ".join(job.request.text for job in h.spoken) == "Hallo Welt, wie geht es? die große Haus ist rot."
+    )
+    assert len(h.spoken) >= 2
+
+
+def test_translation_streams_while_the_speaker_talks() -> None:
+    """The tail is fed to MT, and text is committed before the segment ends."""
+    h = Harness()
+    for _ in range(4):
+        h.append(tone(0.5))
+        h.run()
+    assert h.text("session.output_transcript.delta"), "text before the phrase ended"
+    assert h.mt.requests and all(r.mode.value == "partial" for r in h.mt.requests), "no final yet"
+    assert not h.of("session.closed")
+
+
+def test_elapsed_ms_on_the_input_clock_in_200_ms_steps_and_audio_never_overlaps() -> None:
+    h = Harness()
+    speak_segment(h)
+    speak_segment(h)
+    stamped = [e for e in h.events if "elapsed_ms" in e]
+    assert stamped and all(e["elapsed_ms"] % 200 == 0 for e in stamped)
+    texts = [e["elapsed_ms"] for e in h.of("session.output_transcript.delta")]
+    assert texts == sorted(texts) and texts[-1] <= h.session.clock_ms
+    frames = [e["elapsed_ms"] for e in h.of("session.output_audio.delta")]
+    assert frames == sorted(frames) and len(set(frames)) == len(frames), "one frame per 200 ms slot"
+    # Two segments: the output transcript joins them with a space.
+    out = h.text("session.output_transcript.delta")
+    assert out.count("Hallo Welt") == 2 and "rot. Hallo" in out
+
+
+def test_no_source_transcript_without_transcription() -> None:
+    h = Harness(transcription=None)
+    speak_segment(h)
+    assert h.of("session.output_transcript.delta")
+    assert not h.of("session.input_transcript.delta")
+
+
+def test_language_switch_mid_speech_applies_from_the_next_segment() -> None:
+    h = Harness()
+    h.append(tone(1.0))
+    h.run()
+    (updated,) = h.send("session.update", session={"audio": {"output": {"language": "it"}}})
+    assert updated["session"]["audio"]["output"]["language"] == "it"
+    h.append(tone(1.0))
+    h.append(silence(1.0))
+    h.run()
+    assert {r.target_lang for r in h.mt.requests} == {"de"}, "the open segment stays German"
+    assert {job.request.voice for job in h.spoken} == {"espeak-de"}
+    first = len(h.mt.requests)
+    speak_segment(h)
+    assert {r.target_lang for r in h.mt.requests[first:]} == {"it"}
+    assert h.spoken[-1].request.voice == "espeak-it"
+
+
+# -- closing --------------------------------------------------------------------------------
+
+
+def test_close_flushes_the_input_says_the_rest_then_closed() -> None:
+    h = Harness()
+    h.append(tone(3.0))  # no pause: the segment is still open
+    h.run()
+    h.send("session.close")
+    assert h.session.close_code is None, "not before the rest is said"
+    h.run()
+    assert h.events[-1]["type"] == "session.closed"
+    assert h.session.close_code == CloseCode.NORMAL
+    assert h.text("session.output_transcript.delta") == "Hallo Welt, wie geht es? die große Haus ist rot."
+    spoken = " ".join(job.request.text for job in h.spoken)
+    assert spoken == h.text("session.output_transcript.delta")
+
+
+def test_close_of_a_silent_session_closes_at_once() -> None:
+    h = Harness()
+    h.append(silence(1.0))
+    (closed,) = h.send("session.close")
+    assert closed["type"] == "session.closed" and h.session.close_code == CloseCode.NORMAL
+
+
+def test_appends_after_close_are_errors() -> None:
+    h = Harness()
+    h.append(tone(1.0))
+    h.send("session.close")
+    (error,) = h.send("session.input_audio_buffer.append", event_id="late", audio=b64(tone(0.2)))
+    assert error["error"]["code"] == "session_closed" and error["error"]["event_id"] == "late"
+    (error,) = h.send("session.close")
+    assert error["error"]["code"] == "session_closed"
+
+
+# -- faults ---------------------------------------------------------------------------------
+
+
+def test_a_failed_clause_is_skipped_and_reported() -> None:
+    h = Harness()
+    speak_segment(h, seconds=1.0)
+    h.spoken.clear()
+    for _ in range(4):
+        h.append(tone(0.5))
+        h.run((ASR, MT))
+    h.append(silence(1.0))
+    h.run((ASR, MT))
+    job = h.session.next_job(TTS)
+    assert isinstance(job, SpeakJob)
+    h.session.job_failed(job, EngineFailure("tts broke"))
+    (error,) = h.drain()
+    assert error["type"] == "error" and error["error"]["type"] == "server_error"
+    assert "tts broke" not in json.dumps(error)
+    h.run()
+    assert h.spoken, "the later clauses are still said"
+
+
+def test_a_failed_draft_is_reported_and_the_session_goes_on() -> None:
+    h = Harness()
+    h.append(tone(3.0))
+    h.run((ASR,))
+    job = h.session.next_job(MT)
+    assert isinstance(job, MTJob)
+    h.session.job_failed(job, EngineFailure("boom"))
+    errors = [e for e in h.drain() if e["type"] == "error"]
+    assert len(errors) == 1 and errors[0]["error"]["type"] == "server_error"
+    h.append(silence(1.0))
+    h.run()
+    assert h.text("session.output_transcript.delta").endswith("rot.")
+
+
+@pytest.mark.parametrize(
+    ("text", "stable", "words", "tail"),
+    [
+        ("Hello world how", 8, ("Hello",), ("world", "how")),
+        ("Hello world how", 11, ("Hello", "world"), ("how",)),
+        ("Hello world how", 12, ("Hello", "world"), ("how",)),
+        ("Hello world how", 15, ("Hello", "world", "how"), ()),
+        ("Hello world", 0, (), ("Hello", "world")),
+        ("Hello world", 3, (), ("Hello", "world")),
+    ],
+)
+def test_split_transcript_commits_whole_words_only(
+    text: str, stable: int, words: tuple[str, ...], tail: tuple[str, ...]
+) -> None:
+    assert split_transcript(text, stable) == (words, tail)
