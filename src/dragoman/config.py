@@ -16,8 +16,8 @@ from pydantic_settings import (
 
 from dragoman.errors import ConfigError
 
-Service = Literal["transcription", "mt", "agent"]
-SERVICES: tuple[Service, ...] = ("transcription", "mt", "agent")
+Service = Literal["transcription", "mt", "agent", "interpreter"]
+SERVICES: tuple[Service, ...] = ("transcription", "mt", "agent", "interpreter")
 
 
 def default_cache_dir() -> Path:
@@ -171,6 +171,19 @@ class AgentSettings(BaseModel):
     enable_llm_proxy: bool = False
 
 
+class InterpreterSettings(BaseModel):
+    """The interpreter: OpenAI's Realtime translation sessions on `/v1/realtime/translations`,
+    composed of the transcription, MT and TTS engines (it loads the first two when enabled)."""
+
+    #: Translation sessions open at once; past it a session gets `session_limit_reached`.
+    max_sessions: int = Field(default=4, ge=1)
+    #: The target language of a session that names none (ISO 639-1).
+    language: str = "de"
+    #: The language spoken to the interpreter; it translates into the targets of the MT
+    #: directions from it that have calibrated heads.
+    source_language: str = "en"
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="DRAGOMAN_", env_nested_delimiter="__", extra="forbid")
 
@@ -207,6 +220,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
     tts: TTSSettings = Field(default_factory=TTSSettings)
+    interpreter: InterpreterSettings = Field(default_factory=InterpreterSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -1,5 +1,6 @@
 """The FastAPI application: `GET /health`, `GET /v1/models`, `/v1/realtime` (the voice agent,
-and transcription with `?intent=transcription`), `/v1/mt`, and the agent's `GET /v1/pool` and
+and transcription with `?intent=transcription`), `/v1/realtime/translations` (the interpreter),
+`/v1/mt`, and the agent's `GET /v1/pool` and
 `GET /v1/usage`, `GET /metrics`, `POST /v1/realtime/client_secrets`, and the demo page at `/`."""
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dragoman.transports.webrtc import mount_webrtc
 from dragoman.transports.websocket.agent import serve_agent
 from dragoman.transports.websocket.mt import mt_router
 from dragoman.transports.websocket.realtime import refuse, serve_transcription
+from dragoman.transports.websocket.translation import translation_endpoint
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -37,6 +39,7 @@ def create_app(settings: Settings) -> FastAPI:
                 "transcription": runtime.transcription is not None,
                 "mt": runtime.mt is not None,
                 "agent": runtime.agent is not None,
+                "interpreter": runtime.interpreter is not None,
             },
             "engines": runtime.engines(),
         },
@@ -47,7 +50,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.runtime = runtime
     policy = apply_policy(app, settings)
     mount_metrics(app, runtime, policy.access)
-    app.include_router(client_secrets_router(policy.client_secrets))
+    app.include_router(client_secrets_router(policy.client_secrets, settings.interpreter.language))
     mount_web(app)
 
     @app.get("/v1/models")
@@ -106,6 +109,11 @@ def create_app(settings: Settings) -> FastAPI:
             )
             return
         await serve_agent(websocket, runtime.agent)
+
+    @app.websocket("/v1/realtime/translations")
+    async def translations(websocket: WebSocket) -> None:
+        # The interpreter: OpenAI's Realtime translation session (`?model=gpt-realtime-translate`).
+        await translation_endpoint(websocket, runtime.interpreter, readiness)
 
     @app.get("/v1/pool")
     async def pool() -> JSONResponse:

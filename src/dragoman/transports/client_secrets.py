@@ -1,4 +1,5 @@
-"""Ephemeral client keys: OpenAI's `POST /v1/realtime/client_secrets`.
+"""Ephemeral client keys: OpenAI's `POST /v1/realtime/client_secrets`, and
+`POST /v1/realtime/translations/client_secrets` for translation sessions.
 
 A browser must never hold a long-lived key. A backend that holds one mints a short-lived
 key (`ek_…`) bound to a session config, and hands that to the page, which opens one
@@ -7,6 +8,10 @@ are OpenAI's (`openai.types.realtime.client_secret_create_params` / `_response`)
 
     {"expires_after": {"anchor": "created_at", "seconds": 600}, "session": {"type": "realtime", ...}}
     -> {"value": "ek_…", "expires_at": 1733000000, "session": {"id": …, "object": …, "type": …, ...}}
+
+A translation key binds `{"model": "gpt-realtime-translate", "audio": {...}}` and answers
+with OpenAI's `RealtimeTranslationSession` (`type: "translation"`); the route of
+`/v1/realtime/translations` applies it as that session's start.
 
 `seconds` is OpenAI's range, 10 to 7200 (default 600). Unlike OpenAI's keys, which open
 any number of sessions until they expire, a key here opens one session: the access guard
@@ -27,7 +32,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -37,7 +42,16 @@ from dragoman.errors import ClientError, InvalidValue
 from dragoman.protocol.json_frames import BadJSON, load_json
 from dragoman.protocol.realtime.client_parsers import AgentClientParser, ClientParser
 from dragoman.protocol.realtime.generation import Generation
+from dragoman.protocol.realtime.translation_client import (
+    MODEL_NAMES,
+    SESSION_SECONDS,
+    known_model,
+    parse_session_config,
+)
+from dragoman.protocol.realtime.translation_server import session_object
+from dragoman.sessions.mt.validation import language as primary_language
 from dragoman.sessions.speech.events import Rejected
+from dragoman.sessions.translation.config import TranslationConfig
 
 #: What every ephemeral key starts with, as OpenAI's do.
 PREFIX = "ek_"
@@ -155,27 +169,76 @@ def _error(error: ClientError, status: int = 400) -> JSONResponse:
     return JSONResponse({"error": body}, status_code=status)
 
 
-def client_secrets_router(store: ClientSecretStore) -> APIRouter:
+def translation_session(body: dict[str, Any]) -> dict[str, Any]:
+    """The request's translation session (`RealtimeTranslationSessionCreateRequest`: `model`
+    required, `audio` optional), checked as the session's own `session.update` would check it."""
+    session = body.get("session")
+    if not isinstance(session, dict):
+        raise InvalidValue("'session' is required: an object with the translation model.", param="session")
+    model = session.get("model")
+    if not isinstance(model, str) or not known_model(model):
+        raise InvalidValue(
+            f"'session.model' must be one of {', '.join(sorted(MODEL_NAMES))}.", param="session.model"
+        )
+    parse_session_config(session)
+    return {**session, "type": "translation"}
+
+
+async def _request_body(request: Request) -> dict[str, Any]:
+    """The JSON object posted, read up to MAX_BODY_BYTES; ClientError for anything else."""
+    raw = b""
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > MAX_BODY_BYTES:
+            raise InvalidValue(f"The request body is larger than {MAX_BODY_BYTES} bytes.")
+    try:
+        body = load_json(raw.decode("utf-8", "replace"), "request body") if raw.strip() else {}
+    except BadJSON as exc:
+        raise InvalidValue(str(exc)) from None
+    if not isinstance(body, dict):
+        raise InvalidValue("The request body must be a JSON object.")
+    return body
+
+
+def client_secrets_router(store: ClientSecretStore, translation_language: str = "de") -> APIRouter:
+    """`POST /v1/realtime/client_secrets` and `POST /v1/realtime/translations/client_secrets`;
+    `translation_language` is the target of a translation session that names none."""
     router = APIRouter()
 
     @router.post("/v1/realtime/client_secrets")
     async def create(request: Request) -> JSONResponse:
-        raw = b""
-        async for chunk in request.stream():
-            raw += chunk
-            if len(raw) > MAX_BODY_BYTES:
-                return _error(InvalidValue(f"The request body is larger than {MAX_BODY_BYTES} bytes."))
         try:
-            body = load_json(raw.decode("utf-8", "replace"), "request body") if raw.strip() else {}
-            if not isinstance(body, dict):
-                raise InvalidValue("The request body must be a JSON object.")
+            body = await _request_body(request)
             ttl, session = _ttl(body), bound_session(body)
-        except BadJSON as exc:
-            return _error(InvalidValue(str(exc)))
         except ClientError as exc:
             return _error(exc)
         secret = store.mint(session, ttl)
         effective = {"id": "sess_" + uuid.uuid4().hex[:20], "object": OBJECTS[session["type"]], **session}
         return JSONResponse({"value": secret.value, "expires_at": secret.expires_at, "session": effective})
+
+    @router.post("/v1/realtime/translations/client_secrets")
+    async def create_translation(request: Request) -> JSONResponse:
+        """OpenAI's `RealtimeTranslationClientSecretCreateResponse`: the key, and the session it opens."""
+        try:
+            body = await _request_body(request)
+            ttl, session = _ttl(body), translation_session(body)
+            config = TranslationConfig(translation_language).patched(parse_session_config(session))
+            config = replace(config, language=primary_language(config.language))
+        except ClientError as exc:
+            return _error(exc)
+        secret = store.mint(session, ttl)
+        effective = session_object(
+            "sess_" + uuid.uuid4().hex[:20],
+            session["model"],
+            config,
+            int(store.clock()) + SESSION_SECONDS,
+            config.transcription or "",
+        )
+        body = {
+            "value": secret.value,
+            "expires_at": secret.expires_at,
+            "session": effective.model_dump(mode="json"),
+        }
+        return JSONResponse(body)
 
     return router

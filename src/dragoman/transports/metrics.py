@@ -38,6 +38,8 @@ class RuntimeCollector(Collector):
             sessions.add_metric(["mt"], runtime.mt.sessions)
         if runtime.agent is not None:
             sessions.add_metric(["agent"], runtime.agent.pool.snapshot()["busy"])
+        if runtime.interpreter is not None:
+            sessions.add_metric(["interpreter"], runtime.interpreter.sessions)
         yield sessions
         yield GaugeMetricFamily(
             "dragoman_connections", "WebSocket connections open now.", value=self.access.connections
@@ -73,8 +75,8 @@ class RuntimeCollector(Collector):
             for size, calls in stats.batch_sizes.items():
                 batches.add_metric([str(size)], calls)
             yield batches
-        if runtime.mt is not None and runtime.mt.worker is not None:
-            waiting.add_metric(["mt"], runtime.mt.worker.waiting)
+        if runtime.translating is not None and runtime.translating.worker is not None:
+            waiting.add_metric(["mt"], runtime.translating.worker.waiting)
         agent = runtime.agent
         if agent is not None and agent.llm_worker is not None and agent.tts_worker is not None:
             waiting.add_metric(["llm"], agent.llm_worker.waiting)

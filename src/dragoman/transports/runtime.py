@@ -17,6 +17,7 @@ from dragoman.config import Settings
 from dragoman.cpu import available_cores
 from dragoman.logs import get_logger
 from dragoman.transports.agent_service import AgentService
+from dragoman.transports.interpreter_service import InterpreterService
 from dragoman.transports.services import MTService, TranscriptionService
 
 log = get_logger(__name__)
@@ -44,15 +45,23 @@ class Runtime:
     transcription: TranscriptionService | None = None
     mt: MTService | None = None
     agent: AgentService | None = None
+    interpreter: InterpreterService | None = None
     #: The ASR engine's service, loaded for transcription or as the agent's STT.
     listening: TranscriptionService | None = None
+    #: The MT engine's service, loaded for MT or for the interpreter.
+    translating: MTService | None = None
     #: The services in start order, once started.
     services: list[Service] = field(default_factory=list)
 
     @property
     def _listens(self) -> bool:
-        """Whether the ASR engine is loaded: for transcription, and as the agent's STT."""
-        return "transcription" in self.settings.services or "agent" in self.settings.services
+        """Whether the ASR engine is loaded: for transcription, as the agent's STT, for the interpreter."""
+        return bool({"transcription", "agent", "interpreter"} & set(self.settings.services))
+
+    @property
+    def _translates(self) -> bool:
+        """Whether the MT engine is loaded: for MT, and for the interpreter."""
+        return "mt" in self.settings.services or "interpreter" in self.settings.services
 
     def _budgeted(self) -> Settings:
         """The settings with each enabled engine's `threads` = its share of the cores, unless set.
@@ -65,18 +74,19 @@ class Runtime:
         one thread.
         """
         services = self.settings.services
-        enabled = [name for name, on in (("asr", self._listens), ("mt", "mt" in services)) if on]
+        enabled = [name for name, on in (("asr", self._listens), ("mt", self._translates)) if on]
         share = thread_share(len(enabled))
         updates: dict[str, Any] = {}
         if self._listens and self.settings.asr.threads == 0:
             updates["asr"] = self.settings.asr.model_copy(update={"threads": share})
-        if "mt" in services and self.settings.mt.threads == 0:
+        if self._translates and self.settings.mt.threads == 0:
             updates["mt"] = self.settings.mt.model_copy(update={"threads": share})
         if "agent" in services and self.settings.llm.threads == 0:
             alone = services == ["agent"]
             llm_threads = available_cores() if alone else max(1, available_cores() - 1)
             updates["llm"] = self.settings.llm.model_copy(update={"threads": llm_threads})
-        if "agent" in services and self.settings.tts.threads == 0:
+        speaks = "agent" in services or "interpreter" in services
+        if speaks and self.settings.tts.threads == 0:
             updates["tts"] = self.settings.tts.model_copy(update={"threads": 1})
         log.info("cpu budget", cores=available_cores(), engines=len(enabled), threads_each=share)
         return self.settings.model_copy(update=updates)
@@ -92,17 +102,32 @@ class Runtime:
             self.listening = listening
             if "transcription" in settings.services:
                 self.transcription = listening
-        if "mt" in settings.services:
+        if self._translates:
             mt = MTService.from_settings(settings.mt, settings.cache_dir)
             await mt.start()
             self.services.append(mt)
-            self.mt = mt
+            self.translating = mt
+            if "mt" in settings.services:
+                self.mt = mt
         if "agent" in settings.services:
             assert listening is not None
             agent = AgentService(settings.agent, settings.llm, settings.tts, settings.cache_dir, listening)
             await agent.start()
             self.services.append(agent)
             self.agent = agent
+        if "interpreter" in settings.services:
+            assert listening is not None and self.translating is not None
+            interpreter = InterpreterService(
+                settings.interpreter,
+                settings.tts,
+                settings.cache_dir,
+                listening,
+                self.translating,
+                self.agent,
+            )
+            await interpreter.start()
+            self.services.append(interpreter)
+            self.interpreter = interpreter
 
     def engines(self) -> list[dict[str, Any]]:
         """Each loaded engine's service, name, backend, device and compute type (for /health)."""
@@ -120,8 +145,8 @@ class Runtime:
                 }
                 | info
             )
-        if self.mt is not None and self.mt.engine is not None:
-            out.append({"service": "mt", "role": "mt"} | self.mt.engine.describe().as_dict())
+        if self.translating is not None and self.translating.engine is not None:
+            out.append({"service": "mt", "role": "mt"} | self.translating.engine.describe().as_dict())
         if self.agent is not None:
             out += self.agent.engines()
         return out
@@ -134,3 +159,4 @@ class Runtime:
             await service.close()
         self.services.clear()
         self.transcription = self.listening = self.mt = self.agent = None
+        self.interpreter = self.translating = None

@@ -1,0 +1,233 @@
+"""The interpreter end to end: OpenAI's Realtime translation session on a real `dragoman serve`,
+driven by the openai SDK's `client.realtime.translations.connect()`, every server event
+validated by the SDK's `RealtimeTranslationServerEvent`.
+
+A real English FLEURS clip (../shared/eval/speech_translation.tsv) is streamed at twice real
+time; its translation is scored against the FLORES reference (chrF: a pipeline that loses the
+speech, copies the English or translates into the wrong language fails), and spoken in
+200 ms frames. Bad input: a wrong format, an unknown language, an unknown model, audio after
+`session.close`, and a language switch while someone speaks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import csv
+import json
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import openai.types.realtime as ga_types
+import pytest
+import sacrebleu
+import websockets
+from openai import AsyncOpenAI
+from pydantic import BaseModel, TypeAdapter
+
+from tests.e2e.realtime_helpers import EVAL, b64, load_audio, wer
+from tests.e2e.server import Server
+
+pytestmark = pytest.mark.e2e
+
+RATE = 24_000
+SERVER_EVENT: TypeAdapter[Any] = TypeAdapter(ga_types.RealtimeTranslationServerEvent)
+#: chrF of the whole clip's translation against FLORES: the floor a working pipeline clears
+#: (measured 50-60 for en-de on this clip) and a broken one (no text, English, the wrong
+#: language) does not.
+CHRF_FLOOR = 35.0
+
+
+def clip(index: int) -> dict[str, str]:
+    with (EVAL / "speech_translation.tsv").open(newline="") as handle:
+        return list(csv.DictReader(handle, delimiter="\t"))[index]
+
+
+def client(server: Server, key: str = "") -> AsyncOpenAI:
+    return AsyncOpenAI(
+        base_url=server.http + "/v1",
+        websocket_base_url=server.ws + "/v1",
+        api_key=key or "none",
+        max_retries=0,
+    )
+
+
+def unknown_fields(value: Any, path: str = "") -> list[str]:
+    found: list[str] = []
+    if isinstance(value, BaseModel):
+        found += [f"{path}.{key}" for key in value.model_extra or {}]
+        for name in type(value).model_fields:
+            found += unknown_fields(getattr(value, name), f"{path}.{name}")
+    return found
+
+
+def validate(event: dict[str, Any]) -> None:
+    model = SERVER_EVENT.validate_python(event)
+    assert unknown_fields(model) == [], unknown_fields(model)
+
+
+@dataclass
+class Heard:
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["type"] == kind]
+
+    def text(self, kind: str) -> str:
+        return "".join(e["delta"] for e in self.of(kind))
+
+    def errors(self) -> list[dict[str, Any]]:
+        return [e["error"] for e in self.of("error")]
+
+
+async def read(conn: Any, heard: Heard, until: typing.Callable[[dict[str, Any]], bool], limit: float) -> None:
+    async def loop() -> None:
+        while True:
+            event = json.loads(await conn.recv_bytes())
+            validate(event)
+            heard.events.append(event)
+            if until(event):
+                return
+
+    await asyncio.wait_for(loop(), limit)
+
+
+async def stream(conn: Any, audio: np.ndarray, pace: float = 2.0) -> None:
+    """200 ms appends, as OpenAI advises, at `pace` times real time."""
+    step = RATE // 5
+    for start in range(0, len(audio), step):
+        await conn.session.input_audio_buffer.append(audio=b64(audio[start : start + step]))
+        await asyncio.sleep(0.2 / pace)
+
+
+async def test_english_speech_in_german_text_and_speech_out(server: Server) -> None:
+    row = clip(3)
+    audio = np.concatenate([load_audio(row["file"], RATE), np.zeros(RATE * 2, dtype=np.float32)])
+    heard = Heard()
+    async with client(server).realtime.translations.connect(model="gpt-realtime-translate") as conn:
+        await read(conn, heard, lambda e: e["type"] == "session.created", 30)
+        await conn.session.update(
+            session={
+                "audio": {"output": {"language": "de"}, "input": {"transcription": {"model": "whisper"}}}
+            }
+        )
+        await read(conn, heard, lambda e: e["type"] in ("session.updated", "error"), 30)
+        assert heard.events[-1]["type"] == "session.updated"
+        reader = asyncio.create_task(read(conn, heard, lambda e: e["type"] == "session.closed", 300))
+        await stream(conn, audio)
+        await conn.session.close()
+        # Audio after session.close is refused; the rest of the translation still comes.
+        await conn.session.input_audio_buffer.append(audio=b64(audio[:RATE]), event_id="late")
+        await reader
+    assert heard.events[0]["type"] == "session.created"
+    assert heard.events[-1]["type"] == "session.closed"
+    (late,) = heard.errors()
+    assert late["code"] == "session_closed" and late["event_id"] == "late"
+
+    source = heard.text("session.input_transcript.delta")
+    assert wer([row["src_text"]], [source]) < 0.35, source
+    german = heard.text("session.output_transcript.delta")
+    chrf = sacrebleu.corpus_chrf([german], [[row["deu"]]]).score
+    copied = sacrebleu.corpus_chrf([german], [[row["src_text"]]]).score
+    assert chrf >= CHRF_FLOOR and chrf > copied, (german, chrf, copied)
+
+    stamped = [e["elapsed_ms"] for e in heard.events if "elapsed_ms" in e]
+    assert stamped and all(ms % 200 == 0 for ms in stamped)
+    frames = heard.of("session.output_audio.delta")
+    assert all(e["sample_rate"] == RATE and e["channels"] == 1 and e["format"] == "pcm16" for e in frames)
+    pcm = [base64.b64decode(e["delta"]) for e in frames]
+    assert all(len(frame) == RATE // 5 * 2 for frame in pcm), "200 ms frames"
+    starts = [e["elapsed_ms"] for e in frames]
+    assert starts == sorted(starts) and len(set(starts)) == len(starts), "the audio never overlaps"
+    speech = np.frombuffer(b"".join(pcm), dtype=np.int16).astype(np.float32) / 32768
+    assert len(speech) / RATE > 1.5 and float(np.sqrt(np.mean(speech**2))) > 0.01, "the translation is spoken"
+
+
+async def test_bad_input_is_a_clear_error_and_the_session_goes_on(server: Server) -> None:
+    heard = Heard()
+    async with client(server).realtime.translations.connect(model="dragoman-interpreter") as conn:
+        await read(conn, heard, lambda e: e["type"] == "session.created", 30)
+        assert heard.events[0]["session"]["model"] == "dragoman-interpreter"
+        await conn.send_raw(
+            json.dumps(
+                {
+                    "type": "session.update",
+                    "session": {"audio": {"input": {"format": {"type": "audio/pcmu"}}}},
+                }
+            )
+        )
+        await read(conn, heard, lambda e: e["type"] == "error", 30)
+        assert heard.errors()[-1]["param"] == "session.audio.input.format"
+        await conn.session.update(session={"audio": {"output": {"language": "fr"}}})
+        await read(conn, heard, lambda e: e["type"] == "error", 30)
+        unsupported = heard.errors()[-1]
+        assert unsupported["code"] == "unsupported_language"
+        assert all(lang in unsupported["message"] for lang in ("de", "it", "zh")), unsupported["message"]
+        await conn.session.input_audio_buffer.append(audio="%%% not base64")
+        await read(conn, heard, lambda e: e["type"] == "error", 30)
+        assert heard.errors()[-1]["type"] == "invalid_request_error"
+        # Still the same session, still German, and it closes cleanly.
+        await conn.session.close()
+        await read(conn, heard, lambda e: e["type"] == "session.closed", 30)
+    assert len(heard.errors()) == 3
+
+
+async def test_an_unknown_model_is_refused(server: Server) -> None:
+    async with client(server).realtime.translations.connect(model="gpt-4o-realtime-preview") as conn:
+        event = json.loads(await asyncio.wait_for(conn.recv_bytes(), 30))
+        validate(event)
+        assert event["type"] == "error" and event["error"]["code"] == "model_not_found"
+        with pytest.raises(websockets.ConnectionClosed) as closed:
+            await asyncio.wait_for(conn.recv_bytes(), 30)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+
+
+async def test_a_language_switch_mid_speech_applies_from_the_next_segment(server: Server) -> None:
+    first, second = clip(0), clip(3)
+    a, b = load_audio(first["file"], RATE), load_audio(second["file"], RATE)
+    pause = np.zeros(int(RATE * 1.5), dtype=np.float32)
+    heard = Heard()
+    async with client(server).realtime.translations.connect(model="gpt-realtime-translate") as conn:
+        await read(conn, heard, lambda e: e["type"] == "session.created", 30)
+        reader = asyncio.create_task(read(conn, heard, lambda e: e["type"] == "session.closed", 400))
+        half = len(a) // 2
+        await stream(conn, a[:half])
+        await conn.session.update(session={"audio": {"output": {"language": "it"}}})  # mid-sentence
+        await stream(conn, np.concatenate([a[half:], pause, b, pause]))
+        await conn.session.close()
+        await reader
+    assert not heard.errors(), heard.errors()
+    (updated,) = heard.of("session.updated")
+    assert updated["session"]["audio"]["output"]["language"] == "it"
+    text = heard.text("session.output_transcript.delta")
+    # The sentence under way stays German; the next is Italian.
+    german_first = sacrebleu.corpus_chrf([text], [[first["deu"] + " " + second["ita"]]]).score
+    italian_first = sacrebleu.corpus_chrf([text], [[first["ita"] + " " + second["ita"]]]).score
+    assert german_first > italian_first and german_first >= CHRF_FLOOR - 5, (
+        text,
+        german_first,
+        italian_first,
+    )
+
+
+async def test_an_ephemeral_key_opens_one_translation_session_with_its_config(server: Server) -> None:
+    secret = await client(server).realtime.translations.client_secrets.create(
+        session={"model": "gpt-realtime-translate", "audio": {"output": {"language": "zh"}}},
+        expires_after={"anchor": "created_at", "seconds": 600},
+    )
+    assert secret.value.startswith("ek_")
+    assert secret.session.type == "translation" and secret.session.audio.output is not None
+    assert secret.session.audio.output.language == "zh"
+    heard = Heard()
+    async with client(server, secret.value).realtime.translations.connect(
+        model="gpt-realtime-translate"
+    ) as conn:
+        await read(conn, heard, lambda e: e["type"] == "session.created", 30)
+    (created,) = heard.events
+    assert created["session"]["audio"]["output"]["language"] == "zh"
+    with pytest.raises(websockets.InvalidStatus) as refused:
+        async with client(server, secret.value).realtime.translations.connect(model="gpt-realtime-translate"):
+            pass
+    assert refused.value.response.status_code == 401, "a key opens one session"
