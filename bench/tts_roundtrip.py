@@ -1,15 +1,18 @@
-"""TTS round trip: speak English sentences with each voice, transcribe them back: `python -m bench.tts_roundtrip`.
+"""TTS round trip: speak FLORES sentences with each voice, transcribe them back: `python -m bench.tts_roundtrip`.
 
-    --voices hibari,joe,espeak-en     catalog voice names (default: the three English voices)
-    --sentences 20                    FLORES-200 devtest English sentences (../shared/eval)
+    --voices hibari,joe,espeak-en     catalog voice names (default: the three English voices);
+                                      e.g. kokoro-it-sara,espeak-it,kokoro-zh-xiaobei,espeak-zh
+    --sentences 20                    FLORES-200 devtest sentences per language (../shared/eval)
     --max-chars 200                   skip longer sentences (Whisper's window is 30 s)
     --asr-model whisper-base          the project's STT that scores the speech
 
-Each sentence goes through the shared `Speaker` (the server's path, resampled to 16 kHz
-PCM16), then one Whisper call with the language fixed to en; WER over normalised text
-(bench/textnorm.py). RTF is synthesis time over audio time; time to first chunk is from
-the call to the first PCM bytes. Backends use one onnxruntime thread each, the TTS
-settings' default outside the server. Progress to stderr, the table to stdout.
+Each voice speaks the FLORES sentences of its own language (en, de, it or zh: the same
+sentences in each), through the shared `Speaker` (the server's path, resampled to 16 kHz
+PCM16); one Whisper call with the language fixed to the voice's transcribes them back. The
+score is WER over normalised text (bench/textnorm.py), CER for Chinese, which has no
+spaces. RTF is synthesis time over audio time; time to first chunk is from the call to the
+first PCM bytes. Backends use one onnxruntime thread each, the TTS settings' default outside
+the server. Progress to stderr, the table to stdout.
 """
 
 from __future__ import annotations
@@ -39,24 +42,35 @@ from dragoman.logs import configure as configure_logs
 
 RATE = 16_000
 FLORES = EVAL / "mt" / "flores200_devtest_first100_en-de-it-zh.tsv"
+#: ISO 639-1 -> the FLORES column of that language.
+COLUMNS = {"en": "eng_Latn", "de": "deu_Latn", "it": "ita_Latn", "zh": "zho_Hans"}
+#: Whisper writes Mandarin in traditional or simplified characters at random; a simplified
+#: prompt keeps it to the references' script, so the CER scores the voice, not the script.
+PROMPTS = {"zh": "以下是普通话的句子。"}
 
 
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def english_sentences(n: int, max_chars: int) -> list[str]:
+def flores_sentences(language: str, n: int, max_chars: int) -> list[str]:
+    """The first `n` FLORES devtest sentences in `language` among the lines that are at most
+    `max_chars` characters long in every language, so that each language speaks the same lines."""
+    if language not in COLUMNS:
+        raise SystemExit(f"no FLORES sentences in {language!r}; languages: {', '.join(COLUMNS)}")
     with FLORES.open(encoding="utf-8", newline="") as handle:
-        rows = csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
-        texts = [row["eng_Latn"].strip() for row in rows]
-    return [t for t in texts if len(t) <= max_chars][:n]
+        rows = list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+    short = [row for row in rows if all(len(row[c].strip()) <= max_chars for c in COLUMNS.values())]
+    return [row[COLUMNS[language]].strip() for row in short[:n]]
 
 
 @dataclass
 class VoiceRun:
     voice: str
     backend: str
+    language: str
     load_seconds: float
+    sentences: list[str]
     hypotheses: list[str] = field(default_factory=list)
     synth_seconds: list[float] = field(default_factory=list)
     audio_seconds: list[float] = field(default_factory=list)
@@ -79,35 +93,45 @@ def speak(speaker: Speaker, voice: str, text: str) -> tuple[bytes, float, float]
     return b"".join(chunks), first[0] if first else float("nan"), total
 
 
-def transcribe(asr: ASREngine, pcm16: bytes) -> str:
+def transcribe(asr: ASREngine, pcm16: bytes, language: str) -> str:
     audio = (np.frombuffer(pcm16, dtype="<i2") / np.float32(32768)).astype(np.float32)
-    (result,) = asr.transcribe_batch([StepRequest(audio, language="en")])
+    (result,) = asr.transcribe_batch([StepRequest(audio, language=language, prompt=PROMPTS.get(language))])
     if not isinstance(result, StepResult):
         raise result
     return result.text
 
 
-def run_voice(speaker: Speaker, asr: ASREngine, voice: str, sentences: Sequence[str]) -> VoiceRun:
-    backend = speaker.catalog.voice_for(voice).backend
+def run_voice(speaker: Speaker, asr: ASREngine, voice: str, n: int, max_chars: int) -> VoiceRun:
+    entry = speaker.catalog.voice_for(voice)
+    sentences = flores_sentences(entry.language, n, max_chars)
     began = time.perf_counter()
-    speaker.engine(backend)  # load and warm outside the timings
-    run = VoiceRun(voice, backend, time.perf_counter() - began)
+    speaker.engine(entry.backend)  # load and warm outside the timings
+    run = VoiceRun(voice, entry.backend, entry.language, time.perf_counter() - began, sentences)
     for text in sentences:
         pcm, first, total = speak(speaker, voice, text)
         run.first_chunk.append(first)
         run.synth_seconds.append(total)
         run.audio_seconds.append(len(pcm) / 2 / RATE)
-        run.hypotheses.append(transcribe(asr, pcm))
+        run.hypotheses.append(transcribe(asr, pcm, entry.language))
     log(f"{voice}: {sum(run.audio_seconds):.0f} s of speech in {sum(run.synth_seconds):.1f} s")
     return run
 
 
-def report(runs: list[VoiceRun], sentences: list[str], asr_model: str) -> None:
-    print("## TTS round trip (English)\n")
+def error_rate(run: VoiceRun) -> str:
+    """WER, or CER for Chinese, in per cent with its name."""
+    metric = "CER" if run.language in ("zh", "ja") else "WER"
+    return f"{metric} {100 * wer(run.sentences, run.hypotheses, run.language):.1f} %"
+
+
+def report(runs: list[VoiceRun], asr_model: str) -> None:
+    languages = sorted({run.language for run in runs})
+    print(f"## TTS round trip ({', '.join(languages)})\n")
     load = os.getloadavg()
+    longest = max(len(s) for run in runs for s in run.sentences)
     print(
-        f"{len(sentences)} FLORES-200 devtest English sentences (≤ {max(map(len, sentences))} characters), "
-        f"each spoken through the `Speaker` at 16 kHz and transcribed by {asr_model} (int8, language en). "
+        f"{len(runs[0].sentences)} FLORES-200 devtest sentences per language (the same sentences in each, "
+        f"≤ {longest} characters), each spoken through the `Speaker` at 16 kHz and transcribed by "
+        f"{asr_model} (int8, the voice's language fixed). "
         f"{cpu_info().describe()}; load average at start {load[0]:.2f}; Python {platform.python_version()}; "
         f"{time.strftime('%Y-%m-%d %H:%M')}.\n"
     )
@@ -118,11 +142,12 @@ def report(runs: list[VoiceRun], sentences: list[str], asr_model: str) -> None:
             [
                 run.voice,
                 run.backend,
-                f"{100 * wer(sentences, run.hypotheses):.1f} %",
+                run.language,
+                error_rate(run),
                 sum(run.synth_seconds) / audio if audio else float("nan"),
                 1000 * percentile(run.first_chunk, 50),
                 1000 * percentile(run.first_chunk, 95),
-                audio / len(sentences),
+                audio / len(run.sentences),
                 run.load_seconds,
             ]
         )
@@ -131,7 +156,8 @@ def report(runs: list[VoiceRun], sentences: list[str], asr_model: str) -> None:
             [
                 "voice",
                 "backend",
-                "round-trip WER",
+                "language",
+                "round trip",
                 "RTF",
                 "first chunk p50 ms",
                 "first chunk p95 ms",
@@ -144,7 +170,10 @@ def report(runs: list[VoiceRun], sentences: list[str], asr_model: str) -> None:
     print("\n<details><summary>worst sentences per voice</summary>\n")
     for run in runs:
         scored = sorted(
-            ((wer([ref], [hyp]), ref, hyp) for ref, hyp in zip(sentences, run.hypotheses, strict=True)),
+            (
+                (wer([ref], [hyp], run.language), ref, hyp)
+                for ref, hyp in zip(run.sentences, run.hypotheses, strict=True)
+            ),
             reverse=True,
         )[:3]
         for score, ref, hyp in scored:
@@ -161,13 +190,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     configure_logs(level="warning")
     settings = load_settings()
-    sentences = english_sentences(args.sentences, args.max_chars)
-    log(f"{len(sentences)} sentences; loading {args.asr_model}")
+    log(f"{args.sentences} sentences per voice; loading {args.asr_model}")
     asr = create_asr_engine(ASRSettings(model=args.asr_model), settings.cache_dir)
     asr.warm_up()
     speaker = Speaker(TTSSettings(), settings.cache_dir)
-    runs = [run_voice(speaker, asr, voice, sentences) for voice in args.voices.split(",")]
-    report(runs, sentences, args.asr_model)
+    runs = [
+        run_voice(speaker, asr, voice, args.sentences, args.max_chars) for voice in args.voices.split(",")
+    ]
+    report(runs, args.asr_model)
     speaker.close()
     asr.close()
     return 0

@@ -144,7 +144,7 @@ class TTSSettings(BaseModel):
     #: The voice of a session that names none: a name of dragoman.engines.tts.voices.
     voice: str = "hibari"
     #: TTS backends to load (see dragoman.engines.registry); the others' voices are unknown.
-    backends: list[str] = Field(default_factory=lambda: ["hibari", "piper", "espeak-ng"])
+    backends: list[str] = Field(default_factory=lambda: ["hibari", "piper", "kokoro", "espeak-ng"])
     #: onnxruntime threads per backend (0: the server gives each engine an equal share of the cores).
     threads: int = Field(default=0, ge=0)
 

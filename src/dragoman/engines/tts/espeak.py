@@ -10,7 +10,8 @@ only or run the `espeak-ng` program), so the C API is called here with ctypes, i
 synchronous mode: `espeak_Synth` blocks and hands the audio to a callback in
 `_BUFFER_MS` buffers, each emitted as it comes; the callback returns 1 to abort when the
 request is cancelled. libespeak-ng keeps one global state (voice, rate, callback) and is
-not thread-safe, so one process-wide lock serialises every call into it.
+not thread-safe, so one process-wide lock serialises every call into it, its phonemiser's
+too (`ipa`, the Italian front end of the Kokoro voices).
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ _POS_CHARACTER = 1
 _CHARS_UTF8 = 1
 _PARAM_RATE = 1
 _EE_OK = 0
+#: espeak_TextToPhonemes: IPA (bit 1), with multi-letter phonemes joined by the tie in bits 8-23 (bit 7).
+_TIE = "^"
+_PHONEMES_IPA_TIED = 0x02 | 0x80 | (ord(_TIE) << 8)
 
 #: Audio handed to the callback per call: the streaming granularity.
 _BUFFER_MS = 200
@@ -110,6 +114,8 @@ class _Library:
         lib.espeak_SetParameter.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int)
         lib.espeak_ListVoices.argtypes = (ctypes.c_void_p,)
         lib.espeak_ListVoices.restype = ctypes.POINTER(ctypes.POINTER(_Voice))
+        lib.espeak_TextToPhonemes.argtypes = (ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_int)
+        lib.espeak_TextToPhonemes.restype = ctypes.c_char_p
         lib.espeak_Synth.argtypes = (
             ctypes.c_char_p,
             ctypes.c_size_t,
@@ -154,10 +160,26 @@ class _Library:
         samples = np.ctypeslib.as_array(wav, shape=(count,)).astype(np.float32) / 32768.0
         return 0 if sink(samples) else 1
 
-    def synthesize(self, voice: str, text: str, wpm: int, sink: Callable[[FloatAudio], bool]) -> None:
-        """Speak `text`, handing each buffer to `sink`; a sink that returns False aborts."""
+    def ipa(self, voice: str, text: str) -> str:
+        """The IPA of `text`, its clauses joined by spaces (the library drops their punctuation)."""
+        self._select(voice)
+        buffer = ctypes.create_string_buffer(text.encode("utf-8"))
+        # The library advances the pointer clause by clause and sets it to NULL at the end.
+        pointer = ctypes.c_void_p(ctypes.addressof(buffer))
+        clauses = []
+        while pointer.value:
+            out = self._lib.espeak_TextToPhonemes(ctypes.byref(pointer), _CHARS_UTF8, _PHONEMES_IPA_TIED)
+            if out:
+                clauses.append(out.decode("utf-8", "replace").strip())
+        return " ".join(c for c in clauses if c)
+
+    def _select(self, voice: str) -> None:
         if self._lib.espeak_SetVoiceByName(voice.encode()) != _EE_OK:
             raise EngineFailure(f"espeak-ng could not select its voice {voice!r}")
+
+    def synthesize(self, voice: str, text: str, wpm: int, sink: Callable[[FloatAudio], bool]) -> None:
+        """Speak `text`, handing each buffer to `sink`; a sink that returns False aborts."""
+        self._select(voice)
         self._lib.espeak_SetParameter(_PARAM_RATE, wpm, 0)
         data = text.encode("utf-8")
         self._sink = sink
@@ -180,6 +202,14 @@ def _shared_library() -> _Library:
         if _library is None:
             _library = _Library()
         return _library
+
+
+def ipa(text: str, voice: str) -> str:
+    """espeak-ng's IPA for `text` in `voice` ("it"), with stress marks and multi-letter phonemes
+    tied by "^" ("d^ʒ"); clauses are joined by spaces, their punctuation is not kept."""
+    library = _shared_library()
+    with _LOCK:
+        return library.ipa(voice, text)
 
 
 class EspeakEngine:

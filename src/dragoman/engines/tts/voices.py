@@ -1,17 +1,19 @@
 """The voice catalog: the names clients use -> (backend, the backend's voice, language).
 
 Three kinds of names:
-- the local voices: "hibari" (US English, female), "joe" (US English, male) and
-  "espeak-<language>" for each espeak-ng language offered here ("espeak-de", "espeak-zh");
+- the local voices: "hibari" (US English, female), "joe" (US English, male), Kokoro's
+  "kokoro-it-<name>" (Italian) and "kokoro-zh-<name>" (Mandarin), and "espeak-<language>"
+  for each espeak-ng language offered here ("espeak-de", "espeak-zh");
 - OpenAI's voice names ("alloy", "cedar", ...), so a client written for OpenAI still
   gets speech: each is mapped to a local English voice, the brighter ones to hibari and
   the deeper ones to joe;
 - nothing at all: the configured default voice (`TTSSettings.voice`).
 
-A request for a language the chosen voice does not speak gets a voice that does: a
-neural one where one is loaded (only English today), else espeak-ng's, which is the only
-voice for German, Italian and Chinese. The catalog needs no model: which backends are
-loaded is the settings' business, and their voices are simply absent when they are not.
+A request for a language the chosen voice does not speak gets the best loaded voice of that
+language: the one that transcribed back best through Whisper (`BEST_VOICES`, measured by
+bench/tts_roundtrip.py), else a neural one, else espeak-ng's, the only voice for German.
+The catalog needs no model: which backends are loaded is the settings' business, and their
+voices are simply absent when they are not.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dragoman.errors import ConfigError, InvalidValue
+from dragoman.weights.registry import KOKORO_VOICES
 
 #: The field of the Realtime session a voice name comes from.
 VOICE_PARAM = "session.audio.output.voice"
@@ -27,8 +30,9 @@ LANGUAGE_PARAM = "language"
 
 HIBARI = "hibari"
 PIPER = "piper"
+KOKORO = "kokoro"
 ESPEAK = "espeak-ng"
-BACKENDS: tuple[str, ...] = (HIBARI, PIPER, ESPEAK)
+BACKENDS: tuple[str, ...] = (HIBARI, PIPER, KOKORO, ESPEAK)
 
 #: The voice a session gets when it names none: hibari, which transcribed back with a
 #: lower WER than joe at a tenth of its compute (bench/tts_roundtrip.py).
@@ -61,6 +65,24 @@ ESPEAK_VOICES: dict[str, str] = {
     "ar": "ar",
     "he": "he",
     "vi": "vi",
+}
+
+#: Kokoro's voice prefixes -> ISO 639-1 ("if_sara" is Italian, "zm_yunxi" Mandarin).
+_KOKORO_LANGUAGES = {"i": "it", "z": "zh"}
+
+#: "kokoro-it-sara" -> "if_sara": the language and the voice's own name, as clients would say them.
+KOKORO_NAMES: dict[str, str] = {
+    f"kokoro-{_KOKORO_LANGUAGES[voice[0]]}-{voice.split('_', 1)[1]}": voice for voice in KOKORO_VOICES
+}
+
+#: Each language's voices, best first, by the round trip through Whisper base
+#: (bench/tts_roundtrip.py, bench/RESULTS.md): the voice a session gets for a language it
+#: names without a voice of that language. A language not here gets its neural voice, else espeak-ng's.
+BEST_VOICES: dict[str, tuple[str, ...]] = {
+    "en": ("hibari", "joe", "espeak-en"),
+    "de": ("espeak-de",),
+    "it": ("espeak-it", "kokoro-it-sara", "kokoro-it-nicola"),
+    "zh": ("espeak-zh", "kokoro-zh-xiaobei"),
 }
 
 #: OpenAI's voices -> the local voice that serves each.
@@ -100,6 +122,7 @@ class Voice:
 LOCAL_VOICES: tuple[Voice, ...] = (
     Voice("hibari", HIBARI, "heart", "en"),
     Voice("joe", PIPER, "en_US-joe-medium", "en"),
+    *(Voice(name, KOKORO, voice, _KOKORO_LANGUAGES[voice[0]]) for name, voice in KOKORO_NAMES.items()),
     *(Voice(f"espeak-{code}", ESPEAK, voice, code) for code, voice in ESPEAK_VOICES.items()),
 )
 
@@ -158,34 +181,65 @@ class VoiceCatalog:
             voice = self._voices.get(name) or self._aliases.get(name)
             if voice is None:
                 raise InvalidValue(
-                    f"unknown voice {name[:40]!r}; known voices: {', '.join(self.names)}", param=VOICE_PARAM
+                    f"unknown voice {name[:40]!r}; known voices: {self._listing()}", param=VOICE_PARAM
                 )
         else:
             voice = self.default
         wanted = normalize_language(language)
         if wanted is None or wanted == voice.language:
             return voice
-        return self._voice_speaking(wanted, language or "")
+        return self.for_language(language or "")
 
-    def _voice_speaking(self, language: str, asked: str) -> Voice:
-        # The default if it speaks it, then any neural voice, then espeak-ng's.
-        candidates = [self.default, *self._voices.values()]
-        speaking = [v for v in candidates if v.language == language]
-        speaking.sort(key=lambda v: not v.neural)  # stable: the default stays first among equals
+    def for_language(self, language: str) -> Voice:
+        """The best loaded voice for `language` ("it", "zh-CN", "cmn"): the default when it speaks
+        it, else the first loaded of `BEST_VOICES`, else a neural voice, else espeak-ng's.
+
+        Raises InvalidValue, listing the languages there are voices for, when none speaks it.
+        """
+        wanted = normalize_language(language)
+        if wanted is not None and self.default.language == wanted:
+            return self.default
+        for name in BEST_VOICES.get(wanted or "", ()):
+            if name in self._voices:
+                return self._voices[name]
+        speaking = [v for v in self._voices.values() if v.language == wanted]
+        speaking.sort(key=lambda v: not v.neural)  # stable: catalog order among equals
         if not speaking:
-            known = sorted({v.language for v in self._voices.values()})
             raise InvalidValue(
-                f"no voice here speaks {asked[:20]!r}; languages: {', '.join(known)}", param=LANGUAGE_PARAM
+                f"no voice here speaks {language[:20]!r}; languages: {', '.join(self.languages)}",
+                param=LANGUAGE_PARAM,
             )
         return speaking[0]
+
+    def _listing(self) -> str:
+        """Every name, espeak-ng's as one entry per language, short enough for an error message."""
+        own = [v.name for v in self._voices.values() if v.backend != ESPEAK]
+        espeak = [v.language for v in self._voices.values() if v.backend == ESPEAK]
+        if espeak:
+            own.append(f"espeak-<language> ({', '.join(espeak)})")
+        return ", ".join([*own, *self._aliases])
+
+    @property
+    def languages(self) -> tuple[str, ...]:
+        """The ISO 639-1 codes some loaded voice speaks, sorted."""
+        return tuple(sorted({v.language for v in self._voices.values()}))
 
 
 _DEFAULT_CATALOG: VoiceCatalog | None = None
 
 
-def voice_for(name: str | None, language: str | None = None) -> Voice:
-    """`VoiceCatalog().voice_for`: every backend loaded, the default voice."""
+def _default_catalog() -> VoiceCatalog:
     global _DEFAULT_CATALOG
     if _DEFAULT_CATALOG is None:
         _DEFAULT_CATALOG = VoiceCatalog()
-    return _DEFAULT_CATALOG.voice_for(name, language)
+    return _DEFAULT_CATALOG
+
+
+def voice_for(name: str | None, language: str | None = None) -> Voice:
+    """`VoiceCatalog().voice_for`: every backend loaded, the default voice."""
+    return _default_catalog().voice_for(name, language)
+
+
+def voice_for_language(language: str) -> Voice:
+    """`VoiceCatalog().for_language`: the best voice for `language` with every backend loaded."""
+    return _default_catalog().for_language(language)
