@@ -73,7 +73,7 @@ def test_ga_transcription_update_from_the_sdk() -> None:
     event = parser.parse(sent.last())
     vad = ServerVADConfig(VAD["threshold"], VAD["prefix_padding_ms"], VAD["silence_duration_ms"])  # type: ignore[arg-type]
     assert event == transcription.UpdateSession(
-        {**TRANSCRIPTION, "input_rate": 24000, "turn_detection": vad}, "evt_1"
+        {**TRANSCRIPTION, "input_rate": 24000, "turn_detection": vad, "partials": False}, "evt_1"
     )
     assert parser.generation is GA
 
@@ -96,6 +96,7 @@ def test_beta_transcription_update_from_the_sdk() -> None:
         **TRANSCRIPTION,
         "input_rate": 16_000,
         "turn_detection": ServerVADConfig(0.3, 200, 700),
+        "partials": False,  # `include` names no mstar.transcription.partial
     }
     assert parser.generation is BETA
 
@@ -190,9 +191,11 @@ def test_ga_agent_update_from_the_sdk() -> None:
         "instructions": "Be brief.",
         "output_modalities": ("text",),
         "input_rate": 24000,
+        "input_codec": "pcm16",
         "input_transcription": InputTranscription(**TRANSCRIPTION),
         "turn_detection": TurnDetection(ServerVADConfig(0.3, 200, 700), create_response=False),
         "output_rate": 24000,
+        "output_codec": "pcm16",
         "voice": "marin",
         "speed": 1.25,
         "tools": (WEATHER_TOOL,),
@@ -232,6 +235,8 @@ def test_beta_agent_update_from_the_sdk() -> None:
         # Beta's pcm16 is 24 kHz: "16-bit PCM at a 24kHz sample rate".
         "input_rate": 24000,
         "output_rate": 24000,
+        "input_codec": "pcm16",
+        "output_codec": "pcm16",
         "input_transcription": InputTranscription("whisper-1"),
         "turn_detection": None,
     }
@@ -329,7 +334,8 @@ def test_ga_response_create_from_the_sdk() -> None:
             "tools": (WEATHER_TOOL,),
             "max_output_tokens": 64,
             "voice": "cedar",
-        }
+        },
+        metadata={"turn": "3"},
     )
 
 
@@ -505,7 +511,13 @@ MALFORMED: list[tuple[str, Generation, Any, str, str | None]] = [
     ),
     (A, GA, _ga(audio={"output": {"speed": 3}}), "invalid_value", "session.audio.output.speed"),
     (A, GA, _ga(audio={"output": {"speed": True}}), "invalid_value", "session.audio.output.speed"),
-    (A, GA, _ga(audio={"output": {"format": "g711_alaw"}}), "invalid_value", "session.audio.output.format"),
+    (
+        A,
+        GA,
+        _ga(audio={"output": {"format": {"type": "audio/opus"}}}),
+        "invalid_value",
+        "session.audio.output.format",
+    ),
     (
         A,
         GA,
@@ -553,7 +565,7 @@ MALFORMED: list[tuple[str, Generation, Any, str, str | None]] = [
     (
         A,
         BETA,
-        {"type": "session.update", "session": {"input_audio_format": "g711_ulaw"}},
+        {"type": "session.update", "session": {"input_audio_format": "opus"}},
         "invalid_value",
         "session.input_audio_format",
     ),
@@ -567,10 +579,10 @@ MALFORMED: list[tuple[str, Generation, Any, str, str | None]] = [
     # Items.
     (A, GA, {"type": "conversation.item.create"}, "invalid_value", "item"),
     (A, GA, {"type": "conversation.item.create", "item": "hi"}, "invalid_value", "item"),
-    (A, GA, _item(type="function_call", name="f", arguments="{}"), "invalid_value", "item.type"),
+    (A, GA, _item(type="mcp_call", name="f", arguments="{}"), "invalid_value", "item.type"),
     (A, GA, _user({"type": "input_text", "text": "hi"}, role="tool"), "invalid_value", "item.role"),
     (A, GA, _user(), "invalid_value", "item.content"),
-    (A, GA, _user({"type": "input_audio", "audio": "AAAA"}), "invalid_value", "item.content[0].type"),
+    (A, GA, _user({"type": "input_image", "image_url": "data:,"}), "invalid_value", "item.content[0].type"),
     (A, GA, _user({"type": "output_text", "text": "hi"}), "invalid_value", "item.content[0].type"),
     (
         A,
@@ -630,7 +642,7 @@ MALFORMED: list[tuple[str, Generation, Any, str, str | None]] = [
     (
         A,
         GA,
-        {"type": "response.create", "response": {"conversation": "none"}},
+        {"type": "response.create", "response": {"conversation": "conv_other"}},
         "invalid_value",
         "response.conversation",
     ),

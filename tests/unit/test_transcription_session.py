@@ -50,8 +50,10 @@ def make_session(
     max_item_seconds: float = 300.0,
     vad: bool = True,
     turn_model: Any = None,
+    partials: bool = True,
     **settings: Any,
 ) -> WireSession:
+    """A session behind the wire; `partials` as if the client asked for them (most tests read them)."""
     profile = EngineProfile(
         name="fake-asr",
         capabilities=ASRCapabilities(30.0, frozenset({"en"}), PrefixMode.DECODER_PROMPT),
@@ -60,7 +62,9 @@ def make_session(
     )
     config = SessionConfig.defaults(TranscriptionSettings(**settings), default_input_rate(generation))
     factory = (lambda: turn_model) if turn_model is not None else None
-    session = TranscriptionSession("sess_test", profile, config, EnergyVAD if vad else None, factory)
+    session = TranscriptionSession(
+        "sess_test", profile, config, EnergyVAD if vad else None, factory, partials=partials
+    )
     return WireSession(session, generation)
 
 
@@ -98,7 +102,7 @@ def run_step(session: WireSession, text: str) -> tuple[StepJob, list[dict[str, A
 
 
 def test_beta_session_created_shape() -> None:
-    session = make_session()
+    session = make_session(partials=False)
     (event,) = session.events_to_send()
     assert event["type"] == "transcription_session.created"
     body = event["session"]
@@ -109,7 +113,36 @@ def test_beta_session_created_shape() -> None:
         "unfixed_chunks": 2,
         "unfixed_tokens": 5,
         "max_item_seconds": 30.0,
+        "partials": False,
     }
+
+
+@pytest.mark.parametrize(
+    "ask",
+    [
+        {"type": "transcription", "include": ["mstar.transcription.partial"]},
+        {"type": "transcription", "mstar": {"partials": True}},
+    ],
+)
+def test_partials_go_out_only_when_the_client_asks(ask: dict[str, Any]) -> None:
+    """A strict client (pipecat's parser) refuses an event type OpenAI does not send."""
+    session = make_session(Generation.GA, vad=False, partials=False)
+    session.events_to_send()
+    send(session, "input_audio_buffer.append", audio=b64(tone(2.5, 24_000)))
+    assert "mstar.transcription.partial" not in types(drain_steps(session, "one two three"))
+    (updated,) = send(session, "session.update", session=ask)
+    assert updated["session"]["mstar"]["partials"] is True
+    send(session, "input_audio_buffer.append", audio=b64(tone(2.5, 24_000)))
+    assert "mstar.transcription.partial" in types(drain_steps(session, "one two three four"))
+
+
+def drain_steps(session: WireSession, text: str) -> list[dict[str, Any]]:
+    """Run every step the session has now, each heard as `text`."""
+    events: list[dict[str, Any]] = []
+    while (job := session.session.next_job()) is not None:
+        session.session.job_done(job, StepResult(text=text, language="en"))
+        events += session.events_to_send()
+    return events
 
 
 def test_ga_session_defaults_to_24khz() -> None:

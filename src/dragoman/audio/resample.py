@@ -91,3 +91,10 @@ def _mono_float32(audio: NDArray[np.floating]) -> NDArray[np.float32]:
     if chunk.ndim != 1:
         raise ValueError(f"expected mono audio as a 1-D array, got shape {chunk.shape}")
     return chunk
+
+
+def to_model_rate(pieces: list[NDArray[np.floating]], in_rate: int) -> NDArray[np.float32]:
+    """Audio that came whole (in pieces, one stream), at the models' 16 kHz."""
+    resampler = StreamResampler(in_rate)
+    out = [resampler.process(piece) for piece in pieces]
+    return np.concatenate([*out, resampler.drain()]) if out else _EMPTY.copy()

@@ -306,13 +306,13 @@ def _ga_session(config: AgentConfig, engine_name: str) -> dict[str, Any]:
         "instructions": config.instructions,
         "audio": {
             "input": {
-                "format": format_for(Generation.GA, config.input_rate),
+                "format": format_for(Generation.GA, config.input_rate, codec=config.input_codec),
                 "transcription": _transcription(config),
                 "turn_detection": _turn_detection(config.turn_detection),
                 "noise_reduction": None,
             },
             "output": {
-                "format": format_for(Generation.GA, config.output_rate),
+                "format": format_for(Generation.GA, config.output_rate, codec=config.output_codec),
                 "voice": config.voice,
                 "speed": config.speed,
             },
@@ -330,8 +330,12 @@ def _beta_session(config: AgentConfig) -> dict[str, Any]:
         "instructions": config.instructions,
         "voice": config.voice,
         "speed": config.speed,
-        "input_audio_format": format_for(Generation.BETA, config.input_rate, AGENT_PCM16_RATE),
-        "output_audio_format": format_for(Generation.BETA, config.output_rate, AGENT_PCM16_RATE),
+        "input_audio_format": format_for(
+            Generation.BETA, config.input_rate, AGENT_PCM16_RATE, config.input_codec
+        ),
+        "output_audio_format": format_for(
+            Generation.BETA, config.output_rate, AGENT_PCM16_RATE, config.output_codec
+        ),
         "input_audio_transcription": _transcription(config),
         "turn_detection": _turn_detection(config.turn_detection),
         "tools": _tools(config),

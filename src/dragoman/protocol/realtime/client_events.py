@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, model_validator
 
+from dragoman.errors import InvalidValue
 from dragoman.protocol.realtime.fields import (
     CUSTOM,
     MAX_EVENT_ID_CHARS,
@@ -25,7 +26,14 @@ from dragoman.protocol.realtime.fields import (
     Id,
     fault,
 )
-from dragoman.protocol.realtime.session_fields import Instructions, MaxTokens, Modalities, Voice, present
+from dragoman.protocol.realtime.session_fields import (
+    FunctionName,
+    Instructions,
+    MaxTokens,
+    Modalities,
+    Voice,
+    present,
+)
 from dragoman.protocol.realtime.session_models import (
     AgentSession,
     BetaAgentSession,
@@ -43,6 +51,14 @@ MAX_TEXT_CHARS = 32_000
 MAX_CONTENT_PARTS = 16
 
 Text = Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
+#: Items a response's own context may hold.
+MAX_INPUT_ITEMS = 256
+#: OpenAI's metadata: "Keys are strings with a maximum length of 64 characters. Values are
+#: strings with a maximum length of 512 characters", at most 16 pairs.
+Metadata = Annotated[
+    dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=512)]],
+    Field(max_length=16),
+]
 EventId = Annotated[str, Field(max_length=MAX_EVENT_ID_CHARS)]
 
 
@@ -94,37 +110,84 @@ class BetaAgentSessionUpdate(ClientEvent):
     session: BetaAgentSession
 
 
-class TextPart(ClientModel):
-    #: GA: user and system messages hold `input_text`, assistant messages `output_text` (beta: `text`).
-    type: Literal["input_text", "output_text", "text"]
-    text: Text
+class ContentPart(ClientModel):
+    """A message's part, as OpenAI's `RealtimeConversationItem*` content: text (GA
+    `input_text` / `output_text`, beta `text`), audio (`input_audio` / `output_audio`, beta
+    `audio`) with its transcript, or an image (refused: the model reads text only)."""
+
+    type: Literal["input_text", "output_text", "text", "input_audio", "output_audio", "audio", "input_image"]
+    text: Text | None = None
+    #: Base64 audio in the session's input format (`input_audio`).
+    audio: str | None = None
+    transcript: Text | None = None
+
+
+#: The parts each role's message holds (OpenAI's user, system and assistant message types).
+_PARTS = {
+    "user": ("input_text", "input_audio", "input_image"),
+    "system": ("input_text",),
+    "assistant": ("output_text", "text", "output_audio", "audio"),
+}
 
 
 class MessageItem(ClientModel):
     type: Literal["message"] = "message"
     id: Id | None = None
     role: Literal["user", "system", "assistant"]
-    content: Annotated[list[TextPart], Field(min_length=1, max_length=MAX_CONTENT_PARTS)]
+    content: Annotated[list[ContentPart], Field(min_length=1, max_length=MAX_CONTENT_PARTS)]
 
     @model_validator(mode="after")
     def _parts_fit_the_role(self) -> MessageItem:
-        expected = ("output_text", "text") if self.role == "assistant" else ("input_text",)
+        expected = _PARTS[self.role]
         for index, part in enumerate(self.content):
+            at = f"content[{index}]"
             if part.type not in expected:
                 article = "An" if self.role == "assistant" else "A"
                 raise fault(
                     f"{article} {self.role} message holds {' or '.join(map(repr, expected))} parts, "
                     f"not {part.type!r}.",
-                    field=f"content[{index}].type",
+                    field=f"{at}.type",
                 )
+            if part.type == "input_image":
+                raise fault(
+                    "This server's model reads text only and cannot see images; describe the image "
+                    "in an input_text part instead.",
+                    field=f"{at}.type",
+                )
+            if part.type.endswith("text") and part.text is None:
+                raise fault(f"A {part.type} part needs its text.", field=f"{at}.text")
+            if part.type == "input_audio" and part.audio is None and part.transcript is None:
+                raise fault("An input_audio part needs its audio or its transcript.", field=f"{at}.audio")
         return self
 
-    def item(self) -> agent.Message:
-        kind: Literal["input_text", "output_text"] = (
-            "output_text" if self.role == "assistant" else "input_text"
-        )
-        parts = tuple(agent.ContentPart(kind, text=part.text) for part in self.content)
-        return agent.Message(self.id, self.role, parts)
+    def item(self) -> tuple[agent.Message, dict[int, agent.InputAudio]]:
+        """The message, and the audio of its parts that came without a transcript, by index."""
+        parts: list[agent.ContentPart] = []
+        audio: dict[int, agent.InputAudio] = {}
+        for index, part in enumerate(self.content):
+            if part.type in ("input_text", "output_text", "text"):
+                kind: Any = "output_text" if self.role == "assistant" else "input_text"
+                parts.append(agent.ContentPart(kind, text=part.text))
+            elif part.type == "input_audio":
+                parts.append(agent.ContentPart("input_audio", transcript=part.transcript))
+                if part.transcript is None and part.audio is not None:
+                    audio[index] = agent.InputAudio(part.audio)
+            else:  # an assistant's audio: the model knows it by its transcript
+                parts.append(agent.ContentPart("output_audio", transcript=part.transcript or ""))
+        return agent.Message(self.id, self.role, tuple(parts)), audio
+
+
+class FunctionCallItem(ClientModel):
+    """A function call of the model's, as a client restores history (an agent handoff)."""
+
+    type: Literal["function_call"]
+    id: Id | None = None
+    call_id: Id
+    name: FunctionName
+    arguments: Text = ""
+
+    def item(self) -> tuple[agent.FunctionCall, dict[int, agent.InputAudio]]:
+        return agent.FunctionCall(self.id, self.call_id, self.name, self.arguments), {}
 
 
 class FunctionCallOutputItem(ClientModel):
@@ -133,8 +196,23 @@ class FunctionCallOutputItem(ClientModel):
     call_id: Id
     output: Text
 
-    def item(self) -> agent.FunctionCallOutput:
-        return agent.FunctionCallOutput(self.id, self.call_id, self.output)
+    def item(self) -> tuple[agent.FunctionCallOutput, dict[int, agent.InputAudio]]:
+        return agent.FunctionCallOutput(self.id, self.call_id, self.output), {}
+
+
+class ItemReference(ClientModel):
+    """`response.create`'s `input` may name an item of the conversation."""
+
+    type: Literal["item_reference"]
+    id: Id
+
+
+_ITEM_TAGS = {
+    "message": "Message",
+    "function_call": "Call",
+    "function_call_output": "Output",
+    "item_reference": "Reference",
+}
 
 
 def _item_kind(value: Any) -> str | None:
@@ -143,20 +221,32 @@ def _item_kind(value: Any) -> str | None:
     kind = value.get("type", "message")
     if not isinstance(kind, str):  # a list or an object is no type (and unhashable)
         return None
-    return {"message": "Message", "function_call_output": "Output"}.get(kind)
+    return _ITEM_TAGS.get(kind)
 
 
-NewItem = Annotated[
-    Annotated[MessageItem, Tag("Message")] | Annotated[FunctionCallOutputItem, Tag("Output")],
-    Discriminator(
+def _unsupported(message: str) -> Discriminator:
+    return Discriminator(
         _item_kind,
         custom_error_type=CUSTOM,
         custom_error_message="{message}",
-        custom_error_context={
-            "message": "Unsupported item type; use a 'message' (text) or a 'function_call_output' item.",
-            "field": "type",
-        },
-    ),
+        custom_error_context={"message": message, "field": "type"},
+    )
+
+
+_ITEMS = "a 'message', a 'function_call' or a 'function_call_output' item"
+NewItem = Annotated[
+    Annotated[MessageItem, Tag("Message")]
+    | Annotated[FunctionCallItem, Tag("Call")]
+    | Annotated[FunctionCallOutputItem, Tag("Output")],
+    _unsupported(f"Unsupported item type; use {_ITEMS}."),
+]
+InputItem = Annotated[
+    Annotated[MessageItem, Tag("Message")]
+    | Annotated[FunctionCallItem, Tag("Call")]
+    | Annotated[FunctionCallOutputItem, Tag("Output")]
+    | Annotated[ItemReference, Tag("Reference")],
+    # No custom error here: its context (a dict) cannot be hashed in the Optional below.
+    Discriminator(_item_kind),
 ]
 
 
@@ -190,8 +280,32 @@ class ResponseParams(ClientModel):
     audio: ResponseAudio | None = None
     voice: Voice | None = None
     #: "Set this to `none` to create an out-of-band response which will not add items to default
-    #: conversation": only the default conversation is served.
-    conversation: Literal["auto"] | None = None
+    #: conversation": only the default conversation is served besides.
+    conversation: Literal["auto", "none"] | None = None
+    #: "Set of 16 key-value pairs that can be attached to an object"; echoed in the response.
+    metadata: Metadata | None = None
+    #: "Input items to include in the prompt for the model. Using this field creates a new
+    #: context for this Response instead of using the default conversation."
+    input: Annotated[list[InputItem], Field(max_length=MAX_INPUT_ITEMS)] | None = None
+
+    def context(self) -> tuple[agent.Item | agent.ItemReference, ...] | None:
+        """The response's own context, or None for the conversation's."""
+        if self.input is None:
+            return None
+        entries: list[agent.Item | agent.ItemReference] = []
+        for index, entry in enumerate(self.input):
+            if isinstance(entry, ItemReference):
+                entries.append(agent.ItemReference(entry.id))
+                continue
+            item, audio = entry.item()
+            if audio:
+                raise InvalidValue(
+                    "An input_audio part in response.input needs its transcript; to have audio "
+                    "transcribed, add it with conversation.item.create and reference it.",
+                    param=f"response.input[{index}].content",
+                )
+            entries.append(item)
+        return tuple(entries)
 
     def overrides(self) -> dict[str, Any]:
         values = present(

@@ -181,10 +181,19 @@ class AgentClientParser:
             return agent.ClearBuffer(event_id)
         if kind == "conversation.item.create":
             create = _validate(ConversationItemCreate, data)
-            return agent.CreateItem(create.item.item(), create.previous_item_id, event_id)
+            item, audio = create.item.item()
+            return agent.CreateItem(item, create.previous_item_id, event_id, audio)
         if kind == "response.create":
             params = _validate(ResponseCreate, data).response
-            return agent.CreateResponse(params.overrides() if params else {}, event_id)
+            if params is None:
+                return agent.CreateResponse(event_id=event_id)
+            return agent.CreateResponse(
+                params.overrides(),
+                event_id,
+                metadata=params.metadata,
+                out_of_band=params.conversation == "none",
+                input=params.context(),
+            )
         if kind == "response.cancel":
             return agent.CancelResponse(_validate(ResponseCancel, data).response_id, event_id)
         if kind == "output_audio_buffer.clear":

@@ -10,6 +10,7 @@ response names its output (GA `output_modalities` and `audio.output`, beta
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -71,12 +72,20 @@ class FunctionCallOutputItem(ServerModel):
 Item = MessageItem | FunctionCallItem | FunctionCallOutputItem
 
 
-class Part(ServerModel):
-    """`response.content_part.added/done`'s part: "text" or "audio" in both generations."""
+class TextPart(ServerModel):
+    """`response.content_part.added/done`'s part, "text" or "audio" in both generations; each
+    carries only its own field (OpenAI omits the other, and a strict client's schema refuses a null)."""
 
-    type: Literal["text", "audio"]
-    text: str | None = None
-    transcript: str | None = None
+    type: Literal["text"] = "text"
+    text: str
+
+
+class AudioPart(ServerModel):
+    type: Literal["audio"] = "audio"
+    transcript: str
+
+
+Part = TextPart | AudioPart
 
 
 class StatusError(ServerModel):
@@ -92,10 +101,37 @@ class StatusDetails(ServerModel):
     error: StatusError | None = None
 
 
+class CachedTokenDetails(ServerModel):
+    text_tokens: int
+    audio_tokens: int
+    image_tokens: int
+
+
+class BetaInputTokenDetails(ServerModel):
+    cached_tokens: int
+    text_tokens: int
+    audio_tokens: int
+
+
+class InputTokenDetails(BetaInputTokenDetails):
+    image_tokens: int
+    cached_tokens_details: CachedTokenDetails
+
+
+class OutputTokenDetails(ServerModel):
+    text_tokens: int
+    audio_tokens: int
+
+
 class Usage(ServerModel):
+    """OpenAI sends every count; the LLM reads and writes text only, so the audio and image
+    counts are zeros."""
+
     total_tokens: int
     input_tokens: int
     output_tokens: int
+    input_token_details: InputTokenDetails | BetaInputTokenDetails
+    output_token_details: OutputTokenDetails
 
 
 class AudioOutput(ServerModel):
@@ -119,6 +155,7 @@ class Response(ServerModel):
     audio: ResponseAudio
     max_output_tokens: int | Literal["inf"]
     usage: Usage | None
+    metadata: dict[str, str] | None
 
 
 class BetaResponse(ServerModel):
@@ -134,6 +171,7 @@ class BetaResponse(ServerModel):
     voice: str | None
     max_output_tokens: int | Literal["inf"]
     usage: Usage | None
+    metadata: dict[str, str] | None
 
 
 def item_model(item: agent.Item, generation: Generation) -> Item:
@@ -156,8 +194,9 @@ def _content(part: agent.ContentPart, generation: Generation) -> TextContent | A
 
 def part_model(part: agent.ContentPart) -> Part:
     """A response's part: its text, or its audio's transcript so far."""
-    kind: Literal["text", "audio"] = "audio" if part.type.endswith("audio") else "text"
-    return Part(type=kind, text=part.text, transcript=part.transcript)
+    if part.type.endswith("audio"):
+        return AudioPart(transcript=part.transcript or "")
+    return TextPart(text=part.text or "")
 
 
 def response_model(response: agent.Response, generation: Generation) -> Response | BetaResponse:
@@ -168,16 +207,9 @@ def response_model(response: agent.Response, generation: Generation) -> Response
             reason=response.reason,
             error=_status_error(response.error) if response.error is not None else None,
         )
-    usage = None
-    if response.usage is not None:
-        used = response.usage
-        usage = Usage(
-            total_tokens=used.input_tokens + used.output_tokens,
-            input_tokens=used.input_tokens,
-            output_tokens=used.output_tokens,
-        )
+    usage = None if response.usage is None else _usage(response.usage, generation)
     output = [item_model(item, generation) for item in response.output]
-    audio_format = format_for(generation, response.output_rate, AGENT_PCM16_RATE)
+    audio_format = format_for(generation, response.output_rate, AGENT_PCM16_RATE, response.output_codec)
     max_tokens: int | Literal["inf"] = response.max_output_tokens or "inf"
     if generation is Generation.BETA:
         return BetaResponse(
@@ -190,6 +222,7 @@ def response_model(response: agent.Response, generation: Generation) -> Response
             voice=response.voice,
             max_output_tokens=max_tokens,
             usage=usage,
+            metadata=_metadata(response.metadata),
         )
     return Response(
         id=response.id,
@@ -200,6 +233,36 @@ def response_model(response: agent.Response, generation: Generation) -> Response
         audio=ResponseAudio(output=AudioOutput(format=audio_format, voice=response.voice)),
         max_output_tokens=max_tokens,
         usage=usage,
+        metadata=_metadata(response.metadata),
+    )
+
+
+def _metadata(metadata: Mapping[str, str] | None) -> dict[str, str] | None:
+    return None if metadata is None else dict(metadata)
+
+
+def _usage(used: agent.Usage, generation: Generation) -> Usage:
+    details: InputTokenDetails | BetaInputTokenDetails
+    if generation is Generation.GA:
+        details = InputTokenDetails(
+            cached_tokens=used.cached_tokens,
+            text_tokens=used.input_tokens,
+            audio_tokens=0,
+            image_tokens=0,
+            cached_tokens_details=CachedTokenDetails(
+                text_tokens=used.cached_tokens, audio_tokens=0, image_tokens=0
+            ),
+        )
+    else:
+        details = BetaInputTokenDetails(
+            cached_tokens=used.cached_tokens, text_tokens=used.input_tokens, audio_tokens=0
+        )
+    return Usage(
+        total_tokens=used.input_tokens + used.output_tokens,
+        input_tokens=used.input_tokens,
+        output_tokens=used.output_tokens,
+        input_token_details=details,
+        output_token_details=OutputTokenDetails(text_tokens=used.output_tokens, audio_tokens=0),
     )
 
 

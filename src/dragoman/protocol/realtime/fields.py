@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 from pydantic import (
     AfterValidator,
@@ -25,9 +25,11 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from dragoman.audio.g711 import G711_RATE
 from dragoman.audio.rates import SUPPORTED_RATES
 from dragoman.errors import InvalidValue
 from dragoman.protocol.realtime.generation import AGENT_PCM16_RATE, GA_RATE, TRANSCRIPTION_PCM16_RATE
+from dragoman.sessions.agent.config import Codec
 
 MAX_EVENT_ID_CHARS = 128
 #: Item, call and response ids a client names.
@@ -95,14 +97,42 @@ def _transcription_rate(value: Any) -> int:
     return _rate_of(value, TRANSCRIPTION_PCM16_RATE)
 
 
-def _agent_rate(value: Any) -> int:
-    return _rate_of(value, AGENT_PCM16_RATE)
+class AudioFormat(NamedTuple):
+    """An agent session's audio format: its rate and encoding."""
+
+    rate: int
+    codec: Codec = "pcm16"
+
+
+#: G.711 at 8 kHz, by GA's format type and by beta's name.
+_G711: dict[str, Codec] = {
+    "audio/pcmu": "pcmu",
+    "audio/pcma": "pcma",
+    "g711_ulaw": "pcmu",
+    "g711_alaw": "pcma",
+}
+
+
+def _agent_format(value: Any) -> AudioFormat:
+    """PCM16 (beta "pcm16", GA audio/pcm) or G.711 (GA audio/pcmu and audio/pcma, beta
+    g711_ulaw and g711_alaw), which telephony clients send."""
+    name = value.get("type") if isinstance(value, dict) else value
+    if isinstance(name, str) and name in _G711:
+        return AudioFormat(G711_RATE, _G711[name])
+    try:
+        return AudioFormat(_rate_of(value, AGENT_PCM16_RATE))
+    except PydanticCustomError:
+        raise fault(
+            f'Unsupported audio format; use "pcm16", "g711_ulaw" or "g711_alaw" (beta), or '
+            f'{{"type": "audio/pcm", "rate": {GA_RATE}}}, {{"type": "audio/pcmu"}} or '
+            '{"type": "audio/pcma"}.'
+        ) from None
 
 
 #: An audio format, validated to the sample rate it names; "pcm16" means 16 kHz here...
 TranscriptionFormat = Annotated[int, BeforeValidator(_transcription_rate)]
-#: ... and 24 kHz in an agent session, as OpenAI's beta means it.
-AgentFormat = Annotated[int, BeforeValidator(_agent_rate)]
+#: ... and 24 kHz in an agent session, as OpenAI's beta means it; an agent takes G.711 too.
+AgentFormat = Annotated[AudioFormat, BeforeValidator(_agent_format)]
 
 
 def _unit_interval(value: float) -> float:

@@ -39,8 +39,20 @@ def default_input_rate(generation: Generation) -> int:
     return GA_RATE if generation is Generation.GA else TRANSCRIPTION_PCM16_RATE
 
 
-def format_for(generation: Generation, rate: int, pcm16_rate: int = TRANSCRIPTION_PCM16_RATE) -> Any:
-    """An audio format as the client's generation writes it: beta's "pcm16" where it means `rate`."""
+#: G.711 as each generation names it.
+_G711_NAMES: dict[Generation, dict[str, Any]] = {
+    Generation.GA: {"pcmu": {"type": "audio/pcmu"}, "pcma": {"type": "audio/pcma"}},
+    Generation.BETA: {"pcmu": "g711_ulaw", "pcma": "g711_alaw"},
+}
+
+
+def format_for(
+    generation: Generation, rate: int, pcm16_rate: int = TRANSCRIPTION_PCM16_RATE, codec: str = "pcm16"
+) -> Any:
+    """An audio format as the client's generation writes it: beta's "pcm16" where it means `rate`,
+    and G.711 by its name."""
+    if codec != "pcm16":
+        return _G711_NAMES[generation][codec]
     if generation is Generation.BETA and rate == pcm16_rate:
         return "pcm16"
     return {"type": "audio/pcm", "rate": rate}

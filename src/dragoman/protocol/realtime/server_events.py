@@ -140,6 +140,13 @@ class TranscriptionFailed(ServerEvent):
     content_index: int = 0
     error: ItemError
 
+    def wire(self) -> dict[str, Any]:
+        """OpenAI leaves out an item error's `param` and `code` when there are none (a strict
+        client's schema refuses a null there)."""
+        wire = super().wire()
+        wire["error"] = {key: value for key, value in wire["error"].items() if value is not None}
+        return wire
+
 
 class TranscriptionPartial(ServerEvent):
     """The whole current hypothesis, unstable tail included (this server's extension)."""
@@ -269,6 +276,7 @@ def session_event(
         "unfixed_chunks": config.unfixed_chunks,
         "unfixed_tokens": config.unfixed_tokens,
         "max_item_seconds": event.max_item_seconds,
+        "partials": event.partials,
     }
     body: dict[str, Any] = {"id": event.session_id, "object": "realtime.transcription_session"}
     if generation is Generation.GA:

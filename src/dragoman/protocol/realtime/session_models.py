@@ -27,6 +27,7 @@ from pydantic import Discriminator, Field, Tag
 
 from dragoman.protocol.realtime.fields import (
     AgentFormat,
+    AudioFormat,
     ClientModel,
     Count,
     Number,
@@ -143,15 +144,29 @@ def _transcription_values(value: TranscriptionModel | None) -> dict[str, Any]:
     return {"model": None, "language": None, "prompt": None} if value is None else value.values()
 
 
+#: The event a client asks for with `session.mstar.partials` or in `session.include`.
+PARTIAL_EVENT = "mstar.transcription.partial"
+
+
 class Mstar(ClientModel):
-    """This server's extension: the re-decode algorithm's settings (`session.mstar`)."""
+    """This server's extension (`session.mstar`): the re-decode algorithm's settings, and
+    whether to send each step's whole hypothesis (`mstar.transcription.partial`)."""
 
     chunk_seconds: Number = 0.0
     unfixed_chunks: Count = 0
     unfixed_tokens: Count = 0
+    partials: bool = False
 
     def values(self) -> dict[str, Any]:
-        return present(self, {name: name for name in ("chunk_seconds", "unfixed_chunks", "unfixed_tokens")})
+        names = ("chunk_seconds", "unfixed_chunks", "unfixed_tokens", "partials")
+        return present(self, {name: name for name in names})
+
+
+def _include_values(include: list[str] | None, fields_set: set[str]) -> dict[str, Any]:
+    """`include` names the extra events and fields a client wants; it replaces the list."""
+    if "include" not in fields_set:
+        return {}
+    return {"partials": PARTIAL_EVENT in (include or [])}
 
 
 # -- transcription sessions ----------------------------------------------------------
@@ -180,10 +195,12 @@ class TranscriptionSession(ClientModel):
 
     type: TranscriptionKind = "transcription"
     audio: TranscriptionAudio | None = None
+    include: list[str] | None = None
     mstar: Mstar | None = None
 
     def values(self) -> dict[str, Any]:
         values = self.audio.input.values() if self.audio and self.audio.input else {}
+        values |= _include_values(self.include, self.model_fields_set)
         return values | (self.mstar.values() if self.mstar else {})
 
 
@@ -193,6 +210,7 @@ class BetaTranscriptionSession(ClientModel):
     input_audio_format: TranscriptionFormat = TRANSCRIPTION_PCM16_RATE
     input_audio_transcription: TranscriptionModel | None = None
     turn_detection: BetaTurnDetectionModel | None = None
+    include: list[str] | None = None
     mstar: Mstar | None = None
 
     def values(self) -> dict[str, Any]:
@@ -201,6 +219,7 @@ class BetaTranscriptionSession(ClientModel):
             values.update(_transcription_values(self.input_audio_transcription))
         if "turn_detection" in self.model_fields_set:
             values["turn_detection"] = self.turn_detection.vad() if self.turn_detection else None
+        values |= _include_values(self.include, self.model_fields_set)
         return values | (self.mstar.values() if self.mstar else {})
 
 
@@ -257,13 +276,22 @@ def modalities(value: list[Literal["text", "audio"]]) -> tuple[Modality, ...]:
     return ("audio",) if "audio" in value else ("text",)
 
 
+def _formats(values: dict[str, Any]) -> dict[str, Any]:
+    """An audio format's rate and encoding as the two settings they are."""
+    for side in ("input", "output"):
+        if f"{side}_rate" in values:
+            audio_format: AudioFormat = values[f"{side}_rate"]
+            values[f"{side}_rate"], values[f"{side}_codec"] = audio_format
+    return values
+
+
 class AgentAudioInput(ClientModel):
-    format: AgentFormat = GA_RATE
+    format: AgentFormat = AudioFormat(GA_RATE)
     transcription: TranscriptionModel | None = None
     turn_detection: TurnDetectionModel | None = None
 
     def values(self) -> dict[str, Any]:
-        values = present(self, {"format": "input_rate"})
+        values = _formats(present(self, {"format": "input_rate"}))
         if "transcription" in self.model_fields_set:
             values["input_transcription"] = self.transcription and self.transcription.input_transcription()
         if "turn_detection" in self.model_fields_set:
@@ -272,12 +300,13 @@ class AgentAudioInput(ClientModel):
 
 
 class AgentAudioOutput(ClientModel):
-    format: AgentFormat = GA_RATE
+    format: AgentFormat = AudioFormat(GA_RATE)
     voice: Voice | None = None
     speed: Speed | None = None
 
     def values(self) -> dict[str, Any]:
-        return _null_is_default(present(self, {"format": "output_rate", "voice": "voice", "speed": "speed"}))
+        values = present(self, {"format": "output_rate", "voice": "voice", "speed": "speed"})
+        return _formats(_null_is_default(values))
 
 
 class AgentAudio(ClientModel):
@@ -313,8 +342,8 @@ class BetaAgentSession(ClientModel):
     modalities: Modalities | None = None
     voice: Voice | None = None
     speed: Speed | None = None
-    input_audio_format: AgentFormat = AGENT_PCM16_RATE
-    output_audio_format: AgentFormat = AGENT_PCM16_RATE
+    input_audio_format: AgentFormat = AudioFormat(AGENT_PCM16_RATE)
+    output_audio_format: AgentFormat = AudioFormat(AGENT_PCM16_RATE)
     input_audio_transcription: TranscriptionModel | None = None
     turn_detection: BetaTurnDetectionModel | None = None
     tools: Tools | None = None
@@ -334,6 +363,7 @@ class BetaAgentSession(ClientModel):
                 },
             )
         )
+        values = _formats(values)
         if "input_audio_transcription" in self.model_fields_set:
             transcription = self.input_audio_transcription
             values["input_transcription"] = transcription and transcription.input_transcription()

@@ -16,6 +16,8 @@ from dragoman.streaming.turns import ServerVADConfig, TurnConfig
 #: GA: "`["text"]` can be used to make the model respond with text only. It is not
 #: possible to request both `text` and `audio` at the same time." Audio comes with its transcript.
 Modality = Literal["audio", "text"]
+#: `audio/pcm` (beta `pcm16`), `audio/pcmu` (`g711_ulaw`), `audio/pcma` (`g711_alaw`).
+Codec = Literal["pcm16", "pcmu", "pcma"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,9 @@ class AgentConfig:
     speed: float = 1.0
     input_rate: int = 24_000
     output_rate: int = 24_000
+    #: The audio's encoding at those rates: PCM16, or G.711 at 8 kHz (telephony).
+    input_codec: Codec = "pcm16"
+    output_codec: Codec = "pcm16"
     input_transcription: InputTranscription | None = None
     turn_detection: TurnDetection | None = field(default_factory=TurnDetection)
     tools: tuple[FunctionTool, ...] = ()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dragoman.engines.llm.base import ChatMessage, ToolCall
@@ -117,6 +118,11 @@ class Conversation:
     def audio_of(self, item_id: str) -> SpokenAudio | None:
         return self._audio.get(item_id)
 
+    def previous_of(self, item_id: str) -> str | None:
+        """The id of the item before `item_id` (None at the start, or when it is not here)."""
+        index = self._index(item_id)
+        return self._items[index - 1].id if index else None
+
     def get(self, item_id: str) -> Item | None:
         index = self._index(item_id)
         return None if index is None else self._items[index]
@@ -132,11 +138,14 @@ class Conversation:
 
     # -- the LLM's view ------------------------------------------------------------
 
-    def messages(self, instructions: str, max_chars: int) -> tuple[ChatMessage, ...]:
+    def messages(
+        self, instructions: str, max_chars: int, items: Sequence[Item] | None = None
+    ) -> tuple[ChatMessage, ...]:
         """The chat the LLM continues: the instructions, then the newest items that fit in
-        `max_chars` (a bound on the prompt; the oldest items are left out first)."""
+        `max_chars` (a bound on the prompt; the oldest items are left out first). `items`: a
+        response's own context (`response.create`'s `input`) instead of the conversation."""
         turns: list[ChatMessage] = []
-        for item in self._items:
+        for item in self._items if items is None else items:
             message = _chat_message(item)
             if message is None:
                 continue

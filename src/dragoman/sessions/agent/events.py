@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from dragoman.errors import DragomanError
-from dragoman.sessions.agent.config import AgentConfig, Modality
+from dragoman.sessions.agent.config import AgentConfig, Codec, Modality
 from dragoman.sessions.speech.events import AppendAudio, ClearBuffer, CommitBuffer, Rejected, SpeechEvent
 
 # -- conversation items --------------------------------------------------------------
@@ -78,22 +78,49 @@ class UpdateSession:
 
 
 @dataclass(frozen=True)
-class CreateItem:
-    """`conversation.item.create`: a text message (user, system or assistant) or a function's output."""
+class InputAudio:
+    """A client's `input_audio` part: audio (PCM16 at the session's input rate, or G.711) that
+    the session transcribes, unless the client gave its transcript."""
 
-    item: Message | FunctionCallOutput
+    #: Base64, in the session's input format.
+    audio: str
+
+
+@dataclass(frozen=True)
+class CreateItem:
+    """`conversation.item.create`: a message (text, or audio with its transcript), a function
+    call or a function's output. `audio` holds the audio of the message's `input_audio` parts
+    that came without a transcript, by content index, for the session to transcribe."""
+
+    item: Item
     #: None: append at the end. (OpenAI: "If set to `root`, the new item will be added to the
     #: beginning of the conversation.")
     previous_item_id: str | None = None
     event_id: str | None = None
+    audio: Mapping[int, InputAudio] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ItemReference:
+    """`{"type": "item_reference", "id": ...}` in `response.create`'s `input`: an item of the
+    conversation, by id."""
+
+    id: str
 
 
 @dataclass(frozen=True)
 class CreateResponse:
-    """`response.create`; `overrides` (keyed by `AgentConfig` fields) apply to this response only."""
+    """`response.create`; `overrides` (keyed by `AgentConfig` fields) apply to this response only.
+
+    `out_of_band` (`conversation: "none"`): the response's items are not added to the
+    conversation. `input`: the response's own context instead of the conversation (None: the
+    conversation). `metadata` is echoed in `response.created` and `response.done`."""
 
     overrides: Mapping[str, Any] = field(default_factory=dict)
     event_id: str | None = None
+    metadata: Mapping[str, str] | None = None
+    out_of_band: bool = False
+    input: tuple[Item | ItemReference, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -188,6 +215,8 @@ class ItemDone:
 class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
+    #: Input tokens the LLM read from its cache (a KV snapshot or a prefix cache).
+    cached_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -200,10 +229,15 @@ class Response:
     output_modalities: tuple[Modality, ...] = ("audio",)
     voice: str | None = None
     output_rate: int = 24_000
+    output_codec: Codec = "pcm16"
     max_output_tokens: int | None = None
     usage: Usage | None = None
     #: What failed a "failed" response.
     error: DragomanError | None = None
+    #: The client's `response.metadata`, echoed.
+    metadata: Mapping[str, str] | None = None
+    #: False for an out-of-band response (`conversation: "none"`).
+    in_conversation: bool = True
 
 
 @dataclass(frozen=True)
@@ -380,10 +414,12 @@ __all__ = [
     "FunctionArgumentsDone",
     "FunctionCall",
     "FunctionCallOutput",
+    "InputAudio",
     "Item",
     "ItemAdded",
     "ItemDeleted",
     "ItemDone",
+    "ItemReference",
     "ItemRequest",
     "ItemRetrieved",
     "ItemStatus",

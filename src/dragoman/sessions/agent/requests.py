@@ -5,10 +5,12 @@ when to ask."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from dragoman.engines.llm.base import ChatMessage, ChatRequest, ForcedTool, ToolSpec
 from dragoman.sessions.agent.config import AgentConfig
 from dragoman.sessions.agent.conversation import Conversation
+from dragoman.sessions.agent.events import Item
 from dragoman.sessions.agent.limits import AgentLimits
 from dragoman.sessions.speech.config import EngineProfile, SessionConfig
 
@@ -38,15 +40,17 @@ def chat_request(
     limits: AgentLimits,
     conversation_id: str,
     pending_turn: str | None = None,
+    context: Sequence[Item] | None = None,
 ) -> ChatRequest:
     """The LLM request of a response; `pending_turn` is a user's turn not yet in the
-    conversation (an early start's)."""
+    conversation (an early start's); `context` the response's own items instead of the
+    conversation's."""
     choice = config.tool_choice
     tools = tuple(ToolSpec(t.name, t.description, t.parameters) for t in config.tools)
     instructions = config.instructions
     if tools and choice != "none" and limits.tool_preamble:
         instructions = f"{instructions}\n\n{limits.tool_preamble}".strip()
-    messages = conversation.messages(instructions, limits.context_chars)
+    messages = conversation.messages(instructions, limits.context_chars, context)
     if pending_turn is not None:
         messages += (ChatMessage("user", pending_turn),)
     return ChatRequest(

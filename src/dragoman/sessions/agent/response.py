@@ -32,10 +32,12 @@ from __future__ import annotations
 import base64
 import dataclasses
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Literal, TypedDict
 
+from dragoman.audio import g711
 from dragoman.engines.llm.base import ChatRequest, Finished, ToolCall
+from dragoman.engines.llm.calls import new_call_id
 from dragoman.errors import DragomanError
 from dragoman.sessions.agent import events as out
 from dragoman.sessions.agent.config import AgentConfig
@@ -71,18 +73,25 @@ class ResponseRun:
     def __init__(
         self,
         config: AgentConfig,
-        request: ChatRequest,
+        request: ChatRequest | None,
         generation: int,
         conversation: Conversation,
         emit: Callable[[out.ServerEvent], None],
+        *,
+        metadata: Mapping[str, str] | None = None,
+        in_conversation: bool = True,
     ) -> None:
+        """`request` None: the response waits for its context (`ask`). With `in_conversation`
+        off (an out-of-band response) its items stay out of the conversation."""
         self.id = new_id("resp")
         self.config = config
         self.generation = generation
         self.audio = "audio" in config.output_modalities
+        self.metadata = metadata
+        self.in_conversation = in_conversation
         self._conversation = conversation
         self._emit = emit
-        self._llm: LLMJob | None = LLMJob(request, self.id, generation)
+        self._llm: LLMJob | None = None if request is None else LLMJob(request, self.id, generation)
         self._llm_running = False
         self._llm_finished: Finished | None = None
         self._cutter = ClauseCutter()
@@ -104,6 +113,16 @@ class ResponseRun:
         self.done = False
 
     # -- jobs -------------------------------------------------------------------
+
+    @property
+    def waiting(self) -> bool:
+        """Created, with no LLM request yet: it waits for the transcripts of its context."""
+        return self._llm is None and not self._llm_running and self._llm_finished is None and not self.done
+
+    def ask(self, request: ChatRequest) -> None:
+        """The context is ready: the LLM request of a waiting response."""
+        assert self.waiting
+        self._llm = LLMJob(request, self.id, self.generation)
 
     def next_llm_job(self) -> LLMJob | None:
         if self._llm is None or self._llm_running or self.done:
@@ -158,7 +177,11 @@ class ResponseRun:
         return self._llm_finished
 
     def tool_call(self, call: ToolCall) -> None:
-        self._calls.append(call)
+        # The client sees OpenAI-shaped call ids (`call_` and 24 letters and digits, under
+        # 32 characters): an upstream LLM's own ids may be longer, and some clients hash those,
+        # so that their `function_call_output` no longer matches. The LLM sees the same id in
+        # the history it is sent next.
+        self._calls.append(dataclasses.replace(call, call_id=new_call_id()))
 
     def llm_done(self, finished: Finished) -> None:
         self._llm_running = False
@@ -192,8 +215,12 @@ class ResponseRun:
             self._emit(out.AudioTranscriptDelta(**self._where(), delta=joiner + clause))
         self.audio_seconds += len(pcm) / 2 / job.request.rate
         step = int(AUDIO_DELTA_SECONDS * job.request.rate) * 2
+        codec = self.config.output_codec
         for start in range(0, len(pcm), step):
-            delta = base64.b64encode(pcm[start : start + step]).decode("ascii")
+            piece = pcm[start : start + step]
+            if codec != "pcm16":
+                piece = g711.from_pcm16(piece[: len(piece) & ~1], codec)
+            delta = base64.b64encode(piece).decode("ascii")
             self._emit(out.AudioDelta(**self._where(), delta=delta))
 
     def speech_done(self, job: SpeechJob) -> None:
@@ -237,9 +264,10 @@ class ResponseRun:
             for call in self._calls:
                 self._announce_call(call)
         finished = self._llm_finished
-        usage = None
+        # OpenAI sends usage in every response.done: zeros where the LLM never finished.
+        usage = out.Usage()
         if finished is not None:
-            usage = out.Usage(input_tokens=finished.input_tokens, output_tokens=finished.output_tokens)
+            usage = out.Usage(finished.input_tokens, finished.output_tokens, finished.cached_tokens)
         final = dataclasses.replace(
             self._response(),
             status=status,
@@ -258,7 +286,10 @@ class ResponseRun:
             output_modalities=self.config.output_modalities,
             voice=self.config.voice,
             output_rate=self.config.output_rate,
+            output_codec=self.config.output_codec,
             max_output_tokens=self.config.max_output_tokens,
+            metadata=self.metadata,
+            in_conversation=self.in_conversation,
         )
 
     def _ensure_created(self) -> None:
@@ -300,7 +331,7 @@ class ResponseRun:
         part = self._part(self._said)
         self._emit(out.ContentPartDone(**where, part=part))
         assert self._message_id is not None
-        if self.audio:
+        if self.audio and self.in_conversation:
             spoken = SpokenAudio(1000 * self.audio_seconds, tuple(self._clause_starts))
             self._conversation.record_audio(self._message_id, spoken)
         item = out.Message(self._message_id, "assistant", (part,), status=status)
@@ -322,15 +353,17 @@ class ResponseRun:
         index = len(self._output)
         self._output.append(item)
         self._emit(out.OutputItemAdded(self.id, index, item))
-        item, previous = self._conversation.add(item)
-        self._emit(out.ItemAdded(item, previous))
+        if self.in_conversation:
+            item, previous = self._conversation.add(item)
+            self._emit(out.ItemAdded(item, previous))
 
     def _finish_item(self, item: out.Item) -> None:
         index = next(i for i, known in enumerate(self._output) if known.id == item.id)
         self._output[index] = item
-        self._conversation.replace(item)
         self._emit(out.OutputItemDone(self.id, index, item))
-        self._emit(out.ItemDone(item, self._previous_of(item)))
+        if self.in_conversation:
+            self._conversation.replace(item)
+            self._emit(out.ItemDone(item, self._previous_of(item)))
 
     def _previous_of(self, item: out.Item) -> str | None:
         items = self._conversation.items

@@ -15,6 +15,11 @@ What the reference agent's event table asks of the session:
   does, with its overrides for that one response.
 - One response at a time: a second `response.create` while one is active gets
   `conversation_already_has_active_response`.
+- Push-to-talk: a response waits for the transcript of every turn committed before it
+  was created (a client commits and at once asks for the answer; OpenAI answers the
+  committed audio). Until then it is created but asks the LLM nothing.
+- `response.create` may give the response its own context (`input`), keep it out of the
+  conversation (`conversation: "none"`, out of band) and tag it (`metadata`, echoed).
 - Barge-in: when the user starts speaking during a response and
   `turn_detection.interrupt_response` is on (the default), the response is closed
   first (`output_audio.done`, `output_audio_transcript.done`, `response.done`
@@ -35,8 +40,12 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from dragoman.audio import g711
+from dragoman.audio.pcm import pcm16_to_float
+from dragoman.audio.resample import to_model_rate
 from dragoman.audio.vad import SpeechProbability
 from dragoman.engines.asr.base import StepResult
 from dragoman.engines.llm.base import (
@@ -67,8 +76,23 @@ AgentJob = StepJob | LLMJob | SpeechJob
 AgentResult = StepResult | Finished | None
 
 
+#: Settings a WebRTC call's media tracks fix, whatever an update names.
+_TRACK_SET = frozenset({"input_rate", "input_codec", "output_codec"})
+
+
 class ActiveResponse(ClientError):
     code = "conversation_already_has_active_response"
+
+
+@dataclass
+class _Waiting:
+    """A response created before the transcripts of its context: the turns it waits for, and
+    how to build its request once they are in."""
+
+    response: ResponseRun
+    config: AgentConfig
+    context: tuple[out.Item | out.ItemReference, ...] | None
+    turns: set[str] = field(default_factory=set)
 
 
 class AgentSession:
@@ -115,6 +139,11 @@ class AgentSession:
         #: Items committed by server_vad's idle timeout: answered even when nothing was heard
         #: ("The model will effectively prompt the user to continue the conversation").
         self._idle_items: set[str] = set()
+        #: Committed turns (and client audio items) whose transcript has not come yet, in order.
+        self._untranscribed: dict[str, None] = {}
+        #: Client-created audio items being transcribed: never answered by themselves.
+        self._client_audio: set[str] = set()
+        self._waiting: _Waiting | None = None
         self._close_code: int | None = None
         #: What the session did, for the server's usage counters.
         self.stats: defaultdict[str, float] = defaultdict(float)
@@ -126,20 +155,21 @@ class AgentSession:
         """Handle one client event; a client fault becomes an `error` event and changes nothing."""
         try:
             if isinstance(event, out.AppendAudio):
-                self.front.append(event.audio)
+                self.front.append(self._as_pcm16(event.audio))
             elif isinstance(event, out.UpdateSession):
-                self._update(event.values)
+                self._update(event.values, event.event_id)
             elif isinstance(event, out.CommitBuffer):
                 self.front.commit()
             elif isinstance(event, out.ClearBuffer):
                 self._clear_buffer()
             elif isinstance(event, out.CreateItem):
-                item, previous = self.conversation.add(event.item, event.previous_item_id)
-                self._emit(out.ItemAdded(item, previous))
+                self._create_item(event)
             elif isinstance(event, out.RetrieveItem | out.DeleteItem | out.TruncateItem):
                 self._emit(items.apply(event, self.conversation, self.response))
+                if isinstance(event, out.DeleteItem):
+                    self._transcript_in(event.item_id)  # nothing waits for a deleted turn
             elif isinstance(event, out.CreateResponse):
-                self._create_response(event.overrides)
+                self._create_response(event)
             elif isinstance(event, out.CancelResponse):
                 self._cancel_response(event.response_id)
             elif isinstance(event, out.ClearOutputAudio) and self.media_track:
@@ -154,6 +184,35 @@ class AgentSession:
                 self._emit(speech.Error(event.error, event.event_id))
         except ClientError as exc:
             self._emit(speech.Error(exc, event.event_id))
+
+    def _as_pcm16(self, payload: str) -> str:
+        """An append as the speech front takes it: G.711 becomes PCM16 at its own 8 kHz."""
+        codec = self.config.input_codec
+        return payload if codec == "pcm16" or self.media_track else g711.to_pcm16_base64(payload, codec)
+
+    def _create_item(self, event: out.CreateItem) -> None:
+        """Add a client's item: `conversation.item.added`, then `conversation.item.done` once it
+        is final, which for a message with untranscribed audio is when its transcript is in.
+        Raises ClientError before anything changes."""
+        audio = None
+        if event.audio:
+            pieces = [self._as_pcm16(part.audio) for _, part in sorted(event.audio.items())]
+            audio = to_model_rate([pcm16_to_float(piece)[0] for piece in pieces], self.config.input_rate)
+        if audio is not None and len(audio) == 0:
+            raise InvalidValue("The input_audio part holds no audio.", param="item.content")
+        item, previous = self.conversation.add(event.item, event.previous_item_id)
+        assert item.id is not None
+        self._emit(out.ItemAdded(item, previous))
+        if audio is None:
+            self._emit(out.ItemDone(item, previous))
+            return
+        try:
+            self.front.transcribe(item.id, audio)
+        except ClientError:
+            self.conversation.remove(item.id)
+            raise
+        self._client_audio.add(item.id)
+        self._untranscribed[item.id] = None
 
     def _clear_buffer(self) -> None:
         """Drop the buffer, and an early start held for the turn it drops: that turn will never
@@ -173,12 +232,41 @@ class AgentSession:
         """Settings given with the connection (a WebRTC call's `session`), before the client
         is told anything: `session.created` then carries them. Raises ClientError."""
         self._update(values)
+        refused = [event.error for event in self._events if isinstance(event, speech.Error)]
+        if refused:
+            raise refused[0]
         self._events = [self._configured(created=True)]
 
-    def _update(self, values: Mapping[str, Any]) -> None:
-        """Merge an update into the settings, all or nothing."""
-        if self.media_track:
-            values = {key: value for key, value in values.items() if key != "input_rate"}
+    def _update(self, values: Mapping[str, Any], event_id: str | None = None) -> None:
+        """Merge an update into the settings. What can be applied is, and each value that
+        cannot be is refused by itself (an `error` naming it): OpenAI takes the values this
+        server may lack a part for (semantic_vad without the turn model), and a client's
+        instructions and tools must not be lost with them. Raises ClientError when nothing
+        could be applied."""
+        if self.media_track:  # the transport's media tracks set the audio formats
+            values = {key: value for key, value in values.items() if key not in _TRACK_SET}
+        try:
+            self._apply(values)
+        except ClientError:
+            if len(values) < 2:
+                raise
+        else:
+            self._emit(self._configured(created=False))
+            return
+        refused: list[ClientError] = []
+        for key, value in values.items():
+            try:
+                self._apply({key: value})
+            except ClientError as exc:
+                refused.append(exc)
+        if len(refused) == len(values):
+            raise refused[0]
+        for error in refused:
+            self._emit(speech.Error(error, event_id))
+        self._emit(self._configured(created=False))
+
+    def _apply(self, values: Mapping[str, Any]) -> None:
+        """Merge `values` into the settings, all or nothing; raises ClientError."""
         new = dataclasses.replace(self.config, **values)
         if "voice" in values:
             new = dataclasses.replace(new, voice=self._voices(new.voice))
@@ -189,7 +277,6 @@ class AgentSession:
             )
         self.front.reconfigure(front_config(new, self.limits, self.engine))
         self.config = new
-        self._emit(self._configured(created=False))
 
     def _configured(self, created: bool) -> out.SessionConfigured:
         return out.SessionConfigured(
@@ -201,7 +288,7 @@ class AgentSession:
 
     # -- responses --------------------------------------------------------------------
 
-    def _create_response(self, overrides: Mapping[str, Any]) -> None:
+    def _create_response(self, event: out.CreateResponse) -> None:
         if self._early is not None:
             self._drop_early()  # unseen by the client, and its own request comes first
         if self.response is not None:
@@ -209,18 +296,83 @@ class AgentSession:
                 f"Conversation already has an active response in progress: {self.response.id}. "
                 "Wait until the response is finished before creating a new one."
             )
+        overrides = event.overrides
         config = dataclasses.replace(self.config, **overrides)
         if "voice" in overrides:
             config = dataclasses.replace(config, voice=self._voices(config.voice))
-        self._start(config)
+        if event.input is not None:
+            for index, entry in enumerate(event.input):
+                if isinstance(entry, out.ItemReference) and self.conversation.get(entry.id) is None:
+                    raise InvalidValue(
+                        f"No item with id {entry.id[:64]!r} is in the conversation.",
+                        param=f"response.input[{index}].id",
+                    )
+        self._start(config, event.input, event.metadata, in_conversation=not event.out_of_band)
 
-    def _start(self, config: AgentConfig) -> None:
+    def _start(
+        self,
+        config: AgentConfig,
+        context: tuple[out.Item | out.ItemReference, ...] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        in_conversation: bool = True,
+    ) -> None:
+        """Start a response; it asks the LLM once the transcripts of its context are in."""
         self.generation += 1
         self.stats["responses"] += 1
         self.front.hold_idle()  # the idle timeout runs again once this answer has played
         self.response = ResponseRun(
-            config, self._chat(config), self.generation, self.conversation, self._emit
+            config,
+            None,
+            self.generation,
+            self.conversation,
+            self._emit,
+            metadata=metadata,
+            in_conversation=in_conversation,
         )
+        if context is None:
+            turns = set(self._untranscribed)
+        else:
+            turns = {
+                e.id for e in context if isinstance(e, out.ItemReference) and e.id in self._untranscribed
+            }
+        self._waiting = _Waiting(self.response, config, context, turns)
+        self._ask_when_ready()
+
+    def _ask_when_ready(self) -> None:
+        """Ask the LLM for the waiting response once nothing it waits for is untranscribed."""
+        waiting = self._waiting
+        if waiting is None:
+            return
+        if waiting.response is not self.response or not waiting.response.waiting:
+            self._waiting = None  # cancelled meanwhile
+            return
+        if waiting.turns:
+            return
+        self._waiting = None
+        context = None
+        if waiting.context is not None:
+            context = [self._resolve(entry) for entry in waiting.context]
+        request = chat_request(
+            waiting.config,
+            self.conversation,
+            self.limits,
+            self.session_id,
+            context=[item for item in context if item is not None] if context is not None else None,
+        )
+        waiting.response.ask(request)
+
+    def _resolve(self, entry: out.Item | out.ItemReference) -> out.Item | None:
+        """An item of a response's own context; a reference, as the conversation holds it now."""
+        return self.conversation.get(entry.id) if isinstance(entry, out.ItemReference) else entry
+
+    def _transcript_in(self, item_id: str) -> bool:
+        """A turn's transcript came (or never will): whether the waiting response waited for it."""
+        self._untranscribed.pop(item_id, None)
+        waiting = self._waiting
+        if waiting is None or item_id not in waiting.turns:
+            return False
+        waiting.turns.discard(item_id)
+        return True
 
     def _chat(self, config: AgentConfig, pending_turn: str | None = None) -> ChatRequest:
         return chat_request(config, self.conversation, self.limits, self.session_id, pending_turn)
@@ -283,21 +435,32 @@ class AgentSession:
                 self.stats["barge_ins"] += 1
                 self._stop(self.response, "turn_detected")
         if isinstance(event, speech.Committed):
-            self._emit(event)
             turn = out.Message(event.item_id, "user", (out.ContentPart("input_audio", transcript=None),))
             early = self._early if self._early is not None and self._early.item_id == event.item_id else None
             # An early answer is already in the conversation: the turn goes in before it.
             after = (early.before or ROOT) if early is not None else None
             added, previous = self.conversation.add(turn, after)
+            self._untranscribed[event.item_id] = None
+            # OpenAI: `previous_item_id` is the item the turn follows in the conversation (as in
+            # `conversation.item.added`), whatever the speech front counts as the previous turn.
+            self._emit(dataclasses.replace(event, previous_item_id=previous))
             self._emit(out.ItemAdded(added, previous))
             return
         if isinstance(event, speech.TimeoutTriggered):
             self._idle_items.add(event.item_id)
         elif isinstance(event, speech.Failed):
             self._idle_items.discard(event.item_id)
+            self._emit(event)
+            self._transcript_in(event.item_id)
+            self._client_audio.discard(event.item_id)
+            self._item_done(event.item_id)
+            self._ask_when_ready()
+            return
         if isinstance(event, speech.Completed):
             self._emit(event)
-            self._transcribed(event)
+            answered = self._transcript_in(event.item_id)
+            self._transcribed(event, answered)
+            self._ask_when_ready()
             return
         if isinstance(event, speech.Partial):
             return  # the transcription session's own extension
@@ -343,11 +506,22 @@ class AgentSession:
         if early.response.done:
             self._ended(early.response)
 
-    def _transcribed(self, event: speech.Completed) -> None:
-        part = out.ContentPart("input_audio", transcript=event.transcript)
-        item = out.Message(event.item_id, "user", (part,))
-        if self.conversation.get(event.item_id) is not None:
-            self.conversation.replace(item)
+    def _item_done(self, item_id: str) -> None:
+        """`conversation.item.done` for an item the session finished (a turn, once transcribed)."""
+        item = self.conversation.get(item_id)
+        if item is not None:
+            self._emit(out.ItemDone(item, self.conversation.previous_of(item_id)))
+
+    def _transcribed(self, event: speech.Completed, answered: bool) -> None:
+        """A turn's transcript, into the conversation; the turn is answered unless a response
+        already waits for it (`answered`), or the client created it."""
+        item = self.conversation.get(event.item_id)
+        if isinstance(item, out.Message):
+            self.conversation.replace(_with_transcript(item, event.transcript))
+        self._item_done(event.item_id)
+        if event.item_id in self._client_audio:
+            self._client_audio.discard(event.item_id)
+            return
         early = self._early
         if early is not None and early.item_id == event.item_id:
             if same_words(event.transcript, early.transcript):
@@ -358,6 +532,8 @@ class AgentSession:
         idle = event.item_id in self._idle_items
         self._idle_items.discard(event.item_id)
         if not (event.transcript.strip() or idle) or turns is None or not turns.create_response:
+            return
+        if answered:
             return
         if self.front.user_speaking:
             # The transcript came after the user went on: answering now would talk over them,
@@ -456,3 +632,13 @@ class AgentSession:
     @property
     def close_code(self) -> int | None:
         return self._close_code
+
+
+def _with_transcript(item: out.Message, transcript: str) -> out.Message:
+    """A user's audio message with its transcript: on its first audio part still without one
+    (a client's item with several untranscribed parts was transcribed as one)."""
+    parts = list(item.content)
+    untranscribed = [i for i, p in enumerate(parts) if p.type == "input_audio" and p.transcript is None]
+    for rank, index in enumerate(untranscribed):
+        parts[index] = dataclasses.replace(parts[index], transcript=transcript if rank == 0 else "")
+    return dataclasses.replace(item, content=tuple(parts))

@@ -16,7 +16,7 @@ from typing import Any
 
 from dragoman.audio.rates import SAMPLE_RATE
 from dragoman.audio.vad import SpeechProbability
-from dragoman.engines.asr.base import StepResult
+from dragoman.engines.asr.base import FloatAudio, StepResult
 from dragoman.errors import BufferTooLong, DragomanError, InvalidValue
 from dragoman.metrics import AUDIO_REFUSED_SECONDS
 from dragoman.sessions.speech.audio_input import AudioInput
@@ -153,6 +153,23 @@ class SpeechFront:
             )
         self._close_item()
         self._follow_config()
+
+    def transcribe(self, item_id: str, audio: FloatAudio) -> None:
+        """Transcribe 16 kHz audio that came whole, outside the input stream (a client's
+        `input_audio` item): its transcript comes as a committed turn's does, under `item_id`.
+        Raises ClientError (too long, or too many items waiting)."""
+        self._check_backlog()
+        if len(audio) > self.item_cap_samples:
+            raise BufferTooLong(
+                f"The audio is longer than {self.item_cap_seconds:g} s, the longest item this "
+                "server transcribes.",
+                param="item.content",
+            )
+        item = Item(previous_item_id=None, item_id=item_id)
+        item.add(audio)
+        item.clock = item.samples
+        item.closed = True
+        self._decoder.commit(item)
 
     def clear(self) -> None:
         """Drop the buffer; a step of the dropped item that has not started is cancelled."""

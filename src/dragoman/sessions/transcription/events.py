@@ -64,6 +64,8 @@ class SessionConfigured:
     engine_name: str
     #: The longest item the session transcribes.
     max_item_seconds: float
+    #: Whether the client asked for `mstar.transcription.partial` events.
+    partials: bool = False
 
 
 ServerEvent = SessionConfigured | SpeechEvent

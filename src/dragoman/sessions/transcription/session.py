@@ -9,6 +9,10 @@ outcome goes back in through `job_done` / `job_failed`.
 What it adds to the speech front (`sessions/speech/front.py`, which holds the audio
 input, the turns and the re-decode steps) is the session itself: its settings,
 updated all or nothing, and `session.created` / `session.updated`.
+
+The whole hypothesis of each step (`mstar.transcription.partial`, this server's extension)
+goes out only to a client that asked for it (`partials`): a strict client refuses an event
+type OpenAI does not send.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from dragoman.errors import ClientError, DragomanError
 from dragoman.sessions.base import DEFAULT_LANE
 from dragoman.sessions.speech.config import EngineProfile, SessionConfig
 from dragoman.sessions.speech.decoder import StepJob
-from dragoman.sessions.speech.events import FrontEvent, Provisional, TurnResumed
+from dragoman.sessions.speech.events import FrontEvent, Partial, Provisional, TurnResumed
 from dragoman.sessions.speech.front import SpeechFront
 from dragoman.sessions.transcription.events import (
     AppendAudio,
@@ -45,9 +49,11 @@ class TranscriptionSession:
         config: SessionConfig,
         vad_factory: Callable[[], SpeechProbability] | None = None,
         turn_model_factory: Callable[[], TurnCompletion] | None = None,
+        partials: bool = False,
     ) -> None:
         self.session_id = session_id
         self.engine = engine
+        self.partials = partials
         self._events: list[ServerEvent] = []
         self.front = SpeechFront(
             session_id,
@@ -61,6 +67,8 @@ class TranscriptionSession:
 
     def _heard(self, event: FrontEvent) -> None:
         # The early start's events are the agent's; this front never runs it.
+        if isinstance(event, Partial) and not self.partials:
+            return
         if not isinstance(event, Provisional | TurnResumed):
             self._events.append(event)
 
@@ -109,7 +117,11 @@ class TranscriptionSession:
 
     def _update(self, values: Mapping[str, Any]) -> None:
         """Apply a session update, all or nothing."""
+        values = dict(values)
+        partials = values.pop("partials", None)
         self.front.reconfigure(self.config.patched(values, cap=self.item_cap_seconds))
+        if partials is not None:
+            self.partials = partials
         self._emit(self._configured(created=False))
 
     def _configured(self, created: bool) -> SessionConfigured:
@@ -119,6 +131,7 @@ class TranscriptionSession:
             config=self.config,
             engine_name=self.engine.name,
             max_item_seconds=self.item_cap_seconds,
+            partials=self.partials,
         )
 
     # -- engine jobs: the front's ----------------------------------------------

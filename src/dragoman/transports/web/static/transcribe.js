@@ -20,6 +20,8 @@ export class TranscriptionStream {
     // The session's settings travel with its key: the session starts with them.
     const key = await mintKey({
       type: "transcription",
+      // The unstable tail of each step's hypothesis, shown greyed (this server's extension).
+      include: ["mstar.transcription.partial"],
       audio: {
         input: {
           format: { type: "audio/pcm", rate: 24000 },
