@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from dragoman.transports.pool import PipelinePool
@@ -35,3 +37,31 @@ def test_releasing_a_unit_twice_is_a_bug() -> None:
     pool.release(unit, drained=True)
     with pytest.raises(RuntimeError):
         pool.release(unit, drained=True)
+
+
+async def test_admission_waits_briefly_for_a_unit_being_released() -> None:
+    """A client that closes and at once reconnects is not refused by its own old session."""
+    pool = PipelinePool(1)
+    unit = pool.acquire("sess_old")
+    assert unit is not None
+    loop = asyncio.get_running_loop()
+    loop.call_later(0.05, pool.release, unit, True)
+    again = await pool.acquire_within("sess_new", seconds=2.0)
+    assert again is unit and again.session_id == "sess_new"
+
+
+async def test_admission_gives_up_when_nothing_is_released_in_time() -> None:
+    pool = PipelinePool(1)
+    assert pool.acquire("sess_busy") is not None
+    assert await pool.acquire_within("sess_new", seconds=0.05) is None
+
+
+async def test_admission_does_not_wait_when_every_other_unit_is_quarantined() -> None:
+    pool = PipelinePool(1)
+    unit = pool.acquire("sess_stuck")
+    assert unit is not None
+    pool.release(unit, drained=False)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    assert await pool.acquire_within("sess_new", seconds=5.0) is None
+    assert loop.time() - started < 1.0

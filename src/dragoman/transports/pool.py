@@ -11,10 +11,16 @@ When its session ends, a unit is drained: its jobs are cancelled and the driver
 waits for their engine calls to end. A unit whose calls did not end in time is
 quarantined: shown in `GET /v1/pool` with the reason, and never handed out again
 while the process runs, so a stuck engine call cannot leak into the next session.
+
+Admission waits briefly (`acquire_within`, ADMISSION_WAIT_S) for a unit to be released: a
+client that closes its session and at once opens a new one (a page reload, a framework
+that reconnects) would otherwise be refused by its own old session, still draining. A
+client past a pool that stays full is refused after that wait.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -24,6 +30,9 @@ from dragoman.logs import get_logger
 log = get_logger(__name__)
 
 UnitState = Literal["idle", "busy", "quarantined"]
+#: How long a new session waits for a unit whose session is closing (it drains its engine
+#: calls within a token or a chunk) before it is refused.
+ADMISSION_WAIT_S = 2.0
 
 
 @dataclass
@@ -54,6 +63,23 @@ class PipelinePool:
         if size < 1:
             raise ValueError("a pool holds at least one unit")
         self.units = [PipelineUnit(index) for index in range(size)]
+        #: Set whenever a unit is released, for admissions waiting on one.
+        self._released = asyncio.Event()
+
+    async def acquire_within(self, session_id: str, seconds: float) -> PipelineUnit | None:
+        """As `acquire`, waiting up to `seconds` for a busy unit to be released."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while (unit := self.acquire(session_id)) is None:
+            remaining = deadline - loop.time()
+            if remaining <= 0 or not any(u.state == "busy" for u in self.units):
+                return None  # nothing will be freed: every other unit is quarantined
+            self._released.clear()
+            try:
+                await asyncio.wait_for(self._released.wait(), remaining)
+            except TimeoutError:
+                return None
+        return unit
 
     def acquire(self, session_id: str) -> PipelineUnit | None:
         """An idle unit, now busy with `session_id`; None when every unit is taken or quarantined."""
@@ -74,6 +100,7 @@ class PipelinePool:
             unit.state, unit.reason = "quarantined", "engine work did not stop after the session ended"
             log.error("pipeline unit quarantined", unit=unit.index, session=unit.session_id)
         unit.since = time.time()
+        self._released.set()
 
     def snapshot(self) -> dict[str, Any]:
         counts = {

@@ -35,7 +35,7 @@ from dragoman.sessions.agent import events as agent
 from dragoman.sessions.agent.session import AgentSession
 from dragoman.transports.agent_service import AgentService
 from dragoman.transports.connections import ConnectionPolicy
-from dragoman.transports.pool import PipelineUnit
+from dragoman.transports.pool import ADMISSION_WAIT_S, PipelineUnit
 from dragoman.transports.readiness import Readiness
 from dragoman.transports.webrtc.call import Call
 from dragoman.transports.webrtc.codec import INPUT_RATE
@@ -155,7 +155,7 @@ def calls_router(agent_service: Callable[[], AgentService | None], readiness: Re
             return error_response(400, exc.code, exc.message, exc.param)
         suffix = uuid.uuid4().hex[:20]
         call_id, session_id = "rtc_" + suffix, "sess_" + suffix
-        unit = service.pool.acquire(session_id)
+        unit = await service.pool.acquire_within(session_id, ADMISSION_WAIT_S)
         if unit is None:
             service.usage["sessions_refused"] += 1
             REFUSALS.labels("session_limit_reached").inc()

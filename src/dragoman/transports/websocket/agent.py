@@ -25,6 +25,7 @@ from dragoman.transports.adapters import Frame
 from dragoman.transports.agent_service import AgentService
 from dragoman.transports.connections import ConnectionPolicy
 from dragoman.transports.driver import SessionDriver
+from dragoman.transports.pool import ADMISSION_WAIT_S
 from dragoman.transports.websocket.bound import bound_config, start_bound
 from dragoman.transports.websocket.realtime import refuse
 
@@ -54,7 +55,7 @@ class AgentCodec:
 async def serve_agent(websocket: WebSocket, service: AgentService) -> None:
     """Run one WebSocket (not yet accepted) as an agent session until either side closes."""
     session_id = "sess_" + uuid.uuid4().hex[:20]
-    unit = service.pool.acquire(session_id)
+    unit = await service.pool.acquire_within(session_id, ADMISSION_WAIT_S)
     if unit is None:
         service.usage["sessions_refused"] += 1
         await refuse(
