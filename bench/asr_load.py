@@ -68,6 +68,8 @@ class StreamSettings:
                     "chunk_seconds": self.chunk_seconds,
                     "unfixed_chunks": self.unfixed_chunks,
                     "unfixed_tokens": self.unfixed_tokens,
+                    # The partial hypotheses this bench times go out only when asked for.
+                    "partials": True,
                 },
             },
         }
