@@ -317,8 +317,8 @@ def test_no_source_transcript_without_transcription() -> None:
 
 def test_language_switch_mid_speech_applies_from_the_next_segment() -> None:
     h = Harness()
-    h.append(tone(1.0))
-    h.run()
+    h.append(tone(0.6))  # speech has begun; no transcript yet
+    assert not h.mt.requests
     (updated,) = h.send("session.update", session={"audio": {"output": {"language": "it"}}})
     assert updated["session"]["audio"]["output"]["language"] == "it"
     h.append(tone(1.0))

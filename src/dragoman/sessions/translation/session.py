@@ -197,6 +197,7 @@ class TranslationSession:
             self._ends.setdefault(event.item_id, self.clock_ms)
         elif isinstance(event, speech.SpeechStarted):
             self._starts[event.item_id] = float(event.audio_start_ms)
+            self.translator.begin(event.item_id)
         elif isinstance(event, speech.SpeechStopped):
             self._ends[event.item_id] = float(event.audio_end_ms)
         elif isinstance(event, speech.Completed):

@@ -110,6 +110,11 @@ class Translator:
 
     # -- transcripts in ---------------------------------------------------------------
 
+    def begin(self, item_id: str) -> None:
+        """Speech began: the segment is bound to the target language now, whatever update
+        comes before its first transcript."""
+        self._segment(item_id)
+
     def partial(self, item_id: str, text: str, stable_chars: int, clock_ms: float) -> None:
         segment = self._segment(item_id)
         if segment is None:
