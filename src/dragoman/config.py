@@ -156,8 +156,8 @@ class AgentSettings(BaseModel):
     num_pipelines: int = Field(default=1, ge=1)
     #: The instructions of a session that sets none.
     instructions: str = (
-        "You are a helpful voice assistant. Your answers are spoken aloud, so keep them short: "
-        "one to three plain sentences, no lists, no markdown."
+        "You are a concise voice assistant. Your answers are spoken aloud: answer directly in one "
+        "or two short, plain sentences, with no lists and no markdown."
     )
     #: Added to the instructions of a response that may call tools, so that the user hears what is
     #: about to happen before a fire-and-forget tool acts ("" leaves the instructions as they are).
@@ -166,6 +166,9 @@ class AgentSettings(BaseModel):
     context_chars: int = Field(default=12_000, ge=500)
     #: A response's token cap when the client sets none.
     max_output_tokens: int = Field(default=512, ge=1)
+    #: A spoken answer's soft length when the client sets no `max_output_tokens`: past this many
+    #: tokens the answer ends at the next sentence end and completes (see engines/llm/reply_guard).
+    answer_tokens: int = Field(default=48, ge=1)
     #: Expose a remote LLM backend as `POST /v1/chat/completions` or `/v1/responses`. It adds no
     #: authentication and no rate limiting: enable it only on a trusted network or behind a gateway.
     enable_llm_proxy: bool = False

@@ -127,6 +127,7 @@ class AgentService:
             speech=speech,
             context_chars=self.settings.context_chars,
             max_output_tokens=self.settings.max_output_tokens,
+            answer_tokens=self.settings.answer_tokens,
             tool_preamble=self.settings.tool_preamble,
         )
         config = AgentConfig(instructions=self.settings.instructions, input_rate=input_rate)

@@ -80,8 +80,11 @@ class ChatRequest:
     messages: tuple[ChatMessage, ...]
     tools: tuple[ToolSpec, ...] = ()
     tool_choice: ToolChoice = "auto"
-    #: Most tokens to generate; None: up to the context.
+    #: Most tokens to generate; None: up to the context. A reply cut by it ends "length".
     max_tokens: int | None = None
+    #: A spoken answer's soft length: past this many tokens the reply ends at the next sentence
+    #: end, finish reason "stop" (None: none). Backends that cannot stop there ignore it.
+    answer_tokens: int | None = None
     #: 0 is greedy: small models call tools most reliably that way, and a reply can be
     #: reproduced from the log. Raise it for livelier chat.
     temperature: float = 0.0

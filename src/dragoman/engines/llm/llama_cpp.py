@@ -130,6 +130,7 @@ class LlamaCppEngine:
             call_first=call_first,
             single_call=single_call,
             max_new_tokens=min(room, request.max_tokens or room),
+            answer_tokens=request.answer_tokens,
             temperature=request.temperature,
             seed=secrets.randbits(32),
         )
@@ -241,6 +242,8 @@ def _validate(request: ChatRequest) -> None:
         raise InvalidValue("tool_choice 'required' needs at least one tool", param="tool_choice")
     if request.max_tokens is not None and request.max_tokens < 1:
         raise InvalidValue("max_tokens must be at least 1", param="max_tokens")
+    if request.answer_tokens is not None and request.answer_tokens < 1:
+        raise InvalidValue("answer_tokens must be at least 1", param="answer_tokens")
 
 
 def default_threads() -> int:

@@ -5,7 +5,9 @@ The turn runs in phases on the one sequence of `LlamaRuntime`:
 1. Prefill: the prompt's tokens past the longest common prefix with what the
    sequence holds (the conversation's earlier turns) are decoded; that prefix is
    the turn's `cached_tokens`.
-2. Speak: tokens are sampled freely and their text goes through `MarkupFilter`,
+2. Speak: tokens are sampled freely and pass `ReplyGuard`, which holds back a
+   repetition loop and ends a long reply at a sentence end; their text then goes
+   through `MarkupFilter`,
    which passes on the spoken text and spots the start of a tool call: Qwen2.5's
    `<tool_call>` token, or a fenced or bare `{"name": ...}`. The sequence is then
    cut back to the spoken text and `<tool_call>` written after it, as the chat
@@ -32,6 +34,7 @@ from dragoman.engines.llm.grammar import call_grammar
 from dragoman.engines.llm.kv_snapshots import common_prefix
 from dragoman.engines.llm.llama_runtime import MIN_LAST_CHUNK, LlamaRuntime, Sampler
 from dragoman.engines.llm.markup import CLOSE_TAG, OPEN_TAG, CallStart, MarkupFilter
+from dragoman.engines.llm.reply_guard import ReplyGuard
 from dragoman.engines.workers import CancelToken
 from dragoman.logs import get_logger
 
@@ -59,6 +62,8 @@ class TurnPlan:
     max_new_tokens: int
     temperature: float
     seed: int
+    #: Past this many tokens the spoken reply ends at the next sentence end (None: no soft end).
+    answer_tokens: int | None = None
 
 
 @dataclass
@@ -129,27 +134,59 @@ class Turn:
         sampler = self._rt.sampler(temperature=plan.temperature, seed=plan.seed)
         reply_start = len(self._seq)
         utf8 = codecs.getincrementaldecoder("utf-8")("replace")
-        ends: list[int] = []  # after each reply token: where its text ends in markup.raw
-        try:
-            while True:
-                token = self._sample(sampler)
-                if self._rt.is_eog(token):
-                    self._send(markup.finish())
-                    raise _Stop("stop")
+        guard = ReplyGuard(self._text_of, answer_tokens=plan.answer_tokens)
+        ends: list[int] = []  # after each said reply token: where its text ends in markup.raw
+        start: CallStart | None = None
+
+        def say(tokens: Sequence[int]) -> CallStart | None:
+            for token in tokens:
                 events = markup.feed(utf8.decode(self._rt.piece(token)))
                 ends.append(len(markup.raw))
-                start = next((e for e in events if isinstance(e, CallStart)), None)
                 self._send(events)
-                if start is None:
-                    self._push(token)
-                    continue
-                break
+                found = next((e for e in events if isinstance(e, CallStart)), None)
+                if found is not None:
+                    return found
+            return None
+
+        try:
+            while start is None:
+                try:
+                    token = self._sample(sampler)
+                except _Stop as stop:
+                    if stop.reason == "length":
+                        say(guard.flush())  # what is held is no loop: the limit cut it
+                        self._send(markup.finish())
+                    raise
+                if self._rt.is_eog(token):
+                    if say(guard.flush()) is None:
+                        self._send(markup.finish())
+                    raise _Stop("stop")
+                step = guard.feed(token)
+                if step.ended:
+                    if say(step.release) is None:
+                        self._send(markup.finish())
+                    raise _Stop("stop")  # a whole sentence, past the answer's length
+                self._push(token)
+                start = say(step.release)
+                if start is None and step.keep is not None:
+                    # A loop: the sequence keeps the reply up to its first copy.
+                    log.info("llm repetition loop cut", kept_tokens=step.keep)
+                    self._truncate(reply_start + step.keep)
+                    self._send(markup.finish())
+                    raise _Stop("stop")
         finally:
             sampler.close()
         if not plan.tools:
             raise _Stop("stop")  # markup where no tool may be called: end the turn there
         self._open_call(reply_start, ends, start.spoken_end(markup.raw), markup.raw)
         self._call_loop()
+
+    def _text_of(self, token: int) -> str:
+        return self._rt.piece(token).decode("utf-8", errors="ignore")
+
+    def _truncate(self, length: int) -> None:
+        self._rt.truncate(length)
+        del self._seq[length:]
 
     def _open_call(self, reply_start: int, ends: list[int], spoken_end: int, raw: str) -> None:
         """Cut the reply back to its spoken text and open the call the way the chat template does.
@@ -161,9 +198,7 @@ class Turn:
         keep = next((i + 1 for i, end in enumerate(ends) if end >= spoken_end), 0) if spoken_end else 0
         kept_text = raw[: ends[keep - 1]] if keep else ""
         opener = OPEN_TAG + "\n" if not kept_text or kept_text.endswith("\n") else "\n" + OPEN_TAG + "\n"
-        length = reply_start + min(keep, len(self._seq) - reply_start)
-        self._rt.truncate(length)
-        del self._seq[length:]
+        self._truncate(reply_start + min(keep, len(self._seq) - reply_start))
         self._push_all(self._rt.tokenize_plain(opener))
 
     def _call_loop(self) -> None:
@@ -223,8 +258,7 @@ class Turn:
         finally:
             sampler.close()
         # No other call: the sequence ends with the closing tag, as the template has it.
-        self._rt.truncate(closed)
-        del self._seq[closed:]
+        self._truncate(closed)
         return False
 
     # -- tokens ---------------------------------------------------------------------------

@@ -17,5 +17,8 @@ class AgentLimits:
     context_chars: int = 12_000
     #: A response's token cap when the client sets none ("inf" is the model's context).
     max_output_tokens: int | None = 512
+    #: A spoken answer's soft length when the client sets no cap: it ends at the next sentence end
+    #: past this many tokens, completed (None: none).
+    answer_tokens: int | None = 48
     #: Added to the instructions of a response that may call tools: a lead-in before the call.
     tool_preamble: str = ""

@@ -58,5 +58,7 @@ def chat_request(
         tools=tools,
         tool_choice=choice if isinstance(choice, str) else ForcedTool(choice.name),
         max_tokens=config.max_output_tokens or limits.max_output_tokens,
+        # A client's own cap is the answer's length; without one, the answer ends at a sentence.
+        answer_tokens=None if config.max_output_tokens else limits.answer_tokens,
         conversation=conversation_id,
     )
