@@ -173,7 +173,10 @@ def _agent_flags(parser: argparse.ArgumentParser) -> None:
         "--llm-backend", dest="llm.backend", help="llama-cpp (default), chat-completions or responses"
     )
     parser.add_argument(
-        "--llm-model", dest="llm.model", help="packaged model name, a GGUF path, or a remote model"
+        "--llm-model",
+        dest="llm.model",
+        help="auto (default: the 1.5B where this CPU answers fast enough with it, else the 0.5B), "
+        "a packaged model name, a GGUF path, or a remote model",
     )
     parser.add_argument("--llm-base-url", dest="llm.base_url", help="an OpenAI-compatible server's /v1 URL")
     parser.add_argument("--voice", dest="tts.voice", help="the default voice (see `dragoman voices`)")
@@ -286,7 +289,29 @@ def _compute_paths(settings: Settings) -> list[str]:
         lines.append(f"MT compute type: the GGUF's own quantisation (llama.cpp); preset {settings.mt.preset}")
     else:
         lines.append(f"MT compute type: {settings.mt.compute_type} (CTranslate2, {settings.mt.backend})")
+    if settings.llm.backend == "llama-cpp":
+        lines.append(f"LLM model: {_llm_choice(settings)}")
     return lines
+
+
+def _llm_choice(settings: Settings) -> str:
+    """The agent's LLM: the model named, or what `auto` chose on this CPU by the speeds remembered."""
+    if settings.llm.model != "auto":
+        return settings.llm.model
+    import os
+
+    from dragoman.cpu import cpu_info
+    from dragoman.engines.llama_backend import choose_variant, library_dir, variants_in
+    from dragoman.engines.llm.model_choice import remembered
+
+    variants = variants_in(library_dir())
+    kernels = choose_variant(variants, cpu_info().flags, os.environ)[0] if variants else "built-in"
+    choices = remembered(settings.cache_dir, kernels)
+    if not choices:
+        return "auto: measured when the server starts (not yet measured on this CPU)"
+    return "auto -> " + "; ".join(
+        f"{c.model} with {threads} thread{'s' if threads != 1 else ''} ({c.reason})" for threads, c in choices
+    )
 
 
 def models_report(statuses: Sequence[ModelStatus], action: str) -> tuple[str, bool]:

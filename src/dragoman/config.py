@@ -112,8 +112,10 @@ class LLMSettings(BaseModel):
 
     #: Backend name: llama-cpp (embedded), chat-completions or responses (an OpenAI-compatible server).
     backend: str = "llama-cpp"
-    #: llama-cpp: a packaged model name (`dragoman models`) or a path to the user's own GGUF file.
-    model: str = "qwen2.5-0.5b-instruct-gguf"
+    #: llama-cpp: `auto` (the 1.5B where this CPU, with the agent's threads, measures fast enough for
+    #: a spoken answer, else the 0.5B: engines/llm/model_choice), a packaged model name (`dragoman
+    #: models`) or a path to the user's own GGUF file.
+    model: str = "auto"
     #: llama-cpp: threads per engine call (0: the server gives each engine an equal share of the cores).
     threads: int = Field(default=0, ge=0)
     #: llama-cpp: the context of a conversation, prompt and reply (the model's own limit applies).

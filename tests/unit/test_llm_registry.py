@@ -15,7 +15,7 @@ from dragoman.errors import ConfigError, ModelUnavailable
 def test_known_backends_and_defaults() -> None:
     assert registry.llm_backends() == ["chat-completions", "llama-cpp", "responses"]
     settings = load_settings()
-    assert settings.llm.backend == "llama-cpp" and settings.llm.model == "qwen2.5-0.5b-instruct-gguf"
+    assert settings.llm.backend == "llama-cpp" and settings.llm.model == "auto"
 
 
 def test_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,7 +1,9 @@
 """The embedded LLM backend ("llama-cpp"): a GGUF model on llama.cpp, in the server's process.
 
-The default model is the packaged Qwen2.5-Coder-0.5B-Instruct (Q4_K_M); `llm.model`
-may name another packaged model or a path to the user's own GGUF. Prompts come
+The default, `llm.model = auto`, is the packaged Qwen2.5-Coder-1.5B-Instruct (Q4_K_M)
+where this CPU runs it fast enough for a spoken answer, else the 0.5B
+(`model_choice`); `llm.model` may name a packaged model or a path to the user's own
+GGUF. Prompts come
 from the model's own chat template (rendered by llama-cpp-python's Jinja2
 formatter), which for Qwen2.5 lists the tools in the system prompt and writes
 calls as `<tool_call>` blocks. The turn itself, from prefill to constrained tool
@@ -27,6 +29,7 @@ from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 from dragoman.config import LLMSettings
 from dragoman.cpu import available_cores
 from dragoman.engines.info import EngineInfo
+from dragoman.engines.llama_speed import SpeedMemory, SpeedSample, best_of, measure
 from dragoman.engines.llm.base import (
     ChatMessage,
     ChatRequest,
@@ -38,18 +41,19 @@ from dragoman.engines.llm.base import (
 )
 from dragoman.engines.llm.grammar import call_grammar
 from dragoman.engines.llm.kv_snapshots import ConversationCache, Snapshot, common_prefix
-from dragoman.engines.llm.llama_runtime import LlamaRuntime
+from dragoman.engines.llm.llama_runtime import LlamaRuntime, SpeedProbe
 from dragoman.engines.llm.llama_turn import Turn, TurnPlan, plan_choice
 from dragoman.engines.llm.markup import OPEN_TAG
+from dragoman.engines.llm.model_choice import AUTO, QUALITY_MODEL, SPEED_MEMORY_FILE, choose, speed_key
 from dragoman.engines.llm.openai_format import chat_messages, chat_tools
+from dragoman.engines.mt.presets import model_installed
 from dragoman.engines.workers import CancelToken
-from dragoman.errors import InvalidValue, ModelUnavailable
+from dragoman.errors import EngineFailure, InvalidValue, ModelUnavailable
 from dragoman.logs import get_logger
 from dragoman.weights import MODELS, gguf_file, resolve
 
 log = get_logger(__name__)
 
-DEFAULT_MODEL = "qwen2.5-0.5b-instruct-gguf"
 #: GGUF `general.file_type` values of the common quantisations, for /health.
 _FILE_TYPES = {0: "f32", 1: "f16", 2: "q4_0", 7: "q8_0", 15: "q4_k_m", 17: "q5_k_m", 18: "q6_k", 32: "bf16"}
 
@@ -88,6 +92,7 @@ class LlamaCppEngine:
             context_tokens=self._runtime.n_ctx,
             remote=False,
         )
+        self.kernels = self._runtime.backend.variant
         self._file_type = _FILE_TYPES.get(int(self._runtime.metadata.get("general.file_type", -1)), "gguf")
         self._cache = ConversationCache(max_conversations, cache_mb * 1024 * 1024)
         #: One turn at a time on the one sequence.
@@ -101,6 +106,8 @@ class LlamaCppEngine:
         self._running: str | None = None
         self._running_forgotten = False
         self._closed = False
+        #: How `auto` chose this model, for /health ("" when the model was named).
+        self.choice = ""
 
     def _special_text(self, key: str) -> str:
         token = self._runtime.metadata.get(key)
@@ -158,6 +165,17 @@ class LlamaCppEngine:
         request = ChatRequest(messages=(ChatMessage("user", "Hi"),), max_tokens=2)
         self.stream(request, CancelToken(), lambda piece: None)
 
+    def measure_speed(self) -> SpeedSample:
+        """This model's prefill and decode speed here, on an empty sequence (`llama_speed.measure`)."""
+        prompt = self._runtime.tokenize(self._render(ChatRequest(messages=(ChatMessage("user", _PROBE),))))
+        with self._run_lock, self._keys_lock:
+            self._held, self._loaded = [], None
+            probe = SpeedProbe(self._runtime)
+            try:
+                return measure(probe, prompt)
+            finally:
+                probe.close()
+
     def describe(self) -> EngineInfo:
         rt = self._runtime
         return EngineInfo(
@@ -166,7 +184,7 @@ class LlamaCppEngine:
             compute_type=self._file_type,
             compute_reason=(
                 f"GGUF {self._file_type}, {rt.backend.describe()}, {rt.threads} threads, "
-                f"context {rt.n_ctx} tokens"
+                f"context {rt.n_ctx} tokens" + (f"; auto: {self.choice}" if self.choice else "")
             ),
         )
 
@@ -227,6 +245,10 @@ class LlamaCppEngine:
         return str(rendered.prompt)
 
 
+#: The speed probe's user turn: a spoken question's kind of text.
+_PROBE = "What is the capital of France, and how many people live in Paris and its suburbs today?"
+
+
 def _validate(request: ChatRequest) -> None:
     if not request.messages:
         raise InvalidValue("a chat request needs at least one message", param="messages")
@@ -255,8 +277,13 @@ def default_threads() -> int:
 
 
 def create(settings: LLMSettings, cache_dir: Path) -> LlamaCppEngine:
-    """The registry's factory: `llm.model` is a packaged model name or a path to a GGUF file."""
-    model = settings.model or DEFAULT_MODEL
+    """The registry's factory: `llm.model` is `auto`, a packaged model name or a path to a GGUF file."""
+    if settings.model == AUTO:
+        return _create_auto(settings, cache_dir)
+    return _create(settings.model, settings, cache_dir)
+
+
+def _create(model: str, settings: LLMSettings, cache_dir: Path) -> LlamaCppEngine:
     path = gguf_file(resolve(model, cache_dir, role="llm"))
     name = model if model in MODELS else path.stem
     return LlamaCppEngine(
@@ -268,3 +295,40 @@ def create(settings: LLMSettings, cache_dir: Path) -> LlamaCppEngine:
         cache_mb=settings.cache_mb,
         tool_result_note=settings.tool_result_note,
     )
+
+
+def _create_auto(settings: LLMSettings, cache_dir: Path) -> LlamaCppEngine:
+    """`auto`: the 1.5B where installed and measured fast enough here, else the 0.5B (`model_choice`)."""
+    engine: LlamaCppEngine | None = None
+    sample = measured = None
+    installed = model_installed(QUALITY_MODEL, cache_dir)
+    if installed:
+        try:
+            engine = _create(QUALITY_MODEL, settings, cache_dir)
+            measured = engine.measure_speed()
+            memory = SpeedMemory(Path(cache_dir).expanduser() / SPEED_MEMORY_FILE)
+            key = speed_key(engine.kernels, measured.threads)
+            sample = best_of(measured, memory.recall(key))
+            memory.remember(key, sample)
+        except (ModelUnavailable, EngineFailure, ValueError) as exc:
+            log.warning("the 1.5B LLM could not be measured", error=str(exc))
+            if engine is not None:
+                engine.close()
+                engine = None
+    choice = choose(sample, quality_installed=installed)
+    if engine is not None and engine.name != choice.model:
+        engine.close()
+        engine = None
+    if engine is None:
+        engine = _create(choice.model, settings, cache_dir)
+    engine.choice = choice.reason
+    log.info(
+        "LLM model chosen",
+        model=engine.name,
+        reason=choice.reason,
+        measured_now=None
+        if measured is None
+        else f"{measured.prefill_tok_s:.1f} / {measured.decode_tok_s:.2f}",
+        measured_s=None if measured is None else round(measured.seconds, 2),
+    )
+    return engine

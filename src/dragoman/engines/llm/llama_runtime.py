@@ -219,3 +219,25 @@ class LlamaRuntime:
 def _close(resource: Any) -> None:
     # llama-cpp-python leaves close() unannotated.
     resource.close()
+
+
+class SpeedProbe:
+    """`llama_speed.measure`'s view of a runtime: tokens in at the end of the sequence, the
+    greedy next token out."""
+
+    def __init__(self, runtime: LlamaRuntime) -> None:
+        self._rt = runtime
+        self.threads = runtime.threads
+        self._length = 0
+        self._greedy = runtime.sampler(temperature=0.0, seed=0)
+
+    def eval(self, tokens: list[int], out_from: int, cols: slice | None) -> tuple[list[int], object]:
+        self._length += self._rt.decode(tokens, self._length)
+        return [self._greedy.sample()], None
+
+    def truncate(self, length: int) -> None:
+        self._rt.truncate(length)
+        self._length = min(self._length, length)
+
+    def close(self) -> None:
+        self._greedy.close()
