@@ -3,7 +3,8 @@
 The default, `llm.model = auto`, is the packaged Qwen2.5-Coder-1.5B-Instruct (Q4_K_M)
 where this CPU runs it fast enough for a spoken answer, else the 0.5B
 (`model_choice`); `llm.model` may name a packaged model or a path to the user's own
-GGUF. Prompts come
+GGUF. A model another engine (MT) already runs is shared, not loaded again
+(`engines.llama_models`). Prompts come
 from the model's own chat template (rendered by llama-cpp-python's Jinja2
 formatter), which for Qwen2.5 lists the tools in the system prompt and writes
 calls as `<tool_call>` blocks. The turn itself, from prefill to constrained tool

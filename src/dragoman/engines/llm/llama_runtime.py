@@ -17,11 +17,11 @@ from typing import Any
 
 import llama_cpp
 from llama_cpp import _internals
-from llama_cpp._logger import set_verbose
 
+from dragoman.engines import llama_models
 from dragoman.engines.llama_backend import load_backend
 from dragoman.engines.workers import CancelToken
-from dragoman.errors import EngineFailure, ModelUnavailable
+from dragoman.errors import EngineFailure
 
 #: Prompt tokens per llama_decode call: cancellation is checked between chunks. Measured on
 #: 2 cores, prefill ran at about 150 tok/s with chunks of 256 or 512 and lost a fifth at 128.
@@ -91,14 +91,9 @@ class LlamaRuntime:
     """A GGUF model and its context of `context_tokens`, all in sequence 0."""
 
     def __init__(self, path: Path, *, context_tokens: int, threads: int, batch: int = 512) -> None:
-        set_verbose(False)  # llama.cpp logs every load to stderr otherwise
         self.backend = load_backend()
-        try:
-            self._model = _internals.LlamaModel(
-                path_model=str(path), params=llama_cpp.llama_model_default_params(), verbose=False
-            )
-        except ValueError as exc:
-            raise ModelUnavailable(f"llama.cpp cannot load the GGUF model {path}: {exc}") from exc
+        #: Shared with any other engine on the same GGUF (`engines.llama_models`).
+        self._model = llama_models.acquire(path)
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = context_tokens
         params.n_batch = params.n_ubatch = min(batch, context_tokens)
@@ -108,7 +103,7 @@ class LlamaRuntime:
         try:
             self._context = _internals.LlamaContext(model=self._model, params=params, verbose=False)
         except ValueError as exc:
-            _close(self._model)
+            llama_models.release(self._model)
             raise EngineFailure(f"llama.cpp cannot create a context of {context_tokens} tokens") from exc
         self.ctx = self._context.ctx
         self.vocab = self._model.vocab
@@ -212,8 +207,10 @@ class LlamaRuntime:
         if self._batch is not None:
             llama_cpp.llama_batch_free(self._batch)
             self._batch = None
-        _close(self._context)
-        _close(self._model)
+        if self._model is not None:
+            _close(self._context)
+            llama_models.release(self._model)
+            self._model = None
 
 
 def _close(resource: Any) -> None:

@@ -25,8 +25,8 @@ from typing import Any
 import llama_cpp
 import numpy as np
 from llama_cpp import _internals
-from llama_cpp._logger import set_verbose
 
+from dragoman.engines import llama_models
 from dragoman.engines.llama_backend import load_backend
 from dragoman.engines.mt.llama_cells import CellMap
 from dragoman.engines.mt.llama_tap import AttentionTap
@@ -88,14 +88,9 @@ class TappedContext:
     """One llama.cpp context of `context_tokens`, sequence 0 only, with an `AttentionTap`."""
 
     def __init__(self, path: Path, *, context_tokens: int, threads: int, batch: int = 512) -> None:
-        set_verbose(False)  # llama.cpp logs every load to stderr otherwise
         self.backend = load_backend()
-        try:
-            self._model = _internals.LlamaModel(
-                path_model=str(path), params=llama_cpp.llama_model_default_params(), verbose=False
-            )
-        except ValueError as exc:
-            raise ModelUnavailable(f"llama.cpp cannot load the GGUF model {path}: {exc}") from exc
+        #: Shared with any other engine on the same GGUF (`engines.llama_models`).
+        self._model = llama_models.acquire(path)
         self.tap = AttentionTap()
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = context_tokens
@@ -113,7 +108,7 @@ class TappedContext:
         try:
             self._context = _internals.LlamaContext(model=self._model, params=params, verbose=False)
         except ValueError as exc:
-            _close(self._model)
+            llama_models.release(self._model)
             raise EngineFailure(f"llama.cpp cannot create a context of {context_tokens} tokens") from exc
         self.ctx = self._context.ctx
         self.vocab = self._model.vocab
@@ -277,8 +272,10 @@ class TappedContext:
         if self._batch is not None:
             llama_cpp.llama_batch_free(self._batch)
             self._batch = None
-        _close(self._context)
-        _close(self._model)
+        if self._model is not None:
+            _close(self._context)
+            llama_models.release(self._model)
+            self._model = None
 
 
 def _close(resource: Any) -> None:

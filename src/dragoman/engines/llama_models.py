@@ -1,0 +1,108 @@
+"""One llama.cpp model per GGUF file in the process, shared by every engine that runs it.
+
+The MT engine and the voice agent's LLM both run the packaged Qwen2.5 1.5B (or both
+the 0.5B). llama.cpp keeps a model's weights apart from its contexts: a context holds
+its own KV cache, batch and threads, and several contexts may decode on one model at
+once from different threads, the weights being read only. So each engine makes its
+own context, and the model under them is loaded once (`acquire`) and freed when the
+last engine lets it go (`release`), instead of holding the 1.5B's 1.1 GB of weights
+twice (server memory with one copy and with two: bench/RESULTS.md).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dragoman.errors import ModelUnavailable
+from dragoman.logs import get_logger
+
+log = get_logger(__name__)
+
+
+@dataclass
+class _Entry:
+    model: Any
+    users: int
+
+
+class SharedModels:
+    """Models by file, counted by users; `load` builds one from a path."""
+
+    def __init__(self, load: Callable[[Path], Any], free: Callable[[Any], None]) -> None:
+        self._load = load
+        self._free = free
+        self._lock = threading.Lock()
+        self._entries: dict[str, _Entry] = {}
+        #: Models loaded so far (a shared one counts once).
+        self.loads = 0
+
+    @staticmethod
+    def key(path: Path) -> str:
+        """The file, however it is named (a link into the cache, a relative path)."""
+        return os.path.realpath(path)
+
+    def acquire(self, path: Path) -> Any:
+        key = self.key(path)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                entry = _Entry(self._load(Path(key)), 0)
+                self._entries[key] = entry
+                self.loads += 1
+            else:
+                log.info("llama.cpp model shared", model=Path(key).name, users=entry.users + 1)
+            entry.users += 1
+            return entry.model
+
+    def release(self, model: Any) -> None:
+        with self._lock:
+            for key, entry in self._entries.items():
+                if entry.model is model:
+                    entry.users -= 1
+                    if entry.users == 0:
+                        del self._entries[key]
+                        self._free(model)
+                    return
+
+    def users(self, path: Path) -> int:
+        entry = self._entries.get(self.key(path))
+        return entry.users if entry is not None else 0
+
+
+def _load(path: Path) -> Any:
+    import llama_cpp
+    from llama_cpp import _internals
+    from llama_cpp._logger import set_verbose
+
+    from dragoman.engines.llama_backend import load_backend
+
+    set_verbose(False)  # llama.cpp logs every load to stderr otherwise
+    load_backend()
+    try:
+        return _internals.LlamaModel(
+            path_model=str(path), params=llama_cpp.llama_model_default_params(), verbose=False
+        )
+    except ValueError as exc:
+        raise ModelUnavailable(f"llama.cpp cannot load the GGUF model {path.name}: {exc}") from exc
+
+
+def _free(model: Any) -> None:
+    model.close()  # llama-cpp-python leaves close() unannotated
+
+
+#: The process's models.
+MODELS = SharedModels(_load, _free)
+
+
+def acquire(path: Path) -> Any:
+    """The `llama_cpp._internals.LlamaModel` of the GGUF at `path`, loaded once; `release` it."""
+    return MODELS.acquire(path)
+
+
+def release(model: Any) -> None:
+    MODELS.release(model)
