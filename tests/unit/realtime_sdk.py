@@ -57,22 +57,19 @@ def validate(event: dict[str, Any], generation: Generation) -> BaseModel:
 
 
 def _beta_transcription_session(event: dict[str, Any]) -> BaseModel:
-    """Beta's union has no `transcription_session.created`, and its `TranscriptionSession` is the
-    REST object (its model names only OpenAI's models): so each field the server sends is
-    checked against that field's type, and the `client_secret` it requires must be there."""
-    session = dict(event["session"])
-    assert "client_secret" in session, "beta's TranscriptionSession requires a client_secret"
+    """`transcription_session.updated` is the beta SDK's `TranscriptionSessionUpdatedEvent`; its
+    union has no `.created`, whose session is checked as that event's session. Each field must
+    be the SDK's (the `client_secret` it requires included), in its type."""
+    assert "client_secret" in event["session"], "beta's TranscriptionSession requires a client_secret"
+    model = beta_types.TranscriptionSessionUpdatedEvent.model_validate(
+        {**event, "type": "transcription_session.updated"}
+    )
+    session = model.session
     fields = beta_types.TranscriptionSession.model_fields
-    transcription = session.pop("input_audio_transcription")
-    beta_types.transcription_session.InputAudioTranscription.model_validate({**transcription, "model": None})
-    assert isinstance(transcription["model"], str)
-    for key, value in session.items():
-        if key in SESSION_EXTRAS:
-            continue
-        assert key in fields, key
-        TypeAdapter(fields[key].annotation).validate_python(value)
-    assert isinstance(event["event_id"], str)
-    return beta_types.TranscriptionSession.model_construct(**session)
+    unknown = [key for key in session.model_extra or {} if key not in SESSION_EXTRAS]
+    assert unknown == [], unknown
+    assert set(event["session"]) - SESSION_EXTRAS <= set(fields)
+    return model
 
 
 class _Socket:

@@ -262,7 +262,8 @@ def session_event(
 
     Beta's `TranscriptionSession` requires `client_secret` (`value`, `expires_at`): the
     ephemeral key the session was opened with (`POST /v1/realtime/client_secrets`; spent,
-    since a key opens one session), or `NO_CLIENT_SECRET`."""
+    since a key opens one session), or `NO_CLIENT_SECRET`. Its transcription `model` names
+    only OpenAI's models, so a beta client is told none (GA's names the engine)."""
     config = event.config
     transcription = {
         # Honest: the engine that serves the session, whatever model the client named.
@@ -298,7 +299,7 @@ def session_event(
         body |= {
             "modalities": ["text"],
             "input_audio_format": format_for(Generation.BETA, config.input_rate),
-            "input_audio_transcription": transcription,
+            "input_audio_transcription": transcription | {"model": None},
             "turn_detection": turn_detection,
             "client_secret": dict(client_secret or NO_CLIENT_SECRET),
         }
