@@ -21,6 +21,7 @@ from dragoman.transports.readiness import Readiness, mount
 from dragoman.transports.runtime import Runtime
 from dragoman.transports.web import mount_web
 from dragoman.transports.webrtc import mount_webrtc
+from dragoman.transports.webrtc.sideband import serve_sideband
 from dragoman.transports.websocket.agent import serve_agent
 from dragoman.transports.websocket.mt import mt_router
 from dragoman.transports.websocket.realtime import refuse, serve_transcription
@@ -72,6 +73,10 @@ def create_app(settings: Settings) -> FastAPI:
                 f"Unknown intent {intent[:40]!r}: /v1/realtime serves the voice agent, and "
                 "transcription with ?intent=transcription.",
             )
+            return
+        call_id = websocket.query_params.get("call_id")
+        if call_id is not None:  # a server attaching to a WebRTC call's events (sideband)
+            await serve_sideband(websocket, call_id)
             return
         transcription = intent == "transcription"
         not_ready = readiness.refusal()

@@ -6,7 +6,8 @@ channel as the session's input audio (`tracks.py`), `codec.py` is WebRTC's wire 
 (the agent's GA events, less the three differences from WebSocket), and the answer is
 played out by the server at real time on the outbound track from a buffer it flushes
 itself on a cancel or a barge-in (`playout.py`). `calls.py` has the routes, `call.py`
-one running call, `peer.py` its peer connection.
+one running call, `peer.py` its peer connection, and `sideband.py` a server's WebSocket
+attached to a running call (`/v1/realtime?call_id=…`).
 """
 
 from __future__ import annotations
@@ -26,9 +27,12 @@ if TYPE_CHECKING:
 def mount_webrtc(app: FastAPI, agent: Callable[[], AgentService | None], readiness: Readiness) -> None:
     """The call routes; without the `webrtc` extra, a 501 that says how to get them."""
     if importlib.util.find_spec("aiortc") is not None:
-        from dragoman.transports.webrtc.calls import calls_router
+        from dragoman.transports.webrtc.calls import Calls, calls_router
+        from dragoman.transports.webrtc.peer import ice_servers
 
-        app.include_router(calls_router(agent, readiness))
+        # The running calls, where `/v1/realtime?call_id=…` finds the call it attaches to.
+        app.state.calls = Calls(ice_servers())
+        app.include_router(calls_router(agent, readiness, app.state.calls))
         return
 
     @app.api_route("/v1/realtime/calls", methods=["POST"])

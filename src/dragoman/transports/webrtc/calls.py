@@ -134,10 +134,13 @@ class Calls:
             self.running.pop(call.id, None)
 
 
-def calls_router(agent_service: Callable[[], AgentService | None], readiness: Readiness) -> APIRouter:
-    """The call routes; raises ValueError for ICE servers configured wrong (at start-up)."""
+def calls_router(
+    agent_service: Callable[[], AgentService | None], readiness: Readiness, calls: Calls | None = None
+) -> APIRouter:
+    """The call routes, over `calls` (the running calls, which a sideband connection looks up);
+    raises ValueError for ICE servers configured wrong (at start-up)."""
     router = APIRouter()
-    calls = Calls(ice_servers())
+    calls = calls if calls is not None else Calls(ice_servers())
 
     @router.post("/v1/realtime/calls")
     async def create_call(request: Request) -> Response:

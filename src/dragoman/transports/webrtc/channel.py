@@ -54,6 +54,17 @@ class CallChannel:
         self._events: Any = None
         #: Called once, when the driver closes the channel (the call hangs up).
         self.on_close: Callable[[], None] = lambda: None
+        #: Sideband connections (`sideband.py`): each is handed every frame sent, and None
+        #: when the call ends.
+        self._listeners: list[Callable[[str | None], None]] = []
+
+    def listen(self, listener: Callable[[str | None], None]) -> Callable[[], None]:
+        """Hand `listener` every server event from now on; returns how to stop."""
+        if self._ended:
+            listener(None)
+            return lambda: None
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
     # -- what comes in ---------------------------------------------------------------------
 
@@ -91,6 +102,9 @@ class CallChannel:
         """The peer is gone (hang-up, a closed data channel, a failed connection)."""
         self._ended = True
         self._ready.set()
+        for listener in self._listeners:
+            listener(None)
+        self._listeners.clear()
 
     @property
     def ended(self) -> bool:
@@ -119,10 +133,13 @@ class CallChannel:
         return item
 
     async def send(self, frame: str) -> None:
-        """Onto the data channel; dropped while it is not open (the peer cannot get it)."""
+        """Onto the data channel, dropped while it is not open (the peer cannot get it); and to
+        each sideband connection."""
         events = self._events
         if events is not None and events.readyState == "open":
             events.send(frame)
+        for listener in self._listeners:
+            listener(frame)
 
     async def close(self, code: int) -> None:
         """The session ended: the call hangs up (a data channel has no close codes)."""

@@ -1,0 +1,60 @@
+"""`/v1/realtime?call_id=…`: a server's WebSocket attached to a running WebRTC call (sideband).
+
+OpenAI lets an application server attach to a call a browser placed over WebRTC, "to
+monitor the session, update instructions, and respond to tool calls" while the browser
+keeps the audio. The sideband connection speaks the call's own events: it is sent every
+server event of the call's session from the moment it attaches, and what it sends goes into
+that session as if it came on the call's data channel. It takes no pool unit (the call
+holds one) and ends, with 1000, when the call does; the call goes on when it closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from dragoman.logs import get_logger
+from dragoman.transports.websocket.realtime import refuse
+
+log = get_logger(__name__)
+
+
+async def serve_sideband(websocket: WebSocket, call_id: str) -> None:
+    """Attach `websocket` (not yet accepted) to the running call `call_id`, or refuse it."""
+    calls: Any = getattr(websocket.app.state, "calls", None)
+    call = calls.running.get(call_id) if calls is not None else None
+    if call is None or call.channel.ended:
+        await refuse(websocket, "call_not_found", f"No call {call_id[:64]!r} is in progress.")
+        return
+    await websocket.accept()
+    outgoing: asyncio.Queue[str | None] = asyncio.Queue()
+    stop = call.channel.listen(outgoing.put_nowait)
+    log.info("sideband attached", call=call_id)
+
+    async def send() -> None:
+        while (frame := await outgoing.get()) is not None:
+            await websocket.send_text(frame)
+
+    async def receive() -> None:
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            call.channel.message(message.get("text") or message.get("bytes") or b"")
+
+    tasks = [asyncio.create_task(send()), asyncio.create_task(receive())]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect, RuntimeError):
+                await task
+        with contextlib.suppress(RuntimeError, WebSocketDisconnect):
+            await websocket.close(1000)
+        log.info("sideband detached", call=call_id)
