@@ -100,10 +100,11 @@ class InterpreterService:
         return True
 
     def voice(self, language: str) -> str:
-        """The best voice of `language` (InvalidValue when no loaded voice speaks it)."""
+        """The best loaded voice of `language`, by the round trip through Whisper
+        (`VoiceCatalog.for_language`); InvalidValue when no loaded voice speaks it."""
         speaker = self.speaker
         assert speaker is not None, "served once started"
-        return speaker.voice(None, language).name
+        return speaker.catalog.for_language(language).name
 
     # -- sessions ------------------------------------------------------------------
 

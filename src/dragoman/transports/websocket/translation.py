@@ -80,8 +80,16 @@ async def translation_endpoint(
             close_code=CloseCode.TRY_AGAIN_LATER,
         )
         return
-    if service is None:
-        await refuse(websocket, "service_unavailable", "The interpreter is not enabled on this server.")
+    if service is None or not service.languages.targets:
+        message = (
+            "The interpreter is not enabled on this server."
+            if service is None
+            else (
+                "The interpreter has no target language: no MT direction from its source language has "
+                "calibrated heads and a voice on this server."
+            )
+        )
+        await refuse(websocket, "service_unavailable", message)
         return
     bound = bound_config(websocket)
     model = requested_model(websocket, bound)
