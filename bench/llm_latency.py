@@ -12,6 +12,9 @@
    conversation after another conversation ran in between (its KV snapshot is put
    back, so only the new user turn is prefilled). The same with two tools offered:
    the first turn up to the tool call, the second the answer to the tool's result.
+   Two levers apart: a new conversation whose instructions are the server's default,
+   kept from start-up (`warm_up(instructions)`), and a second turn whose snapshot was
+   dropped (what the KV cache between turns saves).
 
 Progress goes to stderr, markdown tables to stdout. Absolute times on a shared
 2-core machine are noisy: compare figures measured in the same run.
@@ -155,10 +158,17 @@ def timed(engine: LlamaCppEngine, request: ChatRequest) -> tuple[Turn, str]:
     return turn, text
 
 
-def conversation_turns(engine: LlamaCppEngine, tools: bool) -> tuple[Turn, Turn]:
-    """(first turn of a new conversation, its second turn after another conversation's)."""
+def conversation_turns(
+    engine: LlamaCppEngine, tools: bool, *, default_instructions: bool = False, keep_snapshot: bool = True
+) -> tuple[Turn, Turn]:
+    """(first turn of a new conversation, its second turn after another conversation's).
+
+    `default_instructions`: the system prompt is the one the engine was warmed with (cached
+    from start-up); `keep_snapshot` False drops the conversation's KV snapshot between turns.
+    """
     # A unique first line keeps the new conversation from sharing the previous run's system prompt.
-    system = ChatMessage("system", f"Session {uuid.uuid4().hex[:8]}. {SYSTEM_PROMPT}")
+    unique = "" if default_instructions else f"Session {uuid.uuid4().hex[:8]}. "
+    system = ChatMessage("system", unique + SYSTEM_PROMPT)
     key = uuid.uuid4().hex
     offered = TOOLS if tools else ()
     messages = [system, ChatMessage("user", TOOL_QUESTION if tools else QUESTION)]
@@ -175,6 +185,8 @@ def conversation_turns(engine: LlamaCppEngine, tools: bool) -> tuple[Turn, Turn]
         ]
     else:
         messages += [ChatMessage("assistant", text), ChatMessage("user", FOLLOW_UP)]
+    if not keep_snapshot:
+        engine.forget(key)
     second, _ = timed(
         engine, ChatRequest(tuple(messages), tools=offered, max_tokens=REPLY_TOKENS, conversation=key)
     )
@@ -225,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     engine = create(LLMSettings(model=args.model, threads=args.threads), cache_dir)
     try:
-        engine.warm_up()
+        engine.warm_up(SYSTEM_PROMPT)
         rows = []
         for tools in (False, True):
             log(f"engine turns, tools={tools}")
@@ -236,6 +248,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 rows.append(summary("text: new conversation", firsts))
                 rows.append(summary("text: 2nd turn, KV snapshot restored", seconds))
+                log("engine turns: the default instructions cached; no snapshot kept")
+                turns = [
+                    conversation_turns(engine, False, default_instructions=True, keep_snapshot=False)
+                    for _ in range(args.runs)
+                ]
+                rows.append(
+                    summary("text: new conversation, default instructions cached", [t[0] for t in turns])
+                )
+                rows.append(summary("text: 2nd turn, no KV snapshot", [t[1] for t in turns]))
     finally:
         engine.close()
     print("## 2. Voice-agent turns (`LlamaCppEngine.stream`)\n")

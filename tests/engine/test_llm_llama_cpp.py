@@ -50,7 +50,7 @@ MARKUP = re.compile(r"<tool_call>|</tool_call>|<\|[a-z_]+\|>|```|\{\s*\"")
 
 @pytest.fixture(scope="module")
 def engine(cache_dir: Path) -> Iterator[LlamaCppEngine]:
-    built = create(LLMSettings(), cache_dir)
+    built = create(LLMSettings(model="qwen2.5-0.5b-instruct-gguf"), cache_dir)
     built.warm_up()
     yield built
     built.close()
@@ -199,3 +199,30 @@ def test_bad_requests_are_the_clients_fault(engine: LlamaCppEngine) -> None:
         run(engine, ask("word " * 5000))
     # The engine still works afterwards.
     assert run(engine, ask("Say OK.", max_tokens=3))[2].output_tokens > 0
+
+
+def test_a_long_answer_ends_whole_at_its_soft_length(engine: LlamaCppEngine) -> None:
+    story = ChatMessage("system", "You tell long, detailed stories of at least ten sentences.")
+    request = ChatRequest(
+        messages=(story, ChatMessage("user", "Tell me a story about a lighthouse keeper.")),
+        max_tokens=200,
+        answer_tokens=24,
+    )
+    text, _, finished = run(engine, request)
+    assert finished.reason == "stop", (finished, text)
+    assert text.rstrip().endswith((".", "!", "?", '"', "”")), text
+    assert finished.output_tokens < 24 + 40, finished
+
+
+def test_the_default_instructions_are_cached_for_every_new_conversation(engine: LlamaCppEngine) -> None:
+    engine.warm_up(SYSTEM.content)
+    # Another conversation, with other instructions, holds the sequence now.
+    pirate = (ChatMessage("system", "You are a pirate."), ChatMessage("user", "Ahoy!"))
+    run(engine, ChatRequest(pirate, conversation="pirate", max_tokens=4))
+    text, _, first = run(engine, ask("What is the capital of Italy?", conversation="new", max_tokens=24))
+    assert "Rome" in text, text
+    # The instructions came from the start-up cache, not only the template's opening tokens.
+    assert first.cached_tokens >= 15, first
+    assert first.input_tokens - first.cached_tokens < 25, first
+    engine.forget("pirate")
+    engine.forget("new")

@@ -94,7 +94,7 @@ class AgentService:
         llm = await asyncio.to_thread(create_llm_engine, self.llm_settings, self.cache_dir)
         speaker = Speaker(self.tts_settings, self.cache_dir)
         try:
-            await asyncio.to_thread(llm.warm_up)
+            await asyncio.to_thread(llm.warm_up, self.settings.instructions)
             await asyncio.to_thread(speaker.load)
         except BaseException:
             llm.close()

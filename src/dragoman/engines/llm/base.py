@@ -135,8 +135,9 @@ class LLMEngine(Protocol):
         """
         ...
 
-    def warm_up(self) -> None:
-        """One short real call, so that the first session does not pay for lazy set-up."""
+    def warm_up(self, instructions: str = "") -> None:
+        """One short real call, so that the first session does not pay for lazy set-up; an
+        engine with a prefix cache keeps the default `instructions` ready for every conversation."""
         ...
 
     def describe(self) -> EngineInfo:

@@ -15,6 +15,8 @@ When another conversation speaks, the sequence is copied out into a snapshot and
 that conversation's own snapshot, if it has one, is put back
 (`kv_snapshots`); either way only the tokens past the longest common prefix are
 prefilled. Conversations of several sessions can so interleave on the one model.
+The default instructions' tokens are kept apart from start-up (`warm_up`), so a new
+conversation that begins with them never prefills them.
 """
 
 from __future__ import annotations
@@ -107,6 +109,8 @@ class LlamaCppEngine:
         self._running: str | None = None
         self._running_forgotten = False
         self._closed = False
+        #: The default instructions' tokens and keys and values (`warm_up`).
+        self._prefix: Snapshot | None = None
         #: How `auto` chose this model, for /health ("" when the model was named).
         self.choice = ""
 
@@ -162,9 +166,25 @@ class LlamaCppEngine:
             cached_tokens=outcome.cached_tokens,
         )
 
-    def warm_up(self) -> None:
-        request = ChatRequest(messages=(ChatMessage("user", "Hi"),), max_tokens=2)
+    def warm_up(self, instructions: str = "") -> None:
+        """One short real turn; with `instructions`, their tokens are kept for every conversation
+        that begins with them (the first turn of a session then prefills only its own words)."""
+        system = (ChatMessage("system", instructions),) if instructions else ()
+        request = ChatRequest(messages=(*system, ChatMessage("user", "Hi")), max_tokens=2)
         self.stream(request, CancelToken(), lambda piece: None)
+        if not instructions:
+            return
+        # The rendered system part: what two prompts that differ in the user's words share.
+        other = self._runtime.tokenize(
+            self._render(ChatRequest(messages=(*system, ChatMessage("user", "?"))))
+        )
+        shared = common_prefix(self._held, other)
+        with self._run_lock, self._keys_lock:
+            self._runtime.truncate(shared)
+            self._held = self._held[:shared]
+            self._loaded = None
+            self._prefix = Snapshot(tuple(self._held), self._runtime.snapshot())
+        log.info("llm instructions cached", tokens=shared)
 
     def measure_speed(self) -> SpeedSample:
         """This model's prefill and decode speed here, on an empty sequence (`llama_speed.measure`)."""
@@ -222,9 +242,12 @@ class LlamaCppEngine:
                     log.debug("llm conversations evicted", conversations=evicted)
                 self._loaded = None
             saved = self._cache.get(conversation) if conversation is not None else None
-            if saved is not None and common_prefix(saved.tokens, prompt) > common_prefix(self._held, prompt):
-                self._runtime.restore(saved.data)
-                self._held = list(saved.tokens)
+            best = common_prefix(self._held, prompt)
+            for candidate in (saved, self._prefix):
+                if candidate is not None and common_prefix(candidate.tokens, prompt) > best:
+                    self._runtime.restore(candidate.data)
+                    self._held = list(candidate.tokens)
+                    best = common_prefix(candidate.tokens, prompt)
             if conversation is not None:
                 self._cache.forget(conversation)  # the sequence holds it now
 

@@ -156,7 +156,7 @@ class RemoteEngine:
         """Read the stream into `send` until it ends, or until `cancel` is set."""
         raise NotImplementedError
 
-    def warm_up(self) -> None:
+    def warm_up(self, instructions: str = "") -> None:
         request = ChatRequest(messages=(ChatMessage("user", "Hi"),), max_tokens=self.warm_up_tokens)
         self.stream(request, CancelToken(), lambda piece: None)
 
