@@ -115,7 +115,8 @@ def _parser() -> argparse.ArgumentParser:
         "--data",
         type=Path,
         nargs="+",
-        help="parallel text TSV files (default: newstest and Tatoeba excerpts in ../shared/eval/mt)",
+        help="parallel text TSV files (default: the eval set's newstest and Tatoeba excerpts, "
+        "found through DRAGOMAN_EVAL_DIR or beside a source checkout)",
     )
     calibrate.add_argument("--sentences", type=int, default=48)
     calibrate.add_argument("--top-k", dest="top_k", type=int, default=8)
@@ -186,7 +187,7 @@ def _agent_flags(parser: argparse.ArgumentParser) -> None:
         action="store_const",
         const=True,
         help="expose a remote LLM backend at /v1/chat/completions or /v1/responses "
-        "(no authentication, no rate limiting: trusted networks only)",
+        "(behind the server's API keys, like every route; not rate-limited)",
     )
 
 

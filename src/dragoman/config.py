@@ -171,8 +171,8 @@ class AgentSettings(BaseModel):
     #: A spoken answer's soft length when the client sets no `max_output_tokens`: past this many
     #: tokens the answer ends at the next sentence end and completes (see engines/llm/reply_guard).
     answer_tokens: int = Field(default=48, ge=1)
-    #: Expose a remote LLM backend as `POST /v1/chat/completions` or `/v1/responses`. It adds no
-    #: authentication and no rate limiting: enable it only on a trusted network or behind a gateway.
+    #: Expose a remote LLM backend as `POST /v1/chat/completions` or `/v1/responses`. Like every
+    #: route, it needs one of `api_keys` when the server has keys; nothing rate-limits it.
     enable_llm_proxy: bool = False
 
 

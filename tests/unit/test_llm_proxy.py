@@ -1,11 +1,13 @@
-"""The LLM proxy's answers that need no upstream: a local backend's 501, a path it does not serve."""
+"""The LLM proxy's answers that need no upstream: a local backend's 501, a path it does not serve,
+the 401 of a server with keys."""
 
 from __future__ import annotations
 
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from dragoman.config import LLMSettings
+from dragoman.config import LLMSettings, Settings
+from dragoman.transports.app import create_app
 from dragoman.transports.llm_proxy import llm_proxy_router
 
 
@@ -36,3 +38,23 @@ def test_an_unreachable_upstream_is_a_502_without_its_address() -> None:
     assert answer.status_code == 502
     error = answer.json()["error"]
     assert error["code"] == "upstream_unavailable" and "127.0.0.1" not in error["message"]
+
+
+def test_on_a_server_with_keys_the_proxy_needs_one() -> None:
+    """The proxy is no hole in the server's keys: the real app's guard covers its routes too."""
+    settings = Settings(
+        api_keys=["sk-proxy"],
+        agent={"enable_llm_proxy": True},
+        llm={"backend": "chat-completions", "base_url": "http://127.0.0.1:9/v1", "timeout_s": 2},
+    )
+    # No lifespan: the engines are not loaded, and neither route needs them.
+    app = TestClient(create_app(settings))
+    body = {"model": "m", "messages": []}
+    refused = app.post("/v1/chat/completions", json=body)
+    assert refused.status_code == 401
+    assert refused.json()["error"]["code"] == "invalid_api_key"
+    wrong = app.post("/v1/chat/completions", json=body, headers={"Authorization": "Bearer sk-wrong"})
+    assert wrong.status_code == 401
+    # With the key the request is passed on, and meets the (unreachable) upstream.
+    passed = app.post("/v1/chat/completions", json=body, headers={"Authorization": "Bearer sk-proxy"})
+    assert passed.status_code == 502

@@ -6,8 +6,9 @@ chat-completions backend, `POST /v1/responses` with the responses backend"; with
 local one it answers 501 with the reason. Requests are passed through as they are,
 streamed or not, with this server's upstream key in place of the client's.
 
-It adds no authentication and no rate limiting of its own: enable it only on a
-trusted network, or behind a gateway that controls access.
+Access is the server's (`guard.py`): on a server with API keys these routes need one, as
+every route does; on one without keys they are open. Nothing rate-limits them, so the
+upstream's quota is spent by whoever may call them.
 """
 
 from __future__ import annotations
