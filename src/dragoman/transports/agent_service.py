@@ -15,7 +15,6 @@ clause's TTS call and first audio chunk. The clock stays here, out of the sans-I
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import threading
 import time
@@ -39,7 +38,7 @@ from dragoman.sessions.speech.config import SessionConfig
 from dragoman.streaming.clauses import ClauseCutter, speakable
 from dragoman.transports.lanes import Lane
 from dragoman.transports.pool import PipelinePool
-from dragoman.transports.services import TranscriptionService
+from dragoman.transports.services import TranscriptionService, close_engine
 
 log = get_logger(__name__)
 
@@ -187,11 +186,9 @@ class AgentService:
             if worker is not None:
                 await worker.close()
         if self.llm is not None:
-            with contextlib.suppress(Exception):
-                self.llm.close()
+            close_engine("llm", self.llm.close)
         if self.speaker is not None:
-            with contextlib.suppress(Exception):
-                self.speaker.close()
+            close_engine("tts", self.speaker.close)
         self.llm = self.speaker = self.llm_worker = self.tts_worker = None
 
 

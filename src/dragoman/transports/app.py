@@ -93,17 +93,19 @@ def create_app(settings: Settings) -> FastAPI:
             if runtime.transcription is None:
                 await refuse(websocket, "service_unavailable", "Transcription is not enabled on this server.")
                 return
-            if runtime.transcription.sessions >= settings.transcription.max_sessions:
-                await refuse(
-                    websocket,
-                    "session_limit_reached",
-                    f"The server is at its limit of {settings.transcription.max_sessions} transcription "
-                    "sessions; try again later.",
-                    close_code=CloseCode.TRY_AGAIN_LATER,
-                )
-                return
-            await websocket.accept()
-            await serve_transcription(websocket, runtime.transcription, settings.transcription)
+            # The slot is taken before the first await, so concurrent handshakes cannot all pass.
+            with runtime.transcription.session_slot() as admitted:
+                if not admitted:
+                    await refuse(
+                        websocket,
+                        "session_limit_reached",
+                        f"The server is at its limit of {settings.transcription.max_sessions} "
+                        "transcription sessions; try again later.",
+                        close_code=CloseCode.TRY_AGAIN_LATER,
+                    )
+                    return
+                await websocket.accept()
+                await serve_transcription(websocket, runtime.transcription, settings.transcription)
             return
         if runtime.agent is None:
             await refuse(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from dragoman.audio.vad import SileroModel, SileroVAD, SpeechProbability
@@ -23,7 +23,7 @@ from dragoman.engines.registry import create_asr_engine, create_mt_engine
 from dragoman.engines.turn.smart_turn import SmartTurnModel
 from dragoman.engines.workers import BatchingWorker, Housekeeping, SerialWorker
 from dragoman.errors import ConfigError, ModelUnavailable
-from dragoman.logs import get_logger
+from dragoman.logs import get_logger, log_failure
 from dragoman.sessions.mt.session import MAX_QUEUED_FINALS
 from dragoman.sessions.speech.config import EngineProfile
 from dragoman.streaming.alignatt import AlignAttParams
@@ -76,6 +76,23 @@ class TranscriptionService:
             seconds=round(time.perf_counter() - began, 2),
         )
 
+    @contextlib.contextmanager
+    def session_slot(self) -> Iterator[bool]:
+        """One of the `max_sessions` slots for the `with` block, or False at the limit.
+
+        Checked and taken in one step, with no await between: a route that took the slot
+        before its first await (the WebSocket accept) cannot be overtaken by concurrent
+        handshakes that all saw the last slot free.
+        """
+        if self.sessions >= self.settings.max_sessions:
+            yield False
+            return
+        self.sessions += 1
+        try:
+            yield True
+        finally:
+            self.sessions -= 1
+
     def vad_factory(self) -> Callable[[], SpeechProbability] | None:
         model = self.vad_model
         if model is None:
@@ -96,8 +113,17 @@ class TranscriptionService:
         if self.worker is not None:
             await self.worker.close()
         if self.engine is not None:
-            self.engine.close()
+            close_engine("asr", self.engine.close)
         self.engine = self.worker = None
+
+
+def close_engine(role: str, close: Callable[[], None]) -> None:
+    """Release an engine at shutdown. A failure is logged with its error id and traceback,
+    and does not keep the other engines from being released."""
+    try:
+        close()
+    except Exception as exc:
+        log_failure(log, "engine close failed", exc, role=role)
 
 
 def load_turn_model(cache_dir: Path) -> SmartTurnModel | None:
@@ -202,6 +228,5 @@ class MTService:
         if self.worker is not None:
             await self.worker.close()  # waits for the call in flight before the engine goes
         if self.engine is not None:
-            with contextlib.suppress(Exception):
-                self.engine.close()
+            close_engine("mt", self.engine.close)
         self.engine = self.worker = None

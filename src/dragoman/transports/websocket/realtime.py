@@ -101,10 +101,9 @@ async def serve_transcription(
         real_time=policy.real_time,
         engine_timeout_s=policy.engine_timeout_s,
     )
-    service.sessions += 1
+    # The route holds the session's slot (`TranscriptionService.session_slot`) around this call.
     try:
         with policy.connections.track(driver):
             await driver.run()
     finally:
-        service.sessions -= 1
         session_log.info("session closed", revisions=session.revisions, coalesced=session.coalesced)
