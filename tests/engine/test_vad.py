@@ -161,7 +161,7 @@ def loud_then_quiet(gap: np.ndarray) -> tuple[np.ndarray, int]:
 def test_a_quiet_speaker_after_a_loud_one_is_still_heard_in_a_file(model: SileroModel) -> None:
     """The file endpoint's VAD starts afresh after each half second of quiet: carried over, the
     state learnt on loud speech left the quiet speaker mostly unheard (13 % of frames)."""
-    from dragoman.transports.file_transcription import speech_probabilities
+    from dragoman.audio.vad import speech_probabilities
 
     audio, quiet_at = loud_then_quiet(np.zeros(int(0.6 * RATE), np.float32))
     probs = np.array(speech_probabilities(model, audio))

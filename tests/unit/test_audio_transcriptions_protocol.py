@@ -10,12 +10,13 @@ from openai.types.audio.transcription_text_done_event import TranscriptionTextDo
 
 from dragoman.errors import EngineFailure, FileTooLarge, InvalidValue
 from dragoman.protocol import audio_transcriptions as wire
+from dragoman.sessions.file_transcription import FileTranscript, Segment
 
 SEGMENTS = [
-    wire.Segment(0, 0.152, 10.792, " And so my fellow Americans,", [400, 370], -0.21, 0.06, 1.1, 15),
-    wire.Segment(1, 12.0, 3725.5049, " ask not.", [1029, 406], -0.3, 0.01, 0.9, 1200),
+    Segment(0, 0.152, 10.792, " And so my fellow Americans,", [400, 370], -0.21, 0.06, 1.1, 15),
+    Segment(1, 12.0, 3725.5049, " ask not.", [1029, 406], -0.3, 0.01, 0.9, 1200),
 ]
-RESULT = wire.FileTranscript(
+RESULT = FileTranscript(
     text="And so my fellow Americans, ask not.",
     language="english",
     duration=3726.0,
@@ -94,7 +95,7 @@ def test_vtt_has_its_header_and_dot_milliseconds() -> None:
         "00:00:00.152 --> 00:00:10.792\nAnd so my fellow Americans,\n\n"
         "00:00:12.000 --> 01:02:05.505\nask not.\n\n"
     )
-    assert wire.vtt([]) == "WEBVTT\n\n" and wire.srt([wire.Segment(0, 0.0, 1.0, "  ")]) == ""
+    assert wire.vtt([]) == "WEBVTT\n\n" and wire.srt([Segment(0, 0.0, 1.0, "  ")]) == ""
 
 
 def test_stream_events_are_the_sdks_types() -> None:

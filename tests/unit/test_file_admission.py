@@ -6,13 +6,8 @@ import asyncio
 
 import pytest
 
-from dragoman.transports.file_transcription import (
-    Admission,
-    FilesBusy,
-    compression_ratio,
-    delta_of,
-    language_name,
-)
+from dragoman.sessions.file_transcription import compression_ratio, delta_of, language_name
+from dragoman.transports.file_transcription import Admission, FilesBusy
 
 
 async def test_jobs_past_the_slots_wait_and_past_the_line_are_refused() -> None:

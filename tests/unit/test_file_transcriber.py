@@ -76,13 +76,14 @@ async def test_windows_come_back_in_order_with_at_most_the_bound_in_flight(
     files = _files(engine, 2, monkeypatch)
     params = TranscriptionParams(model="whisper-1", prompt="Names: Kenobi.")
     audio = np.zeros(50 * RATE, dtype=np.float32)
-    pieces = [piece async for piece in files.run(audio, params)]
+    transcription = files.transcription(params.file_request())
+    pieces = [piece async for piece in files.run(audio, transcription)]
     await files.worker.close()
     assert [p.index for p in pieces] == [0, 1, 2, 3, 4]
     assert [p.result.text for p in pieces] == [f" w{i + 1}. Done." for i in range(5)]
     assert max(len(call) for call in engine.calls) <= 2 and sum(len(c) for c in engine.calls) == 5
     assert all(r.prompt == "Names: Kenobi." and not r.prefix for call in engine.calls for r in call)
-    result = files.transcript(pieces, 50.0, params)
+    result = transcription.transcript(pieces, 50.0)
     assert result.text == "w1. Done. w2. Done. w3. Done. w4. Done. w5. Done."
     assert [(s.start, s.end) for s in result.segments][:2] == [(0.0, 1.0), (10.0, 12.0)]
     assert result.segments[1].seek == 1000 and result.segments[1].avg_logprob == -0.2
@@ -94,10 +95,11 @@ async def test_word_timestamps_are_asked_for_and_placed_in_the_file(monkeypatch:
     engine = LengthEngine()
     files = _files(engine, 4, monkeypatch)
     params = TranscriptionParams(model="m", response_format="verbose_json", timestamp_granularities=("word",))
-    pieces = [piece async for piece in files.run(np.zeros(50 * RATE, dtype=np.float32), params)]
+    transcription = files.transcription(params.file_request())
+    pieces = [piece async for piece in files.run(np.zeros(50 * RATE, dtype=np.float32), transcription)]
     await files.worker.close()
     assert all(r.word_times for call in engine.calls for r in call)
-    words = files.transcript(pieces, 50.0, params).words
+    words = transcription.transcript(pieces, 50.0).words
     assert words is not None
     assert [(w.word, w.start, w.end) for w in words[2:4]] == [("w2", 10.0, 10.5), ("Done", 10.5, 12.0)]
 
@@ -106,10 +108,11 @@ async def test_timed_formats_get_one_segment_per_sentence(monkeypatch: pytest.Mo
     engine = LengthEngine()
     files = _files(engine, 4, monkeypatch)
     params = TranscriptionParams(model="m", response_format="srt")
-    pieces = [piece async for piece in files.run(np.zeros(50 * RATE, dtype=np.float32), params)]
+    transcription = files.transcription(params.file_request())
+    pieces = [piece async for piece in files.run(np.zeros(50 * RATE, dtype=np.float32), transcription)]
     await files.worker.close()
     assert all(r.word_times for call in engine.calls for r in call)
-    segments = files.transcript(pieces, 50.0, params).segments
+    segments = transcription.transcript(pieces, 50.0).segments
     assert [s.id for s in segments] == list(range(10))
     assert [(s.text, s.start, s.end, s.seek) for s in segments[2:4]] == [
         (" w2.", 10.0, 10.5, 1000),

@@ -140,3 +140,19 @@ class SileroVAD:
         if self._quiet >= QUIET_RESET_WINDOWS:
             self.reset()
         return speech
+
+
+def speech_probabilities(model: SileroModel, samples: NDArray[np.float32]) -> list[float]:
+    """Silero's speech probability of each 32 ms frame of a whole recording (blocking: a thread).
+
+    The VAD's state starts afresh after every half second of quiet (`SileroVAD`):
+    carried across a whole 10-minute file of eval recordings, it heard 11 % of the frames of
+    a FLEURS recording 40 dB below its neighbours as speech (85 % alone).
+    """
+    vad = SileroVAD(model)
+    whole = len(samples) // WINDOW_SAMPLES
+    probs = [vad(samples[i * WINDOW_SAMPLES : (i + 1) * WINDOW_SAMPLES]) for i in range(whole)]
+    rest = samples[whole * WINDOW_SAMPLES :]
+    if len(rest):  # the last, partial frame, padded with silence (no copy of the whole file)
+        probs.append(vad(np.pad(rest, (0, WINDOW_SAMPLES - len(rest)))))
+    return probs

@@ -15,12 +15,12 @@ Errors are OpenAI's `{"error": {"message", "type", "param", "code"}}`. Pure: no 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dragoman.errors import ClientError, DragomanError, InvalidValue, ServerError
+from dragoman.sessions.file_transcription import FileRequest, FileTranscript, Segment
 
 ResponseFormat = Literal["json", "text", "srt", "vtt", "verbose_json"]
 Granularity = Literal["segment", "word"]
@@ -87,6 +87,16 @@ class TranscriptionParams(BaseModel):
     def wants_segments(self) -> bool:
         return not self.timestamp_granularities or "segment" in self.timestamp_granularities
 
+    def file_request(self) -> FileRequest:
+        """What the transcription is asked for. Word starts are asked of the engine for `words`,
+        and for the formats whose segments are timed (srt, vtt, verbose_json), which are cut
+        into sentences with them; `json` and `text` skip the alignment pass."""
+        words = "word" in self.timestamp_granularities
+        timed = self.response_format in ("srt", "vtt") or (
+            self.response_format == "verbose_json" and self.wants_segments
+        )
+        return FileRequest(self.language, self.prompt, word_times=words or timed, words=words)
+
 
 def _explain(name: str | None, error: Mapping[str, Any]) -> str:
     if name == "response_format":
@@ -97,43 +107,6 @@ def _explain(name: str | None, error: Mapping[str, Any]) -> str:
     if name == "temperature":
         return "Invalid temperature; it must be a number between 0 and 1."
     return f"Invalid {name}: {error.get('msg', 'bad value')}."
-
-
-@dataclass(frozen=True)
-class Word:
-    word: str
-    start: float
-    end: float
-
-
-@dataclass(frozen=True)
-class Segment:
-    """One engine window's text and where it lies in the file."""
-
-    id: int
-    start: float
-    end: float
-    text: str
-    tokens: list[int] = field(default_factory=list)
-    #: As the engine reports them (None where its backend gives none).
-    avg_logprob: float | None = None
-    no_speech_prob: float | None = None
-    compression_ratio: float = 0.0
-    #: The window's offset in the file, in Whisper's 10 ms mel frames.
-    seek: int = 0
-    temperature: float = 0.0
-
-
-@dataclass(frozen=True)
-class FileTranscript:
-    text: str
-    #: Whisper's name for the language ("english"), as OpenAI's verbose_json gives it.
-    language: str
-    duration: float
-    segments: list[Segment]
-    words: list[Word] | None = None
-    output_tokens: int = 0
-    prompt_tokens: int = 0
 
 
 def _usage(duration: float) -> dict[str, Any]:

@@ -30,7 +30,8 @@ from dragoman.errors import DragomanError, FileTooLarge, InvalidValue, ServerErr
 from dragoman.logs import get_logger, log_failure
 from dragoman.metrics import ERRORS, REFUSALS
 from dragoman.protocol import audio_transcriptions as wire
-from dragoman.transports.file_transcription import FilesBusy, FileTranscriber, WindowText, delta_of
+from dragoman.sessions.file_transcription import FileTranscription, WindowText, delta_of
+from dragoman.transports.file_transcription import FilesBusy, FileTranscriber
 from dragoman.transports.readiness import Readiness
 from dragoman.transports.services import TranscriptionService
 
@@ -144,14 +145,16 @@ async def _read_form(request: Request, limit: int) -> tuple[wire.TranscriptionPa
 
 async def _serve(request: Request, files: FileTranscriber, settings: FileTranscriptionSettings) -> Response:
     params, data = await _read_form(request, settings.max_bytes)
-    files.check(params)
+    asked = params.file_request()
+    files.check(asked)
     release = await files.admission.acquire()
     try:
         audio = await asyncio.to_thread(decode_audio_file, data, max_seconds=settings.max_seconds)
         del data
         headers = {"openai-model": files.engine.name}
+        transcription = files.transcription(asked)
         if params.stream:
-            stream = _stream(files, audio.samples, audio.seconds, params, release)
+            stream = _stream(files, audio.samples, audio.seconds, transcription, release)
             # The stream releases its slot when it ends (and the background task, should the
             # response never start it).
             finally_release, release = release, _noop
@@ -161,8 +164,8 @@ async def _serve(request: Request, files: FileTranscriber, settings: FileTranscr
                 headers=headers,
                 background=BackgroundTask(finally_release),
             )
-        pieces = await _unless_gone(request, _collect(files, audio.samples, params))
-        result = files.transcript(pieces, audio.seconds, params)
+        pieces = await _unless_gone(request, _collect(files, audio.samples, transcription))
+        result = transcription.transcript(pieces, audio.seconds)
     finally:
         release()
     if params.response_format == "json":
@@ -185,9 +188,9 @@ _DISCONNECT_POLL_S = 0.5
 
 
 async def _collect(
-    files: FileTranscriber, samples: Any, params: wire.TranscriptionParams
+    files: FileTranscriber, samples: Any, transcription: FileTranscription
 ) -> list[WindowText]:
-    return [piece async for piece in files.run(samples, params)]
+    return [piece async for piece in files.run(samples, transcription)]
 
 
 async def _unless_gone(request: Request, work: Coroutine[Any, Any, list[WindowText]]) -> list[WindowText]:
@@ -218,20 +221,20 @@ async def _stream(
     files: FileTranscriber,
     samples: Any,
     seconds: float,
-    params: wire.TranscriptionParams,
+    transcription: FileTranscription,
     release: Callable[[], None],
 ) -> AsyncIterator[bytes]:
     """Deltas as windows finish in order, then the done event; a failure is an error event."""
     pieces: list[WindowText] = []
     text = ""
     try:
-        async for piece in files.run(samples, params):
+        async for piece in files.run(samples, transcription):
             pieces.append(piece)
             delta = delta_of(text, piece.result.text)
             if delta:
                 text += delta
                 yield _sse(wire.delta_event(delta))
-        yield _sse(wire.done_event(files.transcript(pieces, seconds, params)))
+        yield _sse(wire.done_event(transcription.transcript(pieces, seconds)))
     except Exception as exc:
         error = _reported(exc)
         ERRORS.labels(error.code).inc()
