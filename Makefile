@@ -21,7 +21,7 @@ LLAMA_CPP_FLAGS := -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANT
 DRAGOMAN_WHEEL_CACHE ?= $(HOME)/.cache/dragoman-wheels
 LLAMA_CPP_WHEELS := $(DRAGOMAN_WHEEL_CACHE)/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(shell printf '%s' '$(LLAMA_CPP_FLAGS)' | sha256sum | cut -c1-12)
 
-.PHONY: install install-1.5b serve test test-fast lint typecheck unit bench models clean chromium litellm whisperlivekit
+.PHONY: install install-1.5b serve test test-fast lint typecheck unit bench models clean chromium redis litellm whisperlivekit
 
 install: $(STAMP)
 
@@ -72,6 +72,17 @@ chromium:
 	    echo "WARNING: could not install Chromium: the browser tests will be skipped"; \
 	  else echo "WARNING: Chromium is missing and needs root and apt-get to install: the browser tests will be skipped"; fi; }
 
+# Debian's redis-server: the shared single-use record of ephemeral keys across replicas
+# (--redis-url), which tests/e2e/test_replicas_e2e.py starts on a free loopback port.
+redis:
+	@command -v redis-server >/dev/null 2>&1 || \
+	{ if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server || \
+	    { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+	        redis-server; } || \
+	    echo "WARNING: could not install redis-server: the shared-key tests will be skipped"; \
+	  else echo "WARNING: redis-server is missing and needs root and apt-get to install: the shared-key tests will be skipped"; fi; }
+
 # LiteLLM's proxy gives the responses LLM backend's tests a real Responses API in front of
 # llama.cpp's server. Its pins differ from the project's (websockets 15), so it gets a
 # virtualenv of its own, cached outside the repo like the llama-cpp wheel.
@@ -96,7 +107,7 @@ whisperlivekit:
 	  touch $(WLK_VENV)/.installed; }
 
 # Everything: lint, types, then unit, engine and end-to-end tests on the real models.
-test: install lint typecheck chromium litellm
+test: install lint typecheck chromium redis litellm
 	$(BIN)/pytest -q -rs
 
 bench: install

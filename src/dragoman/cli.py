@@ -161,6 +161,19 @@ def _access_flags(parser: argparse.ArgumentParser) -> None:
         type=float,
         help="give up a hung engine call after (120 s)",
     )
+    parser.add_argument(
+        "--client-secret-key",
+        dest="client_secret_key",
+        metavar="KEY",
+        help="sign ephemeral ek_ keys with KEY (32+ bytes; also DRAGOMAN_CLIENT_SECRET_KEY), so every "
+        "replica that shares it accepts them (default: a random key per process)",
+    )
+    parser.add_argument(
+        "--redis-url",
+        dest="redis_url",
+        help="Redis shared by the replicas (redis://host:6379/0): an ek_ key opens one session across "
+        "all of them (default: one per replica)",
+    )
 
 
 def _agent_flags(parser: argparse.ArgumentParser) -> None:

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -219,6 +219,12 @@ class Settings(BaseSettings):
     #: before its appends are refused (`transports/real_time.py`); 0 takes every client's audio
     #: as fast as it comes.
     audio_burst_s: float = Field(default=10.0, ge=0)
+    #: Signs the ephemeral `ek_` keys, so that every replica that shares it accepts a key any of
+    #: them minted (at least 32 bytes); unset: a random key per process.
+    client_secret_key: SecretStr | None = None
+    #: Redis shared by the replicas (`redis://host:6379/0`): an `ek_` key then opens one session
+    #: across all of them, not one per replica.
+    redis_url: str | None = None
     asr: ASRSettings = Field(default_factory=ASRSettings)
     transcription: TranscriptionSettings = Field(default_factory=TranscriptionSettings)
     mt: MTSettings = Field(default_factory=MTSettings)

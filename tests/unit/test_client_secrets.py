@@ -1,9 +1,11 @@
-"""Ephemeral client keys: the store, `POST /v1/realtime/client_secrets`, and the guard that
+"""Ephemeral client keys: the signed tokens and their store, `POST /v1/realtime/client_secrets`, and the guard that
 redeems them once, before they expire, and hands the route their bound session."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import secrets
 from typing import Any
 
 import pytest
@@ -12,17 +14,15 @@ from fastapi.testclient import TestClient
 from openai.types.realtime.client_secret_create_response import ClientSecretCreateResponse
 from starlette.websockets import WebSocketDisconnect
 
+from dragoman.errors import ConfigError, InvalidValue
 from dragoman.protocol.realtime.generation import Generation
 from dragoman.protocol.realtime.server_events import NO_CLIENT_SECRET, wire_event
 from dragoman.sessions.speech.config import SessionConfig
 from dragoman.sessions.transcription import events as out
-from dragoman.transports.client_secrets import (
-    DEFAULT_TTL_S,
-    PREFIX,
-    ClientSecretStore,
-    client_secrets_router,
-)
+from dragoman.transports.client_secrets import DEFAULT_TTL_S, ClientSecretStore, client_secrets_router
 from dragoman.transports.guard import AccessGuard
+from dragoman.transports.secret_tokens import MAX_TOKEN_CHARS, PREFIX, TokenSigner, signing_key
+from dragoman.transports.spent_keys import LocalSpentKeys
 from tests.unit.realtime_sdk import validate
 
 
@@ -44,8 +44,8 @@ def test_a_key_is_redeemed_once() -> None:
     secret = store.mint(SESSION, 60)
     assert secret.value.startswith(PREFIX) and len(secret.value) > 40
     assert store.peek(secret.value) == secret, "peeking spends nothing"
-    assert store.redeem(secret.value) == secret
-    assert store.redeem(secret.value) is None
+    assert asyncio.run(store.redeem(secret.value)) == secret
+    assert asyncio.run(store.redeem(secret.value)) is None
     assert store.peek(secret.value) is None
 
 
@@ -53,27 +53,56 @@ def test_keys_are_random_and_unknown_ones_open_nothing() -> None:
     store = ClientSecretStore()
     values = {store.mint(SESSION).value for _ in range(50)}
     assert len(values) == 50
-    assert store.redeem(PREFIX + "guessed") is None
+    assert asyncio.run(store.redeem(PREFIX + "guessed")) is None
+    assert store.peek(PREFIX + "guessed.AAAA") is None
 
 
-def test_a_key_expires_and_expired_keys_are_pruned() -> None:
+def test_a_key_expires_and_spent_records_are_pruned() -> None:
     clock = Clock()
     store = ClientSecretStore(clock=clock)
     secret = store.mint(SESSION, 10)
     assert secret.expires_at == int(clock.now) + 10
     clock.now += 9
     assert store.peek(secret.value) is not None
+    assert asyncio.run(store.redeem(secret.value)) is not None
+    assert isinstance(store.spent, LocalSpentKeys) and len(store.spent) == 1
     clock.now += 1
-    assert store.redeem(secret.value) is None
-    assert len(store) == 0
+    assert asyncio.run(store.redeem(secret.value)) is None
+    assert len(store.spent) == 0, "a record outlives its key by nothing"
 
 
-def test_the_store_is_bounded_and_drops_the_oldest() -> None:
-    store = ClientSecretStore(capacity=3)
-    first, *rest = [store.mint(SESSION) for _ in range(4)]
-    assert len(store) == 3
-    assert store.redeem(first.value) is None
-    assert all(store.redeem(secret.value) is not None for secret in rest)
+def test_a_replica_with_the_shared_key_accepts_a_key_another_minted() -> None:
+    shared = secrets.token_bytes(32)
+    minted = ClientSecretStore(shared).mint(SESSION, 60)
+    other = ClientSecretStore(shared)
+    assert other.peek(minted.value) == minted
+    assert ClientSecretStore().peek(minted.value) is None, "a replica with its own key refuses it"
+
+
+def test_a_key_cannot_be_forged_or_altered() -> None:
+    store = ClientSecretStore()
+    value = store.mint(SESSION, 60).value
+    payload, tag = value[len(PREFIX) :].split(".")
+    assert store.peek(f"{PREFIX}{payload}.{tag[:-2]}AA") is None
+    other, _ = TokenSigner(secrets.token_bytes(32)).sign({"type": "realtime", "instructions": "x"}, 2**40)
+    other_payload = other[len(PREFIX) :].split(".")[0]
+    assert store.peek(f"{PREFIX}{other_payload}.{tag}") is None, "a session swapped under the tag"
+    assert store.peek(value[:-1]) is None and store.peek(value + "A") is None
+    assert store.peek(value.replace(".", "")) is None
+
+
+def test_a_session_too_large_for_a_key_is_refused() -> None:
+    huge = {"type": "realtime", "instructions": secrets.token_hex(MAX_TOKEN_CHARS)}
+    with pytest.raises(InvalidValue) as raised:
+        ClientSecretStore().mint(huge)
+    assert raised.value.param == "session"
+
+
+def test_a_short_shared_key_is_a_config_error() -> None:
+    with pytest.raises(ConfigError):
+        signing_key("too short")
+    assert signing_key("k" * 32) == b"k" * 32
+    assert signing_key(None) != signing_key(None), "a random key per process when none is set"
 
 
 # -- the endpoint and the guard -----------------------------------------------------------

@@ -18,19 +18,16 @@ any number of sessions until they expire, a key here opens one session: the acce
 (`guard.py`) redeems it at the connection that uses it. The session bound to it is the
 new session's starting config, so its `session.created` already shows it.
 
-The store lives in memory (a restart revokes every key), holds at most `capacity` keys
-(past that the oldest is dropped), prunes the expired ones whenever it is used, and keeps
-only a key's SHA-256, so the lookup compares digests, not the secret.
+A key is a signed token (`secret_tokens.py`) that carries its session, so any replica that
+shares the signing key accepts it; whether it was used is kept in `spent_keys.py` (this
+process's memory, or Redis shared by the replicas).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import secrets
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -52,13 +49,11 @@ from dragoman.protocol.realtime.translation_server import session_object
 from dragoman.sessions.mt.validation import language as primary_language
 from dragoman.sessions.speech.events import Rejected
 from dragoman.sessions.translation.config import TranslationConfig
+from dragoman.transports.secret_tokens import TokenSigner, signing_key
+from dragoman.transports.spent_keys import LocalSpentKeys, SpentKeys
 
-#: What every ephemeral key starts with, as OpenAI's do.
-PREFIX = "ek_"
 #: OpenAI's bounds and default for `expires_after.seconds`.
 MIN_TTL_S, MAX_TTL_S, DEFAULT_TTL_S = 10, 7200, 600
-#: Keys held at most; past it, minting drops the oldest.
-DEFAULT_CAPACITY = 1024
 #: The largest request body read (a session with tools and their schemas fits many times).
 MAX_BODY_BYTES = 256 * 1024
 #: The session object's `object`, by session type.
@@ -74,49 +69,48 @@ class ClientSecret:
     expires_at: int
     #: The session object (GA shape, with `type`), applied as the new session's config.
     session: dict[str, Any]
+    #: The key's unique part, which the single-use record keeps.
+    nonce: str
 
     def wire(self) -> dict[str, Any]:
         """`{"value", "expires_at"}`: the beta session objects' `client_secret`."""
         return {"value": self.value, "expires_at": self.expires_at}
 
 
-def _digest(value: str) -> bytes:
-    return hashlib.sha256(value.encode()).digest()
-
-
 class ClientSecretStore:
-    def __init__(self, capacity: int = DEFAULT_CAPACITY, clock: Callable[[], float] = time.time) -> None:
-        self.capacity = capacity
-        self.clock = clock
-        self._secrets: OrderedDict[bytes, ClientSecret] = OrderedDict()
+    """Mints keys and redeems each once: signed with `key` (shared by the replicas; random per
+    process when None), spent in `spent` (this process's memory unless given Redis's)."""
 
-    def __len__(self) -> int:
-        self._prune()
-        return len(self._secrets)
+    def __init__(
+        self,
+        key: bytes | None = None,
+        spent: SpentKeys | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.clock = clock
+        self.spent = spent if spent is not None else LocalSpentKeys(clock)
+        self._signer = TokenSigner(key if key is not None else signing_key(None))
 
     def mint(self, session: dict[str, Any], ttl_s: int = DEFAULT_TTL_S) -> ClientSecret:
-        """A new key for `session` that expires `ttl_s` seconds from now."""
-        self._prune()
-        while len(self._secrets) >= self.capacity:
-            self._secrets.popitem(last=False)
-        secret = ClientSecret(PREFIX + secrets.token_urlsafe(32), int(self.clock()) + ttl_s, session)
-        self._secrets[_digest(secret.value)] = secret
-        return secret
+        """A new key for `session` that expires `ttl_s` seconds from now; InvalidValue when the
+        session is too large to carry in a key."""
+        value, claims = self._signer.sign(session, int(self.clock()) + ttl_s)
+        return ClientSecret(value, claims.expires_at, claims.session, claims.nonce)
 
     def peek(self, value: str) -> ClientSecret | None:
-        """The live key `value`, left unspent; None when unknown, spent or expired."""
-        self._prune()
-        return self._secrets.get(_digest(value))
+        """The live key `value`, left unspent; None when forged, expired or known as spent here."""
+        claims = self._signer.verify(value)
+        if claims is None or claims.expires_at <= self.clock() or self.spent.spent(claims.nonce):
+            return None
+        return ClientSecret(value, claims.expires_at, claims.session, claims.nonce)
 
-    def redeem(self, value: str) -> ClientSecret | None:
-        """Spend the key `value`: it is returned once, while it lives, and None ever after."""
-        self._prune()
-        return self._secrets.pop(_digest(value), None)
-
-    def _prune(self) -> None:
-        now = self.clock()
-        for digest in [d for d, secret in self._secrets.items() if secret.expires_at <= now]:
-            del self._secrets[digest]
+    async def redeem(self, value: str) -> ClientSecret | None:
+        """Spend the key `value`: it is returned once, while it lives, and None ever after (on
+        every replica that shares the record). KeyStoreUnavailable when the record is down."""
+        secret = self.peek(value)
+        if secret is None or not await self.spent.spend(secret.nonce, secret.expires_at):
+            return None
+        return secret
 
 
 # -- the request --------------------------------------------------------------------------
@@ -210,9 +204,9 @@ def client_secrets_router(store: ClientSecretStore, translation_language: str = 
         try:
             body = await _request_body(request)
             ttl, session = _ttl(body), bound_session(body)
+            secret = store.mint(session, ttl)
         except ClientError as exc:
             return _error(exc)
-        secret = store.mint(session, ttl)
         effective = {"id": "sess_" + uuid.uuid4().hex[:20], "object": OBJECTS[session["type"]], **session}
         return JSONResponse({"value": secret.value, "expires_at": secret.expires_at, "session": effective})
 
@@ -224,9 +218,9 @@ def client_secrets_router(store: ClientSecretStore, translation_language: str = 
             ttl, session = _ttl(body), translation_session(body)
             config = TranslationConfig(translation_language).patched(parse_session_config(session))
             config = replace(config, language=primary_language(config.language))
+            secret = store.mint(session, ttl)
         except ClientError as exc:
             return _error(exc)
-        secret = store.mint(session, ttl)
         effective = session_object(
             "sess_" + uuid.uuid4().hex[:20],
             session["model"],

@@ -22,6 +22,8 @@ from dragoman.logs import get_logger
 from dragoman.transports.client_secrets import ClientSecretStore
 from dragoman.transports.guard import AccessGuard, AccessStats
 from dragoman.transports.real_time import RealTimeGuard
+from dragoman.transports.secret_tokens import signing_key
+from dragoman.transports.spent_keys import spent_keys
 from dragoman.transports.websocket.channel import WebSocketChannel
 
 log = get_logger(__name__)
@@ -100,6 +102,13 @@ class ConnectionPolicy:
 _DEFAULT = ConnectionPolicy()
 
 
+def client_secret_store(settings: Settings) -> ClientSecretStore:
+    """The ephemeral keys, signed with the replicas' shared key and spent in their shared
+    record, where the settings name them."""
+    key = settings.client_secret_key.get_secret_value() if settings.client_secret_key else None
+    return ClientSecretStore(signing_key(key), spent_keys(settings.redis_url))
+
+
 def apply_policy(app: FastAPI, settings: Settings) -> ConnectionPolicy:
     """Put `settings`' keys, connection limit, message size and idle timeout on `app`."""
     policy = ConnectionPolicy(
@@ -108,6 +117,7 @@ def apply_policy(app: FastAPI, settings: Settings) -> ConnectionPolicy:
         settings.idle_timeout_s,
         engine_timeout_s=settings.engine_timeout_s,
         real_time=RealTimeGuard(settings.audio_burst_s),
+        client_secrets=client_secret_store(settings),
     )
     app.state.policy = policy
     app.add_middleware(

@@ -34,9 +34,11 @@ from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dragoman.logs import get_logger
+from dragoman.errors import ServerError, with_error_id
+from dragoman.logs import get_logger, log_failure
 from dragoman.metrics import REFUSALS
-from dragoman.transports.client_secrets import PREFIX, ClientSecret, ClientSecretStore
+from dragoman.transports.client_secrets import ClientSecret, ClientSecretStore
+from dragoman.transports.secret_tokens import PREFIX
 
 log = get_logger(__name__)
 
@@ -53,6 +55,7 @@ OPEN_PATHS = frozenset({"/health", "/", "/favicon.ico"})
 OPEN_PREFIXES = ("/static/",)
 #: The HTTP requests an ephemeral key may make (besides every WebSocket): setting up a WebRTC call.
 EPHEMERAL_HTTP = frozenset({("POST", "/v1/realtime/calls")})
+SPENT_MESSAGE = "The client secret is unknown, expired or already used; mint a new one."
 
 
 def _header(scope: Scope, name: bytes) -> str:
@@ -130,7 +133,7 @@ class AccessGuard:
                     send,
                     401,
                     "invalid_api_key",
-                    "The client secret is unknown, expired or already used; mint a new one.",
+                    SPENT_MESSAGE,
                 )
                 return
         elif self.api_keys and not key_matches(presented, self.api_keys):
@@ -143,8 +146,8 @@ class AccessGuard:
             )
             return
         if scope["type"] == "http":
-            self._spend(scope, secret)
-            await self.app(scope, receive, send)
+            if await self._spend(scope, send, secret):
+                await self.app(scope, receive, send)
             return
         if self.stats.connections >= self.max_connections:
             await self._refuse(
@@ -155,7 +158,8 @@ class AccessGuard:
                 f"The server holds its limit of {self.max_connections} connections; try again later.",
             )
             return
-        self._spend(scope, secret)
+        if not await self._spend(scope, send, secret):
+            return
         if any(p.startswith(KEY_SUBPROTOCOL) for p in offered_subprotocols(scope)):
             send = _picking_subprotocol(scope, send)
         self.stats.connections += 1
@@ -167,15 +171,26 @@ class AccessGuard:
     def _takes_ephemeral(self, scope: Scope) -> bool:
         return scope["type"] == "websocket" or (scope.get("method"), scope.get("path")) in EPHEMERAL_HTTP
 
-    def _spend(self, scope: Scope, secret: ClientSecret | None) -> None:
-        """Redeem the ephemeral key (only now, once nothing refuses the connection) and hand
-        its session to the route."""
+    async def _spend(self, scope: Scope, send: Send, secret: ClientSecret | None) -> bool:
+        """Redeem the ephemeral key (only now, once nothing else refuses the connection) and
+        hand its session to the route; False when it was refused instead (the key was spent
+        meanwhile, on this replica or another, or the shared record is down)."""
         if secret is None or self.client_secrets is None:
-            return
-        self.client_secrets.redeem(secret.value)
+            return True
+        try:
+            redeemed = await self.client_secrets.redeem(secret.value)
+        except ServerError as exc:
+            error_id = log_failure(log, "spending an ephemeral key failed", exc)
+            message = with_error_id("The server cannot check ephemeral keys now; try again later", error_id)
+            await self._refuse(scope, send, 503, exc.code, message)
+            return False
+        if redeemed is None:
+            await self._refuse(scope, send, 401, "invalid_api_key", SPENT_MESSAGE)
+            return False
         state = scope.setdefault("state", {})
-        state["session_config"] = secret.session
-        state["client_secret"] = secret.wire()
+        state["session_config"] = redeemed.session
+        state["client_secret"] = redeemed.wire()
+        return True
 
     async def _refuse(self, scope: Scope, send: Send, status: int, code: str, message: str) -> None:
         REFUSALS.labels(code).inc()
