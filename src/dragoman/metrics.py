@@ -13,13 +13,13 @@ from prometheus_client import Counter, Histogram
 
 ERRORS = Counter("dragoman_errors_total", "Error events and frames sent to clients, by error code.", ["code"])
 REFUSALS = Counter("dragoman_refusals_total", "Connections and sessions refused, by reason.", ["reason"])
-#: Counted by the speech front (sessions/speech/front.py), the one place that knows.
+#: Observed by the speech front's decoder (sessions/speech/decoder.py), recorded by the driver.
 STEPS_COALESCED = Counter(
     "dragoman_transcription_steps_coalesced_total",
     "Partial transcription steps skipped under load: still waiting for the engine when the next "
     "chunk came, their audio went into the next step.",
 )
-#: Counted by the speech front, which refuses the appends.
+#: Observed by the speech front, which refuses the appends; recorded by the driver.
 AUDIO_REFUSED_SECONDS = Counter(
     "dragoman_audio_refused_seconds_total",
     "Seconds of audio refused (input_audio_buffer_backlog): sent too far ahead of real time "

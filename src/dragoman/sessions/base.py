@@ -33,13 +33,14 @@ session ignores it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import Protocol, TypeVar, runtime_checkable
 
 from dragoman.engines.workers import CancelToken, Priority
 from dragoman.errors import DragomanError
 
-__all__ = ["DEFAULT_LANE", "CloseCode", "Job", "Session", "StreamingSession"]
+__all__ = ["DEFAULT_LANE", "CloseCode", "Job", "Observation", "Observed", "Session", "StreamingSession"]
 
 #: The lane of a session with one engine.
 DEFAULT_LANE = "engine"
@@ -107,6 +108,27 @@ class Session(Protocol[ClientEventT, ServerEventT, JobT, ResultT]):
     @property
     def close_code(self) -> int | None:
         """Set once the session is over: the driver sends what is left and closes with it."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Something a session saw happen that the server counts: `metric` names it (the table in
+    `transports/observations.py`), `value` is how much (a count, seconds of audio).
+
+    A session never touches a metric itself, which would tie a sans-I/O machine to one
+    process's registry: it hands these to its driver, which records them."""
+
+    metric: str
+    value: float = 1.0
+
+
+@runtime_checkable
+class Observed(Protocol):
+    """A session that reports observations for the server's metrics."""
+
+    def take_observations(self) -> list[Observation]:
+        """What the session observed since the last call, oldest first; the driver records them
+        each time it collects the session's events."""
 
 
 PieceT = TypeVar("PieceT", contravariant=True)

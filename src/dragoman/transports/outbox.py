@@ -15,8 +15,9 @@ from typing import Any, Generic
 
 from dragoman.errors import EngineFailure
 from dragoman.logs import log_failure
-from dragoman.sessions.base import Session
+from dragoman.sessions.base import Observed, Session
 from dragoman.transports.adapters import Channel, ClientEventT, Codec, ServerEventT
+from dragoman.transports.observations import record
 from dragoman.transports.send_queue import SendQueue
 
 
@@ -49,9 +50,12 @@ class Outbox(Generic[ClientEventT, ServerEventT]):
         self._sender = asyncio.create_task(self._send_loop(), name=name)
 
     def flush(self) -> None:
-        """Write what the session said, now: a frame is written in the state it was said in."""
+        """Write what the session said, now: a frame is written in the state it was said in;
+        and record what it observed (`sessions/base.py`, `Observed`)."""
         try:
             events = self.session.events_to_send()
+            if isinstance(self.session, Observed):
+                record(self.session.take_observations())
         except Exception as exc:
             self.report(exc, "event collection failed", None)
             return

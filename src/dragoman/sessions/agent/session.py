@@ -65,6 +65,7 @@ from dragoman.sessions.agent.jobs import ASR, LLM, TTS, LLMJob, SpeechJob
 from dragoman.sessions.agent.limits import AgentLimits
 from dragoman.sessions.agent.requests import chat_request, front_config
 from dragoman.sessions.agent.response import Reason, ResponseRun
+from dragoman.sessions.base import Observation
 from dragoman.sessions.speech import events as speech
 from dragoman.sessions.speech.config import EngineProfile
 from dragoman.sessions.speech.decoder import StepJob
@@ -628,6 +629,10 @@ class AgentSession:
 
     def refuse_audio(self, refused: bool) -> None:
         self.front.audio_refused = refused
+
+    def take_observations(self) -> list[Observation]:
+        """For the server's metrics, which the driver records (`sessions/base.py`)."""
+        return self.front.take_observations()
 
     @property
     def close_code(self) -> int | None:

@@ -20,7 +20,7 @@ from dragoman.audio.rates import SAMPLE_RATE
 from dragoman.engines.asr.base import StepRequest, StepResult
 from dragoman.engines.workers import CancelToken, JobCancelled, Priority
 from dragoman.errors import DragomanError
-from dragoman.metrics import STEPS_COALESCED
+from dragoman.sessions.base import Observation
 from dragoman.sessions.speech.config import EngineProfile, SessionConfig
 from dragoman.sessions.speech.events import (
     Completed,
@@ -34,6 +34,9 @@ from dragoman.sessions.speech.events import (
 from dragoman.sessions.speech.item import Item
 from dragoman.streaming.sealing import SealPolicy, choose_seal
 from dragoman.streaming.stable_prefix import stable_prefix
+
+#: Observed (`Observation`) for each partial step skipped under load, its audio decoded by the next.
+STEPS_COALESCED = "transcription_steps_coalesced"
 
 
 @dataclass(frozen=True)
@@ -63,12 +66,14 @@ class ItemDecoder:
         engine: EngineProfile,
         config: SessionConfig,
         emit: Callable[[FrontEvent], None],
+        observe: Callable[[Observation], None] = lambda observation: None,
     ) -> None:
         self.session_id = session_id
         self.engine = engine
         #: The session's config; the speech front sets it again on every change.
         self.config = config
         self._emit = emit
+        self._observe = observe
         #: Committed items waiting for their final step, oldest first.
         self.committed: deque[Item] = deque()
         self._in_flight: StepJob | None = None
@@ -218,7 +223,7 @@ class ItemDecoder:
             return
         if isinstance(error, JobCancelled) and job.cancel.cancelled and not job.final:
             self.coalesced += 1  # skipped (`coalesce`): the next step takes its audio
-            STEPS_COALESCED.inc()
+            self._observe(Observation(STEPS_COALESCED))
             return
         # Don't retry the same audio at once; the next chunk (or the commit) tries again.
         item.decoded_clock = job.clock

@@ -18,7 +18,7 @@ from dragoman.audio.rates import SAMPLE_RATE
 from dragoman.audio.vad import SpeechProbability
 from dragoman.engines.asr.base import FloatAudio, StepResult
 from dragoman.errors import BufferTooLong, DragomanError, InvalidValue
-from dragoman.metrics import AUDIO_REFUSED_SECONDS
+from dragoman.sessions.base import Observation
 from dragoman.sessions.speech.audio_input import AudioInput
 from dragoman.sessions.speech.config import EngineProfile, SessionConfig
 from dragoman.sessions.speech.decoder import ItemDecoder, StepJob
@@ -36,6 +36,8 @@ from dragoman.streaming import turns
 
 #: Committed items that may wait for their final step; past it appends and commits are refused.
 MAX_PENDING_ITEMS = 8
+#: Observed (`Observation`, in seconds) for audio refused from a client far ahead of real time.
+AUDIO_REFUSED_SECONDS = "audio_refused_seconds"
 
 
 class SpeechFront:
@@ -64,7 +66,9 @@ class SpeechFront:
         self._segmenter: turns.TurnSegmenter | None = None
         self._item: Item | None = None
         self._last_item_id: str | None = None
-        self._decoder = ItemDecoder(session_id, engine, config, emit)
+        #: What the front saw happen, for the server's metrics (`take_observations`).
+        self._observations: list[Observation] = []
+        self._decoder = ItemDecoder(session_id, engine, config, emit, self._observations.append)
         #: The voice agent holds server_vad's idle timer while it answers (`hold_idle`).
         self._idle_held = False
         #: Set by the driver while the client is too far ahead of real time (`_check_real_time`).
@@ -202,7 +206,9 @@ class SpeechFront:
         if not self.audio_refused:
             return
         # Base64 of PCM16: 4 characters per 3 bytes, 2 bytes per sample; nothing is decoded.
-        AUDIO_REFUSED_SECONDS.inc(len(payload) * 3 / 8 / self.config.input_rate)
+        self._observations.append(
+            Observation(AUDIO_REFUSED_SECONDS, len(payload) * 3 / 8 / self.config.input_rate)
+        )
         raise InvalidValue(
             "Audio is arriving faster than real time while other sessions are being served; this "
             "append was not taken. Send audio no faster than real time.",
@@ -364,6 +370,12 @@ class SpeechFront:
     @property
     def revisions(self) -> int:
         return self._decoder.revisions
+
+    def take_observations(self) -> list[Observation]:
+        """What was observed since the last call (steps coalesced, audio refused), oldest first."""
+        taken = list(self._observations)
+        self._observations.clear()  # in place: the decoder appends to this list
+        return taken
 
     @property
     def coalesced(self) -> int:

@@ -23,7 +23,7 @@ from typing import Any
 from dragoman.audio.vad import SpeechProbability
 from dragoman.engines.asr.base import StepResult
 from dragoman.errors import ClientError, DragomanError
-from dragoman.sessions.base import DEFAULT_LANE
+from dragoman.sessions.base import DEFAULT_LANE, Observation
 from dragoman.sessions.speech.config import EngineProfile, SessionConfig
 from dragoman.sessions.speech.decoder import StepJob
 from dragoman.sessions.speech.events import FrontEvent, Partial, Provisional, TurnResumed
@@ -92,6 +92,10 @@ class TranscriptionSession:
     def coalesced(self) -> int:
         """Partial steps skipped under load, their audio decoded by the next step."""
         return self.front.coalesced
+
+    def take_observations(self) -> list[Observation]:
+        """For the server's metrics, which the driver records (`sessions/base.py`)."""
+        return self.front.take_observations()
 
     @property
     def item_cap_seconds(self) -> float:
