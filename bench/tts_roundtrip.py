@@ -11,7 +11,9 @@ sentences in each), through the shared `Speaker` (the server's path, resampled t
 PCM16); one Whisper call with the language fixed to the voice's transcribes them back. The
 score is WER over normalised text (bench/textnorm.py), CER for Chinese, which has no
 spaces. RTF is synthesis time over audio time; time to first chunk is from the call to the
-first PCM bytes. Backends use one onnxruntime thread each, the TTS settings' default outside
+first PCM bytes. Whisper writes Mandarin in traditional or simplified characters as it
+pleases; its transcripts are converted to simplified (zhconv) before they are scored, so the
+CER scores the voice, not the script. Backends use one onnxruntime thread each, the TTS settings' default outside
 the server. Progress to stderr, the table to stdout.
 """
 
@@ -27,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import zhconv
 
 from bench.asr_load import percentile
 from bench.asr_streaming import table
@@ -44,9 +47,6 @@ RATE = 16_000
 FLORES = EVAL / "mt" / "flores200_devtest_first100_en-de-it-zh.tsv"
 #: ISO 639-1 -> the FLORES column of that language.
 COLUMNS = {"en": "eng_Latn", "de": "deu_Latn", "it": "ita_Latn", "zh": "zho_Hans"}
-#: Whisper writes Mandarin in traditional or simplified characters at random; a simplified
-#: prompt keeps it to the references' script, so the CER scores the voice, not the script.
-PROMPTS = {"zh": "以下是普通话的句子。"}
 
 
 def log(message: str) -> None:
@@ -95,10 +95,10 @@ def speak(speaker: Speaker, voice: str, text: str) -> tuple[bytes, float, float]
 
 def transcribe(asr: ASREngine, pcm16: bytes, language: str) -> str:
     audio = (np.frombuffer(pcm16, dtype="<i2") / np.float32(32768)).astype(np.float32)
-    (result,) = asr.transcribe_batch([StepRequest(audio, language=language, prompt=PROMPTS.get(language))])
+    (result,) = asr.transcribe_batch([StepRequest(audio, language=language)])
     if not isinstance(result, StepResult):
         raise result
-    return result.text
+    return zhconv.convert(result.text, "zh-cn") if language == "zh" else result.text
 
 
 def run_voice(speaker: Speaker, asr: ASREngine, voice: str, n: int, max_chars: int) -> VoiceRun:

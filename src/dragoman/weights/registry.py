@@ -94,6 +94,12 @@ class ModelSpec:
         return sum(f.size for f in self.files)
 
     @property
+    def python_packages(self) -> tuple[str, ...]:
+        """The import names of the Python packages its files come out of, each once, in order."""
+        found = [p.package for f in self.files for p in f.parts if isinstance(p, PackageFile)]
+        return tuple(dict.fromkeys(found))
+
+    @property
     def npm_packages(self) -> tuple[NpmPackage, ...]:
         """The npm packages some of its files come out of, each once, in order."""
         found = [p.package for f in self.files for p in f.parts if isinstance(p, NpmFile)]

@@ -139,8 +139,7 @@ def model_installed(model: str, cache_dir: Path) -> bool:
     spec = MODELS.get(model)
     if spec is None:
         return Path(model).expanduser().exists()
-    packages = {part.package for f in spec.files for part in f.parts}
-    return all(_importable(p) for p in packages)
+    return all(_importable(p) for p in spec.python_packages)
 
 
 def available_presets(cache_dir: Path) -> list[str]:
