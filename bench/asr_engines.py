@@ -26,16 +26,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-import jiwer
 import numpy as np
-from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
 
 from bench.audio import RATE, Audio, Clip, wer_clips
-from bench.textnorm import wer
 from dragoman.config import ASRSettings, load_settings
 from dragoman.cpu import cpu_info
 from dragoman.engines.asr.base import ASREngine, StepRequest, StepResult
 from dragoman.engines.registry import create_asr_engine
+from dragoman.tools.wer import wer
 
 
 def _cap_isa() -> None:
@@ -55,8 +53,6 @@ BATCH = 4
 class Row:
     engine: str
     wer: float
-    #: The same with Whisper's English normaliser (contractions, spellings: "I'm" = "I am").
-    wer_english: float
     audio_seconds: float
     offline_wall: float
     #: window seconds -> (one step's wall seconds, per-step wall seconds in a batch of BATCH)
@@ -105,11 +101,7 @@ def measure(label: str, engine: ASREngine, clips: list[Clip], speech: Audio, rep
         one = _median_wall(partial(engine.transcribe_batch, batch[:1]), repeats)
         many = _median_wall(partial(engine.transcribe_batch, batch), repeats) / BATCH
         steps[seconds] = (one, many)
-    english = EnglishTextNormalizer({})  # type: ignore[no-untyped-call]
-    refs, hyps = [english(r) for r in references], [english(h) for h in hypotheses]
-    scored = [(r, h) for r, h in zip(refs, hyps, strict=True) if r]
-    english_wer = float(jiwer.wer([r for r, _ in scored], [h for _, h in scored]))
-    return Row(label, wer(references, hypotheses), english_wer, audio_seconds, offline_wall, steps)
+    return Row(label, wer(references, hypotheses), audio_seconds, offline_wall, steps)
 
 
 def main() -> None:
@@ -149,7 +141,7 @@ def main() -> None:
         f"step cost: median of {args.repeats}; load average {load_start[0]:.2f} at start, "
         f"{load_end[0]:.2f} at end (a busy machine inflates every figure)"
     )
-    head = "| engine | WER (bench / Whisper English norm) | offline RTF |" + "".join(
+    head = "| engine | WER | offline RTF |" + "".join(
         f" {w:g} s step (alone / in {BATCH}) |" for w in WINDOWS
     )
     print()
@@ -158,7 +150,7 @@ def main() -> None:
     for row in rows:
         cells = "".join(f" {one:.3f} / {many:.3f} |" for one, many in row.steps.values())
         rtf = row.offline_wall / row.audio_seconds if row.audio_seconds else float("nan")
-        print(f"| {row.engine} | {row.wer:.3f} / {row.wer_english:.3f} | {rtf:.3f} |{cells}")
+        print(f"| {row.engine} | {row.wer:.3f} | {rtf:.3f} |{cells}")
     print()
     print("Step figures are wall seconds per step; 'in 4' is a batch of 4 equal-length steps, per step.")
 

@@ -31,7 +31,7 @@ import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 
 from bench.audio import RATE, Audio, SessionInput, b64
-from bench.textnorm import wer
+from dragoman.tools.wer import wer
 
 PIECE_SECONDS = 0.1
 PARTIAL = "mstar.transcription.partial"

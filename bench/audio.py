@@ -18,8 +18,9 @@ import soxr
 from numpy.typing import NDArray
 
 from dragoman.audio.pcm import float_to_pcm16
+from dragoman.tools.eval_set import eval_dir
 
-EVAL = Path(__file__).resolve().parents[1] / ".." / "shared" / "eval"
+EVAL = eval_dir()
 RATE = 16_000
 
 #: Rows whose reference is not a human transcript (eval/README.md, the `notes` column):

@@ -8,7 +8,7 @@ audio is then streamed as one session as fast as the server takes it: each recor
 item (appended in 100 ms pieces, then committed), the next appended at once (or, with 8
 items waiting for their transcripts, the session's bound, after the next one), and the run
 ends with the last `.completed`. Throughput is audio seconds per wall second; WER is the
-corpus WER of the whole text against the references (bench/textnorm.py).
+corpus WER of the whole text against the references (`dragoman.tools.wer`).
 
     .venv/bin/python -m bench.file_transcription --minutes 10
     .venv/bin/python -m bench.file_transcription --minutes 1      # smoke run
@@ -35,9 +35,9 @@ from bench.asr_load import COMPLETED, FAILED, PIECE_SECONDS
 from bench.asr_streaming import log, table
 from bench.audio import RATE, Audio, b64, eval_rows, load
 from bench.server import running
-from bench.textnorm import wer
 from dragoman.cpu import cpu_info
 from dragoman.sessions.speech.front import MAX_PENDING_ITEMS
+from dragoman.tools.wer import wer
 from tests.audio_files import encode
 
 PAUSE_SECONDS = 0.6

@@ -23,7 +23,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-EVAL_DIR = Path(__file__).resolve().parents[1] / "../shared/eval"
+from dragoman.tools.eval_set import eval_dir
+
+EVAL_DIR = eval_dir()
 DATASETS = ("flores", "mcif", "fleurs")
 DEFAULT_WORDS_PER_SECOND = 2.6
 

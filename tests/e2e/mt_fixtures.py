@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 import websockets.sync.client
 
-from tests.e2e.server import REPO
+from dragoman.tools import eval_set
 
-FLORES = REPO / "../shared/eval/mt/flores200_devtest_first100_en-de-it-zh.tsv"
+FLORES = eval_set.eval_path(eval_set.FLORES)
 MT_PRESET = "low_latency"
 MT_MAX_SESSIONS = 2
 

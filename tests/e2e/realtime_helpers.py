@@ -4,44 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import csv
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import jiwer
 import numpy as np
 import openai.types.beta.realtime as beta_types
 import openai.types.realtime as ga_types
 import soundfile
 import soxr
 from pydantic import TypeAdapter
-from transformers.models.whisper.english_normalizer import BasicTextNormalizer, EnglishTextNormalizer
 
 from dragoman.audio.pcm import float_to_pcm16
 from dragoman.protocol.realtime.server_events import SessionEvent, TranscriptionPartial
+from dragoman.tools.eval_set import eval_dir
+from dragoman.tools.eval_set import reference as reference
+from dragoman.tools.wer import wer as wer
 
-EVAL = Path(__file__).resolve().parents[2].parent / "shared" / "eval"
+EVAL = eval_dir()
 GA_EVENT: TypeAdapter[Any] = TypeAdapter(ga_types.RealtimeServerEvent)
-_ENGLISH = EnglishTextNormalizer({})  # type: ignore[no-untyped-call]
-_BASIC = BasicTextNormalizer()
-
-
-def eval_rows(language: str | None = None) -> list[dict[str, str]]:
-    with (EVAL / "asr.tsv").open(newline="") as handle:
-        rows = list(csv.DictReader(handle, delimiter="\t"))
-    return [row for row in rows if language is None or row["language"] == language]
-
-
-def reference(file: str) -> str:
-    return next(row["reference_text"] for row in eval_rows() if row["file"] == file)
-
-
-def wer(references: list[str], hypotheses: list[str], language: str = "en") -> float:
-    """Corpus WER after Whisper's text normalisers (as tests/engine/test_whisper_ct2.py scores)."""
-    norm = _ENGLISH if language == "en" else _BASIC
-    return float(jiwer.wer([norm(r) for r in references], [norm(h) for h in hypotheses]))
 
 
 def load_audio(file: str, rate: int = 16_000) -> np.ndarray:

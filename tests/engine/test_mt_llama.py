@@ -23,11 +23,12 @@ from dragoman.engines.mt.qwen_torch import QwenTorchMTEngine
 from dragoman.engines.mt.qwen_torch import create as create_torch
 from dragoman.engines.registry import MT_BACKENDS
 from dragoman.errors import ClientError
+from dragoman.tools import eval_set
 from dragoman.tools.calibrate import _interleave, default_data, read_pairs
 
 pytestmark = pytest.mark.engine
 
-FLORES = Path(__file__).resolve().parents[2] / "../shared/eval/mt/flores200_devtest_first100_en-de-it-zh.tsv"
+FLORES = eval_set.eval_path(eval_set.FLORES)
 SENTENCE = "The committee said on Monday that the new rules will take effect next year"
 TEN_WORDS = SENTENCE.split()[:10]
 

@@ -15,10 +15,11 @@ from dragoman.config import MTSettings
 from dragoman.engines.mt.base import DraftMode, MTRequest
 from dragoman.engines.mt.qwen_torch import QwenTorchMTEngine, create
 from dragoman.errors import ClientError
+from dragoman.tools import eval_set
 
 pytestmark = pytest.mark.engine
 
-FLORES = Path(__file__).resolve().parents[2] / "../shared/eval/mt/flores200_devtest_first100_en-de-it-zh.tsv"
+FLORES = eval_set.eval_path(eval_set.FLORES)
 SENTENCE = "The committee said on Monday that the new rules will take effect next year"
 #: Ten words, no names or numbers: the alignment has to come from the model.
 TEN_WORDS = SENTENCE.split()[:10]

@@ -20,11 +20,12 @@ from dragoman.streaming.turns import (
     TurnConfig,
     TurnSegmenter,
 )
+from dragoman.tools.eval_set import eval_dir
 from dragoman.weights import resolve
 
 pytestmark = pytest.mark.engine
 
-EVAL = Path(__file__).resolve().parents[2] / "../shared/eval"
+EVAL = eval_dir()
 RATE = 16000
 #: "If the reader will excuse me I will say nothing of my antecedents nor of the circumstances
 #: which led me to leave my native country. The narrative would be tedious ..." (11.7 s).

@@ -21,11 +21,12 @@ from dragoman.streaming.turns import (
     TurnOp,
     TurnSegmenter,
 )
+from dragoman.tools.eval_set import eval_dir
 from dragoman.weights import resolve
 
 pytestmark = pytest.mark.engine
 
-EVAL = Path(__file__).resolve().parents[2] / "../shared/eval"
+EVAL = eval_dir()
 CLIPS = ("asr/en/en_ls-devclean_1272-128104-0000.wav", "asr/en/en_ls-testclean_6930-75918-0000.flac")
 RATE = 16000
 

@@ -2,26 +2,25 @@
 
 from __future__ import annotations
 
-import csv
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import jiwer
 import numpy as np
 import pytest
 import soundfile as sf
 import soxr
-from transformers.models.whisper.english_normalizer import BasicTextNormalizer, EnglishTextNormalizer
 
 from dragoman.config import ASRSettings
 from dragoman.engines.asr.base import StepRequest, StepResult
 from dragoman.engines.asr.whisper_ct2 import WhisperCT2Engine
 from dragoman.engines.registry import create_asr_engine
 from dragoman.errors import ClientError, RequestRejected
+from dragoman.tools.eval_set import asr_rows, eval_dir
+from dragoman.tools.wer import wer
 
 pytestmark = pytest.mark.engine
 
-EVAL = Path(__file__).resolve().parents[2] / "../shared/eval"
+EVAL = eval_dir()
 RATE = 16_000
 EN = (
     "asr/en/en_ls-testclean_1995-1837-0001.wav",
@@ -31,28 +30,13 @@ EN = (
 )
 DE = "asr/de/de_fleurs_test_004.ogg"
 
-_english = EnglishTextNormalizer({})  # type: ignore[no-untyped-call]
-_basic = BasicTextNormalizer()
-
-
-def _references() -> dict[str, str]:
-    with (EVAL / "asr.tsv").open(encoding="utf-8", newline="") as f:
-        rows = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        return {row["file"]: row["reference_text"] for row in rows if not row["channel"]}
-
-
-REFS = _references()
+REFS = {row["file"]: row["reference_text"] for row in asr_rows() if not row["channel"]}
 
 
 def audio(name: str) -> np.ndarray:
     data, rate = sf.read(EVAL / name, dtype="float32", always_2d=True)
     mono = data[:, 0]
     return np.asarray(soxr.resample(mono, rate, RATE) if rate != RATE else mono, dtype=np.float32)
-
-
-def wer(references: list[str], hypotheses: list[str], language: str = "en") -> float:
-    norm = _english if language == "en" else _basic
-    return float(jiwer.wer([norm(r) for r in references], [norm(h) for h in hypotheses]))
 
 
 def ok(result: StepResult | ClientError) -> StepResult:

@@ -22,6 +22,7 @@ from dragoman.engines.mt.presets import (
 from dragoman.engines.torch_lm.files import prepare_model
 from dragoman.errors import ConfigError, ModelUnavailable
 from dragoman.tools import calibrate as cal
+from dragoman.tools import eval_set
 from dragoman.weights import MODELS
 
 LAYERS, HEADS = 4, 3
@@ -180,11 +181,23 @@ def test_default_data_exists_for_shipped_directions() -> None:
         assert files and all(f.name.endswith(".tsv") for f in files)
     with pytest.raises(ConfigError):
         cal.default_data("fr-de")
-    # The shared folder beside the checkout, wherever the module sits in the package.
+    # The eval set beside this checkout holds every default file.
     repo = Path(__file__).resolve().parents[2]
     assert cal.default_eval_dir() == repo.parent / "shared" / "eval" / "mt"
-    if cal.default_eval_dir().is_dir():
-        assert all(f.is_file() for d in cal.DEFAULT_DATA for f in cal.default_data(d))
+    assert all(f.is_file() for d in cal.DEFAULT_DATA for f in cal.default_data(d))
+
+
+def test_an_installed_package_without_the_eval_set_says_what_to_pass(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """In a wheel there is no `<repo>/../shared`: the default is refused with what to do, not
+    looked for in site-packages' parent."""
+    monkeypatch.delenv(eval_set.VARIABLE, raising=False)
+    monkeypatch.setattr(eval_set, "source_checkout", lambda: None)
+    with pytest.raises(ConfigError, match=r"--data.*DRAGOMAN_EVAL_DIR"):
+        cal.default_data("en-de")
+    monkeypatch.setenv(eval_set.VARIABLE, str(tmp_path))
+    assert cal.default_data("en-it") == [tmp_path / "mt" / cal.DEFAULT_DATA["en-it"][0]]
 
 
 def test_usable_pairs_drop_implausible_and_repeated_pairs() -> None:

@@ -1,8 +1,8 @@
 """`dragoman mt calibrate`: alignment heads of a model for a direction, from parallel text files.
 
 The scoring and selection are `dragoman.engines.mt.head_selection`; this reads
-the data (TSV files, by default the excerpts in ../shared/eval/mt beside a source
-checkout), loads the model and reports.
+the data (TSV files, by default the newstest and Tatoeba excerpts of the eval set,
+`tools/eval_set.py`), loads the model and reports.
 """
 
 from __future__ import annotations
@@ -26,14 +26,15 @@ from dragoman.engines.mt.head_selection import (
 )
 from dragoman.engines.mt.presets import DEFAULT_MODEL
 from dragoman.errors import ConfigError
+from dragoman.tools.eval_set import eval_dir
 
 if TYPE_CHECKING:
     from dragoman.engines.mt.qwen_torch import QwenTorchMTEngine
 
-#: FLORES-200 column names of the 4-way file in ../shared/eval/mt.
+#: FLORES-200 column names of the eval set's 4-way file.
 FLORES_COLUMNS = {"en": "eng_Latn", "de": "deu_Latn", "it": "ita_Latn", "zh": "zho_Hans"}
 
-#: Calibration data per direction, relative to the eval folder (../shared/eval/mt). The
+#: Calibration data per direction, relative to the eval set's `mt` folder. The
 #: benchmark uses FLORES (first 100) and the IWSLT dev set (evaluation only), so these
 #: are newstest2020 and Tatoeba excerpts, which neither contains. en-it has no newstest.
 DEFAULT_DATA: dict[str, tuple[str, ...]] = {
@@ -50,9 +51,12 @@ DEFAULT_DATA: dict[str, tuple[str, ...]] = {
 
 
 def default_eval_dir() -> Path:
-    """`<repo>/../shared/eval/mt`, where a source checkout finds the shared parallel text."""
-    # parents: tools, dragoman, src, the repository.
-    return Path(__file__).resolve().parents[3].parent / "shared" / "eval" / "mt"
+    """The eval set's parallel text (`DRAGOMAN_EVAL_DIR`, or beside a source checkout);
+    a `ConfigError` that says what to pass where there is none, as in an installed wheel."""
+    try:
+        return eval_dir() / "mt"
+    except ConfigError as exc:
+        raise ConfigError(f"no calibration data given (--data) and {exc}") from None
 
 
 # -- data ----------------------------------------------------------------------------------
@@ -119,7 +123,7 @@ def calibrate_model(
     """Select `top_k` alignment heads of `model` for `direction` and write a heads file.
 
     `data`: TSV files (source<TAB>target, or FLORES 4-way with a header); default:
-    `DEFAULT_DATA` under ../shared/eval/mt. `out` defaults to
+    `DEFAULT_DATA` in the eval set. `out` defaults to
     `<cache_dir>/heads/<model>/<direction>.json`, which the engine searches before
     the packaged files. The model is loaded only once the data proved usable.
     """
