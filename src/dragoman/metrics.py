@@ -31,7 +31,7 @@ ENGINE_JOB_SECONDS = Histogram(
     ["lane"],
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0),
 )
-#: Counted by the translation session (sessions/translation/session.py), which takes and makes the audio.
+#: Observed by the translation session (sessions/translation/session.py), recorded by the driver.
 TRANSLATION_AUDIO_SECONDS = Counter(
     "dragoman_translation_audio_seconds_total",
     "Seconds of audio of translation sessions: taken in (source speech) and sent out (translated speech).",

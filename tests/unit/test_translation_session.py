@@ -26,7 +26,14 @@ from dragoman.sessions.mt.events import MTJob
 from dragoman.sessions.speech.config import EngineProfile, SessionConfig
 from dragoman.sessions.speech.decoder import StepJob
 from dragoman.sessions.translation.config import Languages, TranslationConfig
-from dragoman.sessions.translation.session import MT, TranslationSession
+from dragoman.sessions.translation.session import (
+    END_LAG_SECONDS,
+    FIRST_TEXT_SECONDS,
+    INPUT_SECONDS,
+    MT,
+    OUTPUT_SECONDS,
+    TranslationSession,
+)
 from dragoman.sessions.translation.speech_out import SpeakJob
 from dragoman.sessions.translation.translator import MTProfile, split_transcript
 from dragoman.streaming.alignatt import AlignAttParams
@@ -417,3 +424,18 @@ def test_split_transcript_commits_whole_words_only(
     text: str, stable: int, words: tuple[str, ...], tail: tuple[str, ...]
 ) -> None:
     assert split_transcript(text, stable) == (words, tail)
+
+
+def test_observations_for_the_metrics() -> None:
+    """Audio in and out, and each segment's lags on the input clock, for the driver to record."""
+    h = Harness()
+    speak_segment(h)
+    seen: dict[str, list[float]] = {}
+    for observation in h.session.take_observations():
+        seen.setdefault(observation.metric, []).append(observation.value)
+    assert sum(seen[INPUT_SECONDS]) == pytest.approx(h.session.clock_ms / 1000)
+    assert sum(seen[OUTPUT_SECONDS]) == pytest.approx(0.3 * len(h.spoken))
+    (first,) = seen[FIRST_TEXT_SECONDS]
+    (end,) = seen[END_LAG_SECONDS]
+    assert 0 < first < h.session.clock_ms / 1000 and 0 <= end < 1.5
+    assert h.session.take_observations() == []

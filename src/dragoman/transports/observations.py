@@ -14,6 +14,7 @@ from dragoman.logs import get_logger
 from dragoman.sessions.base import Observation
 from dragoman.sessions.speech.decoder import STEPS_COALESCED
 from dragoman.sessions.speech.front import AUDIO_REFUSED_SECONDS
+from dragoman.sessions.translation import session as translation
 
 log = get_logger(__name__)
 
@@ -21,6 +22,10 @@ log = get_logger(__name__)
 RECORDERS: dict[str, Callable[[float], None]] = {
     STEPS_COALESCED: metrics.STEPS_COALESCED.inc,
     AUDIO_REFUSED_SECONDS: metrics.AUDIO_REFUSED_SECONDS.inc,
+    translation.INPUT_SECONDS: metrics.TRANSLATION_AUDIO_SECONDS.labels("in").inc,
+    translation.OUTPUT_SECONDS: metrics.TRANSLATION_AUDIO_SECONDS.labels("out").inc,
+    translation.FIRST_TEXT_SECONDS: metrics.TRANSLATION_FIRST_TEXT_SECONDS.observe,
+    translation.END_LAG_SECONDS: metrics.TRANSLATION_END_LAG_SECONDS.observe,
 }
 
 

@@ -26,13 +26,8 @@ from dragoman.audio.vad import SpeechProbability
 from dragoman.engines.asr.base import StepResult
 from dragoman.engines.mt.base import UNSEGMENTED_LANGS, MTDraft
 from dragoman.errors import ClientError, DragomanError, InvalidValue
-from dragoman.metrics import (
-    TRANSLATION_AUDIO_SECONDS,
-    TRANSLATION_END_LAG_SECONDS,
-    TRANSLATION_FIRST_TEXT_SECONDS,
-)
 from dragoman.sessions.agent.jobs import ASR, TTS
-from dragoman.sessions.base import CloseCode
+from dragoman.sessions.base import CloseCode, Observation
 from dragoman.sessions.mt.events import MTJob
 from dragoman.sessions.speech import events as speech
 from dragoman.sessions.speech.config import EngineProfile, SessionConfig
@@ -56,6 +51,13 @@ from dragoman.sessions.translation.translator import MTProfile, Translator
 
 MT = "mt"
 LANES = (ASR, MT, TTS)
+
+#: What the session observes for the server's metrics (`Observation`, recorded by the driver):
+#: seconds of audio taken and spoken, and each segment's lags on the input clock, in seconds.
+INPUT_SECONDS = "translation_input_seconds"
+OUTPUT_SECONDS = "translation_output_seconds"
+FIRST_TEXT_SECONDS = "translation_first_text_seconds"
+END_LAG_SECONDS = "translation_end_lag_seconds"
 
 TranslationJob = StepJob | MTJob | SpeakJob
 #: A step's transcript, a draft, nothing for TTS.
@@ -90,6 +92,7 @@ class TranslationSession:
         self._asr_name = asr.name
         self._voices = voices
         self._events: list[ServerEvent] = []
+        self._observations: list[Observation] = []
         self.front = SpeechFront(session_id, asr, speech, vad_factory, self._heard)
         self.translator = Translator(session_id, mt, languages.source, self._translated, self._error)
         self.speech = SpokenOutput(self._events.append)
@@ -117,7 +120,7 @@ class TranslationSession:
                 self._refuse_after_close("audio")
                 before = self.front.input_seconds
                 self.front.append(event.audio)
-                TRANSLATION_AUDIO_SECONDS.labels("in").inc(self.front.input_seconds - before)
+                self._observe(INPUT_SECONDS, self.front.input_seconds - before)
             elif isinstance(event, UpdateSession):
                 self._refuse_after_close("session.update")
                 self._update(event.values)
@@ -234,13 +237,13 @@ class TranslationSession:
             self.speech.say(text, voice)
             start = self._starts.pop(item_id, None)
             if start is not None:
-                TRANSLATION_FIRST_TEXT_SECONDS.observe(max(0.0, self.clock_ms - start) / 1000)
+                self._observe(FIRST_TEXT_SECONDS, max(0.0, self.clock_ms - start) / 1000)
         if closes:
             self._starts.pop(item_id, None)
             self.speech.end_utterance(voice)
             end = self._ends.pop(item_id, None)
             if end is not None:
-                TRANSLATION_END_LAG_SECONDS.observe(max(0.0, self.clock_ms - end) / 1000)
+                self._observe(END_LAG_SECONDS, max(0.0, self.clock_ms - end) / 1000)
 
     def _error(self, error: DragomanError) -> None:
         self._emit(Error(error))
@@ -263,7 +266,7 @@ class TranslationSession:
     def job_progress(self, job: TranslationJob, piece: Any) -> None:
         if isinstance(job, SpeakJob) and isinstance(piece, bytes):
             self.speech.chunk(job, piece, self.clock_ms)
-            TRANSLATION_AUDIO_SECONDS.labels("out").inc(len(piece) / 2 / job.request.rate)
+            self._observe(OUTPUT_SECONDS, len(piece) / 2 / job.request.rate)
 
     def job_done(self, job: TranslationJob, result: TranslationResult) -> None:
         if isinstance(job, StepJob) and isinstance(result, StepResult):
@@ -317,6 +320,14 @@ class TranslationSession:
 
     def _emit(self, event: ServerEvent) -> None:
         self._events.append(event)
+
+    def _observe(self, metric: str, value: float) -> None:
+        self._observations.append(Observation(metric, value))
+
+    def take_observations(self) -> list[Observation]:
+        """What the session and its speech front observed since the last call (`Observed`)."""
+        taken, self._observations = self._observations, []
+        return self.front.take_observations() + taken
 
     def _configured(self, created: bool) -> SessionConfigured:
         return SessionConfigured(
