@@ -174,6 +174,13 @@ def _access_flags(parser: argparse.ArgumentParser) -> None:
         help="Redis shared by the replicas (redis://host:6379/0): an ek_ key opens one session across "
         "all of them (default: one per replica)",
     )
+    parser.add_argument(
+        "--drain-seconds",
+        dest="drain_seconds",
+        type=float,
+        help="on SIGTERM, let open sessions run this long while new ones are refused, then close "
+        "them with 1001 (25 s)",
+    )
 
 
 def _agent_flags(parser: argparse.ArgumentParser) -> None:

@@ -225,6 +225,9 @@ class Settings(BaseSettings):
     #: Redis shared by the replicas (`redis://host:6379/0`): an `ek_` key then opens one session
     #: across all of them, not one per replica.
     redis_url: str | None = None
+    #: On SIGTERM, how long open sessions run on (while /health answers 503 draining and new
+    #: sessions are refused) before they are closed with 1001.
+    drain_seconds: float = Field(default=25.0, ge=0)
     asr: ASRSettings = Field(default_factory=ASRSettings)
     transcription: TranscriptionSettings = Field(default_factory=TranscriptionSettings)
     mt: MTSettings = Field(default_factory=MTSettings)

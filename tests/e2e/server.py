@@ -46,7 +46,8 @@ def start(args: Sequence[str], log: Path, timeout: float = 300.0) -> Server:
         process = subprocess.Popen(
             argv,
             cwd=REPO,
-            env={**os.environ, "DRAGOMAN_LOG_FORMAT": "json"},
+            # A short drain by default, so that a SIGTERM with a session still open ends soon.
+            env={"DRAGOMAN_DRAIN_SECONDS": "5", **os.environ, "DRAGOMAN_LOG_FORMAT": "json"},
             stdout=handle,
             stderr=subprocess.STDOUT,
         )

@@ -87,3 +87,23 @@ def test_a_failed_load_is_reported_with_an_error_id_and_stops_the_server() -> No
         with client.websocket_connect("/") as ws:
             refusal = ws.receive_json()
         assert refusal["code"] == "busy" and body["error"]["error_id"] in refusal["message"]
+
+
+def test_a_drain_answers_503_draining_and_refuses_new_sessions() -> None:
+    engine = FakeEngine()
+    app = create_mt_app(Settings(), service_of(lambda: engine))
+    with TestClient(app) as client:
+        wait_for(lambda: client.get("/health").status_code == 200)
+        with client.websocket_connect("/") as open_session:
+            open_session.send_text(json.dumps(INIT))
+            assert open_session.receive_json()["type"] == "init_ok"
+            app.state.readiness.drain()  # what SIGTERM does (transports/serve.py)
+            draining = client.get("/health")
+            assert draining.status_code == 503 and draining.json()["status"] == "draining"
+            with client.websocket_connect("/") as ws:
+                refusal = ws.receive_json()
+            assert refusal["type"] == "error" and refusal["code"] == "busy"
+            assert "shutting down" in refusal["message"]
+            update = {"type": "update", "seq": 0, "utterance_id": 0, "words": [["Hello", 0, 400]]}
+            open_session.send_text(json.dumps({**update, "clock_ms": 400, "is_final": True}))
+            assert open_session.receive_json()["type"] == "translation", "the open session runs on"

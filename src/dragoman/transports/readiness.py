@@ -31,12 +31,16 @@ log = get_logger(__name__)
 #: What a session opened before the engines are ready is told.
 LOADING_MESSAGE = "The server is still loading its models; try again when GET /health answers 200."
 FAILED_MESSAGE = "The server failed to load its models"
+#: What a session opened while the server drains for its shutdown is told.
+DRAINING_MESSAGE = "The server is shutting down; connect again to reach another one."
 
 
 class State(StrEnum):
     LOADING = "loading"
     READY = "ok"
     FAILED = "failed"
+    #: Shutting down: open sessions run on, new ones are refused (`serve.py`).
+    DRAINING = "draining"
 
 
 class Readiness:
@@ -77,8 +81,15 @@ class Readiness:
                 self.on_failure()
             return
         self.load_seconds = round(time.perf_counter() - began, 2)
-        self.state = State.READY
+        if self.state is State.LOADING:  # a drain that began meanwhile holds
+            self.state = State.READY
         log.info("server ready", what=self._what, seconds=self.load_seconds)
+
+    def drain(self) -> None:
+        """From now on /health answers 503 draining and sessions are refused (a rolling update's
+        load balancer sends them elsewhere); those open run on."""
+        if self.state is not State.FAILED:
+            self.state = State.DRAINING
 
     def health(self, details: Callable[[], dict[str, Any]]) -> tuple[int, dict[str, Any]]:
         """(HTTP status, body) of `GET /health`; `details` adds what the loaded engines report."""
@@ -96,6 +107,8 @@ class Readiness:
         """Why a session cannot start now, or None when the engines are ready."""
         if self.state is State.LOADING:
             return LOADING_MESSAGE
+        if self.state is State.DRAINING:
+            return DRAINING_MESSAGE
         if self.state is State.FAILED:
             return with_error_id(FAILED_MESSAGE, self.error_id)
         return None
