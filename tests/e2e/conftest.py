@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,8 +30,6 @@ def server(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Iterato
 @pytest.fixture(scope="module")
 def mt_server(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Iterator[Server]:
     """`dragoman mt-server` with the packaged MT model."""
-    if importlib.util.find_spec("dragoman.engines.mt.qwen_torch") is None:
-        pytest.skip("the qwen-torch MT engine is not in the tree yet")
     log = tmp_path_factory.mktemp("mt-server") / "dragoman.log"
     args = ["mt-server", "--cache-dir", str(cache_dir), "--preset", MT_PRESET]
     args += ["--max-sessions", str(MT_MAX_SESSIONS), "--log-level", "debug"]

@@ -317,18 +317,21 @@ async def test_a_flood_next_to_a_live_session_is_refused_past_its_burst_and_stay
     (so its keepalive pings are answered), and the live session's item completes."""
     live_audio = load_audio(EN, 24_000)
     flood_audio = np.concatenate([load_audio(EN_3, 24_000)] * 4)[: 30 * 24_000]
+    live_streaming = asyncio.Event()
 
     async def live() -> Transcript:
         async with client(server).realtime.connect(
             model="whisper-base", extra_query={"intent": "transcription"}
         ) as conn:
             transcript = await read_until(conn, Transcript(), lambda e: e["type"] == "session.created")
-            await stream(conn, live_audio, 24_000, pace=1.0)
+            await stream(conn, live_audio[:24_000], 24_000, pace=1.0)
+            live_streaming.set()  # a second of audio sent at real-time pace: the server counts it live
+            await stream(conn, live_audio[24_000:], 24_000, pace=1.0)
             await conn.input_audio_buffer.commit()
             return await read_until(conn, transcript, is_completed)
 
     async def flood() -> Transcript:
-        await asyncio.sleep(1.0)  # the live session is streaming by now
+        await asyncio.wait_for(live_streaming.wait(), 60)
         async with client(server).realtime.connect(
             model="whisper-base", extra_query={"intent": "transcription"}
         ) as conn:

@@ -12,14 +12,16 @@ from pathlib import Path
 import pytest
 
 from dragoman.config import MTSettings
+from dragoman.cpu import cpu_info
 from dragoman.engines.mt.base import DraftMode, MTRequest
-from dragoman.engines.mt.model_choice import choose_model
+from dragoman.engines.mt.model_choice import SPEED_MEMORY_FILE, SpeedMemory, choose_model
 from dragoman.engines.mt.presets import DEFAULT_MODEL, QUALITY_MODEL, model_installed
 from dragoman.engines.mt.qwen_llama import QwenLlamaMTEngine, create
+from dragoman.tools import eval_set
 
 pytestmark = pytest.mark.engine
 
-FLORES = Path(__file__).resolve().parents[2] / "../shared/eval/mt/flores200_devtest_first100_en-de-it-zh.tsv"
+FLORES = eval_set.eval_path(eval_set.FLORES)
 
 
 def flores_line(line: int) -> tuple[str, str]:
@@ -70,18 +72,22 @@ def test_a_streaming_draft_aligns_its_tokens_to_the_source(engine: QwenLlamaMTEn
     engine.forget("s")
 
 
-def test_auto_keeps_the_1_5b_only_where_it_measures_fast_enough(
+def test_auto_chooses_the_model_its_measured_speed_calls_for(
     engine: QwenLlamaMTEngine, cache_dir: Path
 ) -> None:
     sample = engine.measure_speed()
     assert sample.prefill_tok_s > 0 and sample.decode_tok_s > 0 and sample.threads == engine.threads
-    expected = choose_model(sample, quality_installed=True)
-    # The start-up measurement is its own (the machine may be busier or quieter then), so what
-    # `auto` chose is checked against its own preset, and the model against that preset.
     chosen = create(MTSettings(), cache_dir)
     try:
-        assert chosen.chosen_preset in ("low_latency", "fast")
-        assert chosen.name == (QUALITY_MODEL if chosen.chosen_preset == "low_latency" else DEFAULT_MODEL)
+        # `auto` measured the 1.5B itself, took the best of that and the speed remembered for
+        # this CPU, kernels and threads, and remembered the result: the rule applied to that
+        # sample must give the model that was chosen.
+        memory = SpeedMemory(cache_dir.expanduser() / SPEED_MEMORY_FILE)
+        key = SpeedMemory.key(QUALITY_MODEL, f"{cpu_info().describe()}, {engine.kernels}", engine.threads)
+        decided_on = memory.recall(key)
+        assert decided_on is not None and decided_on.decode_tok_s > 0
+        expected = choose_model(decided_on, quality_installed=True)
+        assert chosen.chosen_preset == ("low_latency" if expected.quality else "fast"), expected.reason
+        assert chosen.name == (QUALITY_MODEL if expected.quality else DEFAULT_MODEL), expected.reason
     finally:
         chosen.close()
-    assert expected.pick in ("quality", "fast")
