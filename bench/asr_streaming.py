@@ -35,11 +35,12 @@ from bench.asr_continuous import __doc__ as continuous_doc
 from bench.asr_continuous import continuous_inputs, run_vad_load
 from bench.asr_load import LoadResult, StreamSettings, percentile, run_load
 from bench.audio import RATE, Clip, session_inputs, wer_clips
-from bench.textnorm import wer
+from bench.results import record
 from dragoman.cpu import cpu_info
 from dragoman.engines.asr.base import ASREngine
 from dragoman.logs import configure as configure_logs
 from dragoman.sessions.transcription.session import EngineProfile, SessionConfig
+from dragoman.tools.wer import wer
 
 #: What the continuous sessions are, for the report: the module docstring's body, one paragraph.
 ASR_CONTINUOUS = " ".join((continuous_doc or "").split("\n\n", 1)[-1].split()) + "\n"
@@ -171,6 +172,17 @@ def report_wer(run: WerRun, cap: float, plan: Plan) -> None:
         verdict = "yes" if streaming_wer <= WER_GOAL * offline_wer + 1e-9 else "no"
         steps = sum(len(r.steps) for r in runs)
         rows.append([name, pct(offline_wer), pct(streaming_wer), f"{ratio:.3f}", verdict, steps])
+        if name == next(iter(run.streamed)) and not plan.quick:  # the defaults (bench/results.py)
+            record(
+                "asr_streaming",
+                "streaming transcription WER",
+                f"streaming / offline WER, {plan.model}",
+                ratio,
+                "×",
+                target=f"≤ {WER_GOAL:g}×",
+                met=verdict == "yes",
+                conditions=f"{pct(streaming_wer)} / {pct(offline_wer)}; {len(run.clips)} English recordings",
+            )
     print(table(["streaming setting", "offline WER", "streaming WER", "ratio", "≤ 1.15×", "steps"], rows))
     names = list(run.streamed)
     headers = ["clip", "s", "offline WER", *(f"streaming WER ({n.split(' (')[0]})" for n in names)]

@@ -49,6 +49,7 @@ from typing import Any
 
 from bench.mt_data import DATASETS, DEFAULT_WORDS_PER_SECOND, Sentence, load
 from bench.mt_metrics import Emission, sentence_laal
+from bench.results import record
 from dragoman.cpu import cpu_info
 from dragoman.engines.mt.base import DraftMode, MTEngine, MTRequest
 from dragoman.logs import configure as configure_logs
@@ -664,7 +665,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(table)
     if args.out is not None:
         args.out.write_text(table, encoding="utf-8")
+    for summary in summaries:
+        record_goal(summary, engine.name, preset, args.document)
     return 0
+
+
+def record_goal(summary: Summary, model: str, preset: str, document: bool) -> None:
+    """The goal's two figures (bench/results.py): BLEU ≥ 0.9 × offline at a CA-LAAL ≤ 2.5 s."""
+    source, target = summary.direction.split("-")
+    size = "1.5B" if "1.5b" in model else "0.5B" if "0.5b" in model else model
+    goal = f"simultaneous MT {source}→{target} ({size}, {preset})"
+    conditions = (
+        f"BLEU {summary.bleu_simul:.1f} / {summary.bleu_offline:.1f}; {summary.sentences} lines of "
+        f"{summary.dataset}" + (", as one talk" if document else "")
+    )
+    record(
+        "mt_simul",
+        goal,
+        "BLEU simultaneous / offline",
+        summary.bleu_ratio,
+        "×",
+        target="≥ 0.9×",
+        met=summary.bleu_ratio >= 0.9,
+        conditions=conditions,
+    )
+    record(
+        "mt_simul",
+        goal,
+        "computation-aware LAAL",
+        summary.laal_ca_ms,
+        "ms",
+        target="≤ 2500 ms",
+        met=summary.laal_ca_ms <= 2500,
+        conditions=conditions,
+    )
 
 
 if __name__ == "__main__":

@@ -85,10 +85,17 @@ def record(
     return result
 
 
+#: The order of the benchmarks' rows in the table: install and speech in, then out, then MT.
+ORDER = ("install", "asr_streaming", "file_transcription", "agent_latency", "tts_roundtrip", "mt_simul")
+
+
 def load_all(folder: Path = RESULTS) -> list[Result]:
-    """Every recorded result, oldest first within each file."""
+    """Every recorded result, the benchmarks in `ORDER` (then the rest), oldest first in each."""
     results = []
-    for path in sorted(folder.glob("*.jsonl")):
+    paths = sorted(
+        folder.glob("*.jsonl"), key=lambda p: (ORDER.index(p.stem) if p.stem in ORDER else len(ORDER), p.stem)
+    )
+    for path in paths:
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 results.append(Result(**json.loads(line)))

@@ -65,7 +65,9 @@ def main() -> None:
         print(rendered)
         return
     RESULTS_MD.write_text(rewrite(RESULTS_MD.read_text(encoding="utf-8"), rendered), encoding="utf-8")
-    print(f"wrote {RESULTS_MD.relative_to(Path.cwd()) if RESULTS_MD.is_relative_to(Path.cwd()) else RESULTS_MD}")
+    print(
+        f"wrote {RESULTS_MD.relative_to(Path.cwd()) if RESULTS_MD.is_relative_to(Path.cwd()) else RESULTS_MD}"
+    )
 
 
 if __name__ == "__main__":
