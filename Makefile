@@ -106,8 +106,19 @@ whisperlivekit:
 	  $(WLK_VENV)/bin/pip install --quiet torch==2.13.0 'whisperlivekit==$(WLK_VERSION)' && \
 	  touch $(WLK_VENV)/.installed; }
 
+# OpenAI's Agents SDK for JavaScript (@openai/agents-realtime), which the end-to-end tests drive
+# under Node (tests/e2e/node, its versions pinned by package-lock.json); skipped with a warning
+# where there is no npm.
+NODE_E2E := tests/e2e/node
+.PHONY: node-e2e
+node-e2e:
+	@if command -v npm >/dev/null 2>&1; then \
+	  test $(NODE_E2E)/node_modules/.package-lock.json -nt $(NODE_E2E)/package-lock.json || \
+	    (cd $(NODE_E2E) && npm ci --no-audit --no-fund --loglevel=error); \
+	else echo "WARNING: npm is missing: the Agents SDK (JavaScript) tests will be skipped"; fi
+
 # Everything: lint, types, then unit, engine and end-to-end tests on the real models.
-test: install lint typecheck chromium redis litellm
+test: install lint typecheck chromium redis litellm node-e2e
 	$(BIN)/pytest -q -rs
 
 bench: install

@@ -174,7 +174,12 @@ async def test_conversation_item_create_adds_text_without_answering(server: Serv
         await conn.session.update(session={"type": "realtime", "instructions": "Be brief."})
         await read_until(conn, log, lambda e: e["type"] == "session.updated")
         await asyncio.sleep(1.0)
-    assert kinds(log) == ["session.created", "conversation.item.added", "session.updated"]
+    assert kinds(log) == [
+        "session.created",
+        "conversation.item.added",
+        "conversation.item.done",
+        "session.updated",
+    ]
     assert log.of("conversation.item.added")[0]["item"]["content"][0]["text"] == "My cat is Tom."
 
 
