@@ -5,10 +5,12 @@
     --only latency,barge_in
     --llm-threads 1    the server's llama.cpp threads (default: its budget, every core)
     --quick            6 questions, 3 barge-ins
+    --llm-models qwen2.5-0.5b-instruct-gguf,qwen2.5-1.5b-instruct-gguf   one server each, in turn
+    --services transcription,mt,agent   what else the server loads (default: the agent alone)
 
 A real `dragoman serve --services agent` on a free 127.0.0.1 port (Whisper, Silero and
-Smart Turn, llama.cpp Qwen2.5-0.5B, the default TTS voice), driven by plain `websockets`
-clients speaking the GA Realtime protocol (the openai SDK would parse every event into
+Smart Turn, the LLM named in `--llm-models` or the default `auto`, the default TTS voice),
+driven by plain `websockets` clients speaking the GA Realtime protocol (the openai SDK would parse every event into
 pydantic models, CPU the server would lose on 2 cores).
 
 1. **latency**: each English recording of ../shared/eval is one spoken question in a new
@@ -796,8 +798,18 @@ def report_barge_ins(results: list[BargeIn]) -> None:
 # -- the run ------------------------------------------------------------------------------------
 
 
-def serve_args(pipelines: int) -> list[str]:
-    return ["serve", "--services", "agent", "--num-pipelines", str(pipelines), "--log-level", "info"]
+def serve_args(pipelines: int, llm_model: str = "", services: str = "agent") -> list[str]:
+    """`dragoman serve` with `services`; `llm_model` "" leaves the server's default (`auto`)."""
+    args = [
+        "serve",
+        "--services",
+        *services.split(","),
+        "--num-pipelines",
+        str(pipelines),
+        "--log-level",
+        "info",
+    ]
+    return args + (["--llm-model", llm_model] if llm_model else [])
 
 
 async def run(args: argparse.Namespace, only: set[str], workdir: Path) -> None:
@@ -808,14 +820,17 @@ async def run(args: argparse.Namespace, only: set[str], workdir: Path) -> None:
     chosen = pool[: args.questions] if args.questions else pool
     by_name = {u.name: u for u in pool}
     interruptions = [by_name[name] for name in INTERRUPTIONS if name in by_name]
-    began = time.perf_counter()
-    with dragoman_server.running(serve_args(1), workdir / "dragoman.log") as srv:
-        log(f"server up in {time.perf_counter() - began:.0f} s; {len(chosen)} questions")
-        if "latency" in only:
-            turns = await run_latency(srv, chosen)
-            report_latency(turns)
-        if "barge_in" in only:
-            report_barge_ins(await run_barge_ins(srv, interruptions, args.barge_ins))
+    for model in args.llm_models.split(","):
+        began = time.perf_counter()
+        log_path = workdir / f"dragoman-{model or 'default'}.log"
+        with dragoman_server.running(serve_args(1, model, args.services), log_path) as srv:
+            log(f"server up in {time.perf_counter() - began:.0f} s; {len(chosen)} questions; LLM {model}")
+            print(f"## LLM: {model or 'the default'} (services: {args.services})\n")
+            if "latency" in only:
+                turns = await run_latency(srv, chosen)
+                report_latency(turns)
+            if "barge_in" in only:
+                report_barge_ins(await run_barge_ins(srv, interruptions, args.barge_ins))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -826,6 +841,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--only", default=",".join(SECTIONS), help=f"comma-separated, of {','.join(SECTIONS)}"
     )
     parser.add_argument("--quick", action="store_true", help="6 questions and 3 barge-ins")
+    parser.add_argument(
+        "--llm-models",
+        default="",
+        help="comma-separated --llm-model values, one server each in turn (default: the server's own)",
+    )
+    parser.add_argument(
+        "--services", default="agent", help="the server's services (e.g. transcription,mt,agent)"
+    )
     parser.add_argument(
         "--llm-threads", type=int, default=0, help="the server's llama.cpp threads (default: every core)"
     )
@@ -840,7 +863,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.llm_threads:
         os.environ["DRAGOMAN_LLM__THREADS"] = str(args.llm_threads)  # the server inherits it
     threads = os.environ.get("DRAGOMAN_LLM__THREADS", "the server's budget (every core)")
-    print(f"Server: `dragoman serve --services agent`, defaults; LLM threads: {threads}.\n")
+    print(f"Server: `dragoman serve --services {args.services}`, defaults; LLM threads: {threads}.\n")
     with tempfile.TemporaryDirectory(prefix="dragoman-bench-") as tmp:
         asyncio.run(run(args, only, Path(tmp)))
     load_avg = os.getloadavg()
