@@ -19,6 +19,7 @@ from dragoman.transports.llm_proxy import llm_proxy_router
 from dragoman.transports.metrics import mount_metrics
 from dragoman.transports.readiness import Readiness, mount
 from dragoman.transports.runtime import Runtime
+from dragoman.transports.speech import speech_router
 from dragoman.transports.web import mount_web
 from dragoman.transports.webrtc import mount_webrtc
 from dragoman.transports.webrtc.sideband import serve_sideband
@@ -143,6 +144,9 @@ def create_app(settings: Settings) -> FastAPI:
     mount_webrtc(app, lambda: runtime.agent, readiness)
     files = settings.transcription.files
     app.include_router(audio_transcriptions_router(lambda: runtime.transcription, files, readiness))
+    # OpenAI's text-to-speech, with the voices of the agent (or of the interpreter alone).
+    speaking = speech_router(lambda: runtime.agent or runtime.interpreter, readiness, settings.engine_timeout_s)
+    app.include_router(speaking)
     return app
 
 
