@@ -51,7 +51,7 @@ def create_app(settings: Settings) -> FastAPI:
     )
     app.state.runtime = runtime
     policy = apply_policy(app, settings)
-    mount_metrics(app, runtime, policy.access)
+    mount_metrics(app, runtime, policy.access, settings.max_connections)
     app.include_router(client_secrets_router(policy.client_secrets, settings.interpreter.language))
     mount_web(app)
 
