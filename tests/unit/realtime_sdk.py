@@ -11,7 +11,7 @@ import openai.types.beta.realtime as beta_types
 import openai.types.realtime as ga_types
 from openai.resources.beta.realtime.realtime import RealtimeConnection as BetaConnection
 from openai.resources.realtime.realtime import RealtimeConnection
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel
 
 from dragoman.protocol.realtime.generation import Generation
 

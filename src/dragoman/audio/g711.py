@@ -45,7 +45,7 @@ def _mu_encode_table() -> NDArray[np.uint8]:
     exponent = _segment(magnitude, 0x20)
     mantissa = (magnitude >> (exponent + 1)) & 0x0F
     code = np.where(magnitude > 0x1FFF, 0x7F, (exponent << 4) | mantissa) ^ mask
-    return code.astype(np.uint8)  # type: ignore[no-any-return]
+    return code.astype(np.uint8)
 
 
 @cache
