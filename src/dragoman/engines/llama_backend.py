@@ -1,12 +1,14 @@
 """llama.cpp's CPU kernels, chosen by the CPU that runs the server.
 
-The llama-cpp-python wheel (Makefile) is built with `GGML_BACKEND_DL` and
-`GGML_CPU_ALL_VARIANTS`: its CPU backend is one `libggml-cpu-<variant>.so` per
-x86 level, from `x64` to `sapphirerapids`, each compiled for that level's
-instructions. One wheel then runs on every x86 machine and uses what the machine
-has: on 2 cores of an AVX-512 Xeon the AVX-512 kernels (`zen4`, ggml's name for
-AVX-512 with VBMI, VNNI and BF16) prefill the 1.5B at 1.5x the speed of the
-`haswell` (AVX2) ones; decoding, bound by memory, is the same (bench/RESULTS.md).
+The llama-cpp-python wheel (Makefile, scripts/build_llama_wheel.py) is built with
+`GGML_BACKEND_DL` and `GGML_CPU_ALL_VARIANTS`: its CPU backend is one
+`libggml-cpu-<variant>.so` per x86 level it keeps (`x64`, `haswell`, `skylakex`,
+`icelake`, `zen4`; ggml's table below has all fourteen), each compiled for that
+level's instructions. One wheel then runs on every x86 machine and uses the
+highest level the machine runs: on 2 cores of an AVX-512 Xeon the AVX-512 kernels
+(`zen4`, ggml's name for AVX-512 with VBMI, VNNI and BF16) prefill the 1.5B at 1.5x
+the speed of the `haswell` (AVX2) ones; decoding, bound by memory, is the same
+(bench/history/).
 
 ggml looks for the variants beside the executable and in the working directory,
 which for Python is neither, so `load_backend` picks one here and loads it
@@ -14,9 +16,9 @@ before llama.cpp initialises. The choice follows `dragoman.cpu`'s effective
 flags, so the caps that emulate an AVX2-only machine (`ONEDNN_MAX_CPU_ISA=AVX2`
 and the others) hold for llama.cpp too.
 
-The AMX variant is left out unless asked for by name: on the machines this
-project runs on, ggml's AMX matrix product dies with SIGILL at a `tilezero`
-(even on one thread), although a plain program loads a tile config and runs
+The AMX variant (which `make install` no longer builds) is left out unless asked
+for by name: on the machines this project runs on, ggml's AMX matrix product dies
+with SIGILL at a `tilezero` (even on one thread), although a plain program loads a tile config and runs
 tile instructions there without a fault. `DRAGOMAN_LLAMA_CPU_VARIANT=<name>`
 loads a named variant (`sapphirerapids`, or `haswell` for the AVX2 path alone).
 """

@@ -1,0 +1,177 @@
+"""Build the portable llama-cpp-python wheel that `make install` caches, with progress.
+
+llama-cpp-python has no binary wheel on PyPI, and its default build is tuned to the building
+CPU (it crashed on other machines in ggml's AMX kernels). This builds it with
+`GGML_BACKEND_DL` and `GGML_CPU_ALL_VARIANTS`: llama.cpp's CPU kernels as separate libraries,
+one per x86 level, of which the server loads the best the CPU runs
+(`src/dragoman/engines/llama_backend.py`).
+
+ggml builds all fourteen x86 levels and has no option to choose some, and each level is a
+full compile of the CPU kernels: on 2 cores they were about 12 of the first install's 14
+minutes. So the pinned sdist (checked against its sha256) is patched before the build, in
+two places and nowhere else:
+
+- ggml's variant list keeps the levels given by `--variants` (the Makefile's: `x64`, the
+  fallback any x86-64 runs; `haswell`, AVX2, which every machine here has; `skylakex`,
+  `icelake` and `zen4`, AVX-512 without and with VNNI, VBMI and BF16, which the AVX-512 Xeons
+  load). A CPU between two levels loads the lower one.
+- llama.cpp's `common` library (the command-line tools' helpers, never loaded by the Python
+  package) is not built; neither is `mtmd` (multimodal, `LLAVA_BUILD=OFF`).
+
+The compile runs under pip with its output in `<out>.log`; its progress and an estimate of the
+time left are printed as it goes.
+
+    python scripts/build_llama_wheel.py --pip .venv/bin/pip --version 0.3.36 --sha256 HEX \\
+        --variants x64,haswell,skylakex,icelake,zen4 --cmake-args "-DGGML_NATIVE=OFF ..." --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+#: The x86 block under `if (GGML_CPU_ALL_VARIANTS)` in ggml/src/CMakeLists.txt, from its
+#: opening line to the next architecture's.
+_X86_BLOCK = re.compile(
+    r'(if \(GGML_SYSTEM_ARCH STREQUAL "x86"\)\n)(.*?)(\n\s*elseif ?\(GGML_SYSTEM_ARCH STREQUAL "ARM"\))',
+    re.DOTALL,
+)
+_VARIANT = re.compile(r"^\s*ggml_add_cpu_backend_variant\((\w+)[\s)]")
+_COMMON_ON = 'set(LLAMA_BUILD_COMMON ON CACHE BOOL "Build llama.cpp common library" FORCE)'
+_COMMON_OFF = 'set(LLAMA_BUILD_COMMON OFF CACHE BOOL "Build llama.cpp common library" FORCE)'
+#: Ninja's status line, which the build's verbose output starts each step with.
+_STEP = re.compile(r"^\[(\d+)/(\d+)\] ")
+
+
+def keep_variants(cmake: str, wanted: set[str]) -> str:
+    """ggml/src/CMakeLists.txt with only the `wanted` x86 CPU variants."""
+    start = cmake.find("if (GGML_CPU_ALL_VARIANTS)")
+    match = _X86_BLOCK.search(cmake, start) if start >= 0 else None
+    if match is None:
+        raise SystemExit("ggml's x86 CPU variant list was not found: the patch needs updating")
+    kept: list[str] = []
+    found: set[str] = set()
+    for line in match.group(2).split("\n"):
+        variant = _VARIANT.match(line)
+        if variant is not None:
+            found.add(variant.group(1))
+            if variant.group(1) not in wanted:
+                continue
+        kept.append(line)
+    if missing := wanted - found:
+        raise SystemExit(
+            f"ggml has no x86 CPU variant {', '.join(sorted(missing))} (it has {', '.join(sorted(found))})"
+        )
+    return cmake[: match.start(2)] + "\n".join(kept) + cmake[match.end(2) :]
+
+
+def patch(source: Path, variants: set[str]) -> None:
+    ggml = source / "vendor" / "llama.cpp" / "ggml" / "src" / "CMakeLists.txt"
+    ggml.write_text(keep_variants(ggml.read_text(encoding="utf-8"), variants), encoding="utf-8")
+    top = source / "CMakeLists.txt"
+    text = top.read_text(encoding="utf-8")
+    if _COMMON_ON not in text:
+        raise SystemExit(
+            "llama-cpp-python's CMakeLists no longer forces LLAMA_BUILD_COMMON: the patch needs updating"
+        )
+    top.write_text(text.replace(_COMMON_ON, _COMMON_OFF), encoding="utf-8")
+
+
+def fetch(pip: str, version: str, sha256: str, into: Path) -> Path:
+    """The sdist from the package index, checked against its pinned sha256."""
+    subprocess.run(
+        [
+            pip,
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "-d",
+            str(into),
+            f"llama-cpp-python=={version}",
+        ],
+        check=True,
+    )
+    (sdist,) = into.glob("llama_cpp_python-*.tar.gz")
+    digest = hashlib.sha256(sdist.read_bytes()).hexdigest()
+    if digest != sha256:
+        raise SystemExit(f"{sdist.name} has sha256 {digest}, expected {sha256}")
+    return sdist
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    return f"{minutes}m{secs:02d}s"
+
+
+def build(pip: str, source: Path, cmake_args: str, out: Path, log_path: Path) -> None:
+    """`pip wheel` the patched source into `out`, printing progress from ninja's step counter."""
+    env = os.environ | {"CMAKE_ARGS": cmake_args}
+    command = [pip, "wheel", "--no-deps", "--no-cache-dir", "-v", "-w", str(out), str(source)]
+    began = time.monotonic()
+    shown = -1.0
+    with log_path.open("w", encoding="utf-8") as log:
+        process = subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+        )
+        assert process.stdout is not None
+        for line in process.stdout:
+            log.write(line)
+            step = _STEP.match(line.strip())
+            if step is None:
+                continue
+            done, total = int(step.group(1)), int(step.group(2))
+            elapsed = time.monotonic() - began
+            if elapsed - shown < 15 and done != total:
+                continue
+            shown = elapsed
+            # Steps are not equal (the kernels' files are the slow ones), so this is an estimate.
+            left = elapsed / done * (total - done) if done else 0.0
+            print(
+                f"llama.cpp: {done}/{total} compiled, {_clock(elapsed)} so far, about {_clock(left)} left",
+                file=sys.stderr,
+                flush=True,
+            )
+        if process.wait() != 0:
+            tail = log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-40:]
+            print("\n".join(tail), file=sys.stderr)
+            raise SystemExit(f"building llama-cpp-python failed; the whole log is {log_path}")
+    print(f"llama.cpp: built in {_clock(time.monotonic() - began)}", file=sys.stderr)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pip", required=True, help="the pip of the virtualenv that builds it")
+    parser.add_argument("--version", required=True)
+    parser.add_argument("--sha256", required=True, help="of the sdist")
+    parser.add_argument("--variants", required=True, help="x86 CPU variants to build, comma-separated")
+    parser.add_argument("--cmake-args", required=True)
+    parser.add_argument("--out", required=True, type=Path, help="folder for the wheel")
+    args = parser.parse_args()
+    variants = {v.strip() for v in args.variants.split(",") if v.strip()}
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="llama-cpp-build-") as tmp:
+        sdist = fetch(args.pip, args.version, args.sha256, Path(tmp))
+        with tarfile.open(sdist) as archive:
+            archive.extractall(tmp, filter="data")
+        source = Path(tmp) / sdist.name.removesuffix(".tar.gz")
+        patch(source, variants)
+        print(
+            f"llama.cpp: building CPU kernels {', '.join(sorted(variants))} (the compile takes minutes)",
+            file=sys.stderr,
+            flush=True,
+        )
+        build(args.pip, source, args.cmake_args, args.out, args.out.with_suffix(".log"))
+
+
+if __name__ == "__main__":
+    main()

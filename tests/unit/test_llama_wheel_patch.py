@@ -1,0 +1,57 @@
+"""The llama.cpp build keeps only the CPU variants the Makefile names (scripts/build_llama_wheel.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build_llama_wheel.py"
+
+#: The shape of ggml/src/CMakeLists.txt in llama-cpp-python 0.3.36: the function's own x86 branch
+#: first (which must be left alone), then the variant list.
+GGML = """\
+function(ggml_add_cpu_backend_variant tag_name)
+    if (GGML_SYSTEM_ARCH STREQUAL "x86")
+        set(GGML_AVX OFF)
+    elseif (GGML_SYSTEM_ARCH STREQUAL "ARM")
+    endif()
+endfunction()
+
+if (GGML_CPU_ALL_VARIANTS)
+    if (GGML_SYSTEM_ARCH STREQUAL "x86")
+        ggml_add_cpu_backend_variant(x64)
+        ggml_add_cpu_backend_variant(sse42              SSE42)
+        if (NOT MSVC)
+            ggml_add_cpu_backend_variant(ivybridge      SSE42 AVX F16C)
+        endif()
+        ggml_add_cpu_backend_variant(haswell            SSE42 AVX F16C FMA AVX2 BMI2)
+        ggml_add_cpu_backend_variant(zen4               SSE42 AVX F16C FMA AVX2 BMI2 AVX512)
+        ggml_add_cpu_backend_variant(sapphirerapids SSE42 AVX F16C FMA AVX2 BMI2 AVX512 AMX_TILE)
+    elseif(GGML_SYSTEM_ARCH STREQUAL "ARM")
+        ggml_add_cpu_backend_variant(armv8.0_1)
+    endif()
+endif()
+"""
+
+
+def script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("build_llama_wheel", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_only_the_named_x86_variants_are_kept() -> None:
+    patched = script().keep_variants(GGML, {"x64", "haswell", "zen4"})
+    kept = [line.split("(")[1].split()[0].rstrip(")") for line in patched.splitlines() if "_variant(" in line]
+    assert kept == ["x64", "haswell", "zen4", "armv8.0_1"]
+    assert "set(GGML_AVX OFF)" in patched  # the function's own branch is untouched
+
+
+def test_a_variant_ggml_does_not_have_stops_the_build() -> None:
+    with pytest.raises(SystemExit, match="no x86 CPU variant icelake"):
+        script().keep_variants(GGML, {"x64", "icelake"})
