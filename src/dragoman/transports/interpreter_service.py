@@ -11,7 +11,6 @@ it loads the voices once, behind a serial worker of its own.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import time
 import uuid
@@ -37,7 +36,7 @@ from dragoman.sessions.translation.translator import MTProfile
 from dragoman.streaming.turns import ServerVADConfig
 from dragoman.transports.agent_service import AgentService, _speak
 from dragoman.transports.lanes import Lane
-from dragoman.transports.services import MTService, TranscriptionService
+from dragoman.transports.services import MTService, TranscriptionService, close_engine
 
 log = get_logger(__name__)
 
@@ -167,8 +166,7 @@ class InterpreterService:
             if self.tts_worker is not None:
                 await self.tts_worker.close()
             if self.speaker is not None:
-                with contextlib.suppress(Exception):
-                    self.speaker.close()
+                close_engine("tts", self.speaker.close)
         self.speaker = self.tts_worker = None
 
 
