@@ -4,11 +4,11 @@ recording through its microphone, and what it shows must hold most of the record
 
 from __future__ import annotations
 
+import base64
 import csv
+import io
 import json
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -158,28 +158,7 @@ def test_with_keys_the_page_trades_the_typed_key_for_a_short_lived_one(
     assert [e for e in page_errors(errors) if "401" not in e] == []
 
 
-def calls_endpoint_missing(server: Server) -> str | None:
-    """Why the agent test cannot run yet: the WebRTC endpoint answers 404 or 405."""
-    request = urllib.request.Request(
-        server.http + "/v1/realtime/calls",
-        data=b"",
-        headers={"Content-Type": "application/sdp"},
-        method="POST",
-    )
-    try:
-        urllib.request.urlopen(request, timeout=10).close()
-    except urllib.error.HTTPError as answer:
-        if answer.code in (404, 405):
-            return f"POST /v1/realtime/calls answers {answer.code}: the WebRTC transport is not on this server yet"
-    except OSError:
-        return None
-    return None
-
-
 def test_a_spoken_conversation_over_webrtc(chromium: str, page_server: Server, tmp_path: Path) -> None:
-    missing = calls_endpoint_missing(page_server)
-    if missing:
-        pytest.skip(missing)
     errors: list[str] = []
     wav = microphone_wav(QUESTION, tmp_path / "mic.wav", trail_s=30.0)
     expected = reference(QUESTION)
@@ -211,53 +190,78 @@ def test_a_spoken_conversation_over_webrtc(chromium: str, page_server: Server, t
     assert page_errors(errors) == []
 
 
+#: The microphone as the test drives it: silence, and a recording played into the call when the
+#: test says (`window.speak(wav in base64)`), so that the interruption starts once the answer is
+#: heard playing, whatever the machine's speed.
+MICROPHONE = """
+(() => {
+  const context = new AudioContext({ sampleRate: 48000 });
+  const line = context.createMediaStreamDestination();
+  // Silence between recordings, as a real microphone sends: without it the track has no frames
+  // and the server's VAD never hears a turn end.
+  const quiet = context.createConstantSource();
+  quiet.offset.value = 0;
+  quiet.connect(line);
+  quiet.start();
+  window.speak = async (wavBase64) => {
+    const bytes = Uint8Array.from(atob(wavBase64), (c) => c.charCodeAt(0));
+    const audio = await context.decodeAudioData(bytes.buffer);
+    const source = context.createBufferSource();
+    source.buffer = audio;
+    source.connect(line);
+    await context.resume();
+    source.start();
+    return audio.duration;
+  };
+  navigator.mediaDevices.getUserMedia = async () => {
+    await context.resume();
+    return line.stream;
+  };
+})();
+"""
+
+
+def wav_base64(file: str, rate: int = RATE) -> str:
+    out = io.BytesIO()
+    soundfile.write(out, load_audio(file, rate).astype(np.float32), rate, format="WAV", subtype="PCM_16")
+    return base64.b64encode(out.getvalue()).decode()
+
+
 def test_speaking_over_the_answer_interrupts_it(chromium: str, page_server: Server, tmp_path: Path) -> None:
-    """A question, a pause long enough for the answer to start, then more speech over it."""
-    missing = calls_endpoint_missing(page_server)
-    if missing:
-        pytest.skip(missing)
-    rate = RATE
-    audio = np.concatenate(
-        [
-            np.zeros(rate // 2),
-            load_audio(QUESTION, rate),
-            np.zeros(7 * rate),
-            load_audio(INTERRUPTION, rate),
-            np.zeros(20 * rate),
-        ]
-    )
-    wav = tmp_path / "mic.wav"
-    soundfile.write(wav, audio.astype(np.float32), rate, subtype="PCM_16")
+    """A question; once its answer is heard playing, more speech over it."""
+    silence = tmp_path / "silence.wav"
+    soundfile.write(silence, np.zeros(RATE, dtype=np.float32), RATE, subtype="PCM_16")
     errors: list[str] = []
-    with browser(chromium, wav) as chrome:
-        page = open_page(chrome, page_server.http + "/#talk", errors, init_script=RECORD_EVENTS)
+    with browser(chromium, silence) as chrome:
+        page = open_page(chrome, page_server.http + "/#talk", errors, init_script=RECORD_EVENTS + MICROPHONE)
         page.fill("#talk-instructions", "Tell a long story about the sea, in many sentences.")
         page.click("#talk-start")
-        users = page.locator("#talk-output .bubble.user:not(.pending)")
-        wait_for(page, lambda: users.count() >= 2, 150)
-        page.wait_for_timeout(2000)
+
+        def seen(kind: str) -> Callable[[], bool]:
+            return lambda: kind in [e["type"] for e in page.evaluate("window.dataChannelEvents")]
+
+        def kinds_now() -> list[str]:
+            return [e["type"] for e in page.evaluate("window.dataChannelEvents")]
+
+        assert wait_for(page, seen("session.created"), 60), "the call's data channel did not open"
+        spoken = page.evaluate("(wav) => window.speak(wav)", wav_base64(QUESTION))
+        assert spoken > 1, spoken
+        assert wait_for(page, seen("output_audio_buffer.started"), 150), kinds_now()
+        page.evaluate("(wav) => window.speak(wav)", wav_base64(INTERRUPTION))
+        cut = wait_for(page, seen("output_audio_buffer.cleared"), 60)
+        page.wait_for_timeout(1000)
         screenshot(page, "talk-barge-in")
         events = page.evaluate("window.dataChannelEvents")
         (ARTIFACTS / "talk-barge-in-events.json").write_text(json.dumps(events, indent=1, ensure_ascii=False))
         interrupted = page.locator("#talk-output .bubble.agent.interrupted").count()
         page.click("#talk-start")
     kinds = [event["type"] for event in events]
-    # Where the user spoke while the answer's audio played, if they did.
-    playing, overlap = False, None
-    for index, kind in enumerate(kinds):
-        if kind == "output_audio_buffer.started":
-            playing = True
-        elif kind in ("output_audio_buffer.stopped", "output_audio_buffer.cleared"):
-            playing = False
-        elif kind == "input_audio_buffer.speech_started" and playing:
-            overlap = index
-            break
-    if overlap is None:
-        pytest.skip(
-            "on this machine the answer did not play while the user spoke again; nothing to interrupt"
-        )
-    after = kinds[overlap:]
-    assert "output_audio_buffer.cleared" in after, kinds
+    started = kinds.index("output_audio_buffer.started")
+    # The interruption was heard while the answer played (it had not stopped by itself), and cut it.
+    assert "input_audio_buffer.speech_started" in kinds[started:], kinds
+    heard = started + kinds[started:].index("input_audio_buffer.speech_started")
+    assert "output_audio_buffer.stopped" not in kinds[started:heard], kinds
+    assert cut and "output_audio_buffer.cleared" in kinds[heard:], kinds
     assert interrupted >= 1, "the page marks the cut-off answer"
     assert page_errors(errors) == []
 
