@@ -202,6 +202,12 @@ def _agent_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--llm-base-url", dest="llm.base_url", help="an OpenAI-compatible server's /v1 URL")
     parser.add_argument("--voice", dest="tts.voice", help="the default voice (see `dragoman voices`)")
     parser.add_argument(
+        "--tts-base-url",
+        dest="tts.base_url",
+        help="speak with a remote server's POST /v1/audio/speech (its /v1 URL: another dragoman, "
+        "OpenAI, Kokoro-FastAPI) instead of the local voices",
+    )
+    parser.add_argument(
         "--enable-llm-proxy",
         dest="agent.enable_llm_proxy",
         action="store_const",

@@ -149,6 +149,15 @@ class TTSSettings(BaseModel):
     backends: list[str] = Field(default_factory=lambda: ["hibari", "piper", "kokoro", "espeak-ng"])
     #: onnxruntime threads per backend (0: the server gives each engine an equal share of the cores).
     threads: int = Field(default=0, ge=0)
+    #: A remote TTS server's OpenAI-compatible /v1 URL (another dragoman, OpenAI, Kokoro-FastAPI,
+    #: speaches), which then speaks every voice (`engines/tts/openai_speech.py`); unset: local voices.
+    base_url: str | None = None
+    #: Its API key (may be empty; never logged), the model to ask for, the seconds to wait for a
+    #: connect and for each piece of audio, and the connects retried before a clause fails.
+    api_key: str = ""
+    remote_model: str = "tts-1"
+    timeout_s: float = Field(default=30.0, gt=0)
+    connect_retries: int = Field(default=2, ge=0, le=10)
 
 
 class AgentSettings(BaseModel):

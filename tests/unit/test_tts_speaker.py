@@ -159,3 +159,17 @@ def test_close_releases_the_engines(speaker: Speaker) -> None:
 def test_registry_refuses_an_unknown_tts_backend(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="espeak-ng, hibari, kokoro, piper"):
         create_tts_engine(TTSSettings(), tmp_path, "festival")
+
+
+def test_a_remote_server_speaks_every_voice_by_the_names_clients_use(
+    factory: Factory, tmp_path: Path
+) -> None:
+    remote = Speaker(TTSSettings(base_url="http://tts.internal:8000/v1"), tmp_path, factory=factory)
+    spoken: list[bytes] = []
+    remote.synthesize("alloy", "Hello.", 1.0, CancelToken(), spoken.append, 24_000)
+    remote.synthesize(None, "Hello.", 1.0, CancelToken(), spoken.append, 24_000)
+    remote.synthesize("joe", "Hallo.", 1.0, CancelToken(), spoken.append, 24_000, language="de")
+    assert len(factory.engines) == 1, "one remote engine for every backend"
+    (engine,) = factory.engines.values()
+    assert [r.voice for r in engine.requests] == ["alloy", "hibari", "espeak-de"]
+    assert spoken

@@ -109,7 +109,12 @@ def create_llm_engine(settings: LLMSettings, cache_dir: Path) -> LLMEngine:
 
 
 def create_tts_engine(settings: TTSSettings, cache_dir: Path, backend: str) -> TTSEngine:
-    """Build the TTS backend named `backend` (one of `settings.backends`; several serve at once)."""
+    """Build the TTS backend named `backend` (one of `settings.backends`; several serve at once),
+    or, with `settings.base_url`, the remote server that speaks for all of them."""
+    if settings.base_url:
+        from dragoman.engines.tts.openai_speech import OpenAISpeech
+
+        return OpenAISpeech(settings)
     engine = _factory("TTS", backend, TTS_BACKENDS)(settings, cache_dir)
     if not isinstance(engine, TTSEngine):
         raise ConfigError(f"TTS backend {backend!r} built a {type(engine).__name__}, not a TTSEngine")

@@ -27,6 +27,7 @@ from dragoman.config import TTSSettings
 from dragoman.engines.info import EngineInfo
 from dragoman.engines.registry import create_tts_engine
 from dragoman.engines.tts.base import MAX_SPEED, MIN_SPEED, FloatAudio, SpeechRequest, TTSEngine
+from dragoman.engines.tts.openai_speech import BACKEND as REMOTE
 from dragoman.engines.tts.voices import Voice, VoiceCatalog
 from dragoman.engines.workers import CancelToken
 from dragoman.errors import InvalidValue
@@ -74,7 +75,9 @@ class Speaker:
             self.engine(backend)
 
     def engine(self, backend: str) -> TTSEngine:
-        """The loaded engine of `backend`, built and warmed on first use."""
+        """The loaded engine of `backend`, built and warmed on first use (with `base_url`, the one
+        remote engine speaks for every backend)."""
+        backend = REMOTE if self.settings.base_url else backend
         engine = self._engines.get(backend)
         if engine is not None:  # loaded: no need to wait behind another backend's load
             return engine
@@ -128,7 +131,11 @@ class Speaker:
             if len(out):
                 emit(float_to_pcm16(out))
 
-        request = SpeechRequest(text=text, voice=voice.backend_voice, speed=speed, language=voice.language)
+        # A remote server takes the names clients use: the client's own when it picked this voice.
+        spoken = voice.backend_voice
+        if self.settings.base_url:
+            spoken = voice_name if voice_name and self.voice(voice_name) == voice else voice.name
+        request = SpeechRequest(text=text, voice=spoken, speed=speed, language=voice.language)
         engine.synthesize(request, cancel, on_audio)
         if not cancel.cancelled:
             tail = np.concatenate([resampler.process(trimmer.finish()), resampler.drain()])
