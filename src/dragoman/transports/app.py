@@ -145,7 +145,9 @@ def create_app(settings: Settings) -> FastAPI:
     files = settings.transcription.files
     app.include_router(audio_transcriptions_router(lambda: runtime.transcription, files, readiness))
     # OpenAI's text-to-speech, with the voices of the agent (or of the interpreter alone).
-    speaking = speech_router(lambda: runtime.agent or runtime.interpreter, readiness, settings.engine_timeout_s)
+    speaking = speech_router(
+        lambda: runtime.agent or runtime.interpreter, readiness, settings.engine_timeout_s
+    )
     app.include_router(speaking)
     return app
 
