@@ -2,7 +2,8 @@
 
     --languages de it zh   target languages (default: de)
     --sessions 1 2 4       concurrent sessions (default: 1 2)
-    --clips 12             FLEURS English clips of ../shared/eval/speech_translation.tsv (default: all)
+    --clips 12             English clips of ../shared/eval/speech_translation.tsv (default: all; it
+                           has 6: 5 FLEURS with FLORES references, 1 CoVoST 2)
     --url http://...       a running server (default: start `dragoman serve --services interpreter mt`)
 
 Each clip is one translation session through the openai SDK's
@@ -48,6 +49,7 @@ from websockets.asyncio.client import connect
 from bench import server as dragoman_server
 from bench.agent_latency import header, log, percentile, speech_bounds, table
 from bench.audio import EVAL, RATE, EvalRow, load
+from bench.results import record
 from dragoman.audio.pcm import float_to_pcm16
 from dragoman.audio.vad import SileroModel
 from dragoman.config import load_settings
@@ -86,7 +88,7 @@ def clips(count: int, vad: SileroModel) -> list[Clip]:
         rows = [r for r in csv.DictReader(handle, delimiter="\t") if r["src_lang"] == "en"][:count]
     out = []
     for row in rows:
-        audio = load(EvalRow(row["file"], "en", None, row["src_text"], 0.0))
+        audio = load(EvalRow(row["file"], "en", None, row["src_text"], duration=0.0, notes=""))
         onset, end = speech_bounds(vad, audio)
         wire = np.ascontiguousarray(soxr.resample(audio, RATE, WIRE_RATE), dtype=np.float32)
         refs = {lang: row[column] for lang, column in REFERENCE.items()}
@@ -153,6 +155,48 @@ async def offline(ws_url: str, sources: Sequence[str], language: str) -> list[st
     return out
 
 
+def save(
+    language: str, sessions: int, count: int, score: float, baseline: float, ms: list[list[float]]
+) -> None:
+    """The goals of issue 25 (`bench/results.py`): BLEU ratio >= 0.8, end lag mean <= 2.5 s, first
+    text p50 <= 3.5 s (with 2 sessions too)."""
+    goal = f"interpreter en→{language}, {sessions} session{'s' if sessions > 1 else ''}"
+    conditions = f"{count} English clips at real time; text MT BLEU {baseline:.1f}, speech BLEU {score:.1f}"
+    ratio = round(score / baseline, 2) if baseline else float("nan")
+    end_lag, first_text = round(float(np.nanmean(ms[2]))), round(percentile(ms[0], 50))
+    record(
+        "interpreter",
+        goal,
+        "BLEU speech / text MT",
+        ratio,
+        "×",
+        target="≥ 0.8×",
+        met=ratio >= 0.8,
+        conditions=conditions,
+    )
+    record(
+        "interpreter",
+        goal,
+        "end lag, mean",
+        end_lag,
+        "ms",
+        target="≤ 2500 ms",
+        met=end_lag <= 2500,
+        conditions=conditions,
+    )
+    record(
+        "interpreter",
+        goal,
+        "first text, p50",
+        first_text,
+        "ms",
+        target="≤ 3500 ms",
+        met=first_text <= 3500,
+        conditions=conditions,
+    )
+    record("interpreter", goal, "first audio, p50", round(percentile(ms[1], 50)), "ms", conditions=conditions)
+
+
 def bleu(hypotheses: Sequence[str], references: Sequence[str], language: str) -> float:
     tokenize = "zh" if language == "zh" else "13a"
     return float(sacrebleu.corpus_bleu(list(hypotheses), [list(references)], tokenize=tokenize).score)
@@ -182,6 +226,7 @@ async def measure(
                 [1000 * getattr(r, name) for r in runs]
                 for name in ("first_text_s", "first_audio_s", "end_lag_s")
             ]
+            save(language, n, len(runs), score, baseline, ms)
             rows.append(
                 (
                     f"en-{language}",
@@ -229,7 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = load_settings()
     vad = SileroModel.load(resolve("silero-vad", settings.cache_dir))
     items = clips(args.clips, vad)
-    header("The interpreter: FLEURS English clips at real-time pace through the openai SDK")
+    header("The interpreter: English clips at real-time pace through the openai SDK")
     if args.url:
         url = args.url.rstrip("/")
         asyncio.run(measure(url, "ws" + url[4:], items, args.languages, args.sessions))

@@ -62,10 +62,18 @@ def test_the_default_language_when_none_is_named() -> None:
         ({"session": {"model": "gpt-4o-realtime-preview"}}, "session.model"),
         ({"session": {"model": "gpt-realtime-translate", "type": "realtime"}}, "session.type"),
         (
-            {"session": {"model": "gpt-realtime-translate", "audio": {"input": {"format": {"type": "audio/pcmu"}}}}},
+            {
+                "session": {
+                    "model": "gpt-realtime-translate",
+                    "audio": {"input": {"format": {"type": "audio/pcmu"}}},
+                }
+            },
             "session.audio.input.format",
         ),
-        ({"session": {"model": "gpt-realtime-translate"}, "expires_after": {"seconds": 5}}, "expires_after.seconds"),
+        (
+            {"session": {"model": "gpt-realtime-translate"}, "expires_after": {"seconds": 5}},
+            "expires_after.seconds",
+        ),
     ],
 )
 def test_bad_requests_are_refused(body: dict[str, Any], param: str) -> None:
