@@ -93,8 +93,9 @@ def fetch(pip: str, version: str, sha256: str, into: Path) -> Path:
             "download",
             "--quiet",
             "--no-deps",
+            # Only this package from source: `:all:` would build its build tools from source too.
             "--no-binary",
-            ":all:",
+            "llama-cpp-python",
             "-d",
             str(into),
             f"llama-cpp-python=={version}",
