@@ -28,7 +28,7 @@ DRAGOMAN_WHEEL_CACHE ?= $(HOME)/.cache/dragoman-wheels
 LLAMA_CPP_KEY := $(shell printf '%s' '$(LLAMA_CPP_SHA256) $(LLAMA_CPP_FLAGS) $(LLAMA_CPP_VARIANTS)' | sha256sum | cut -c1-12)
 LLAMA_CPP_WHEELS := $(DRAGOMAN_WHEEL_CACHE)/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(LLAMA_CPP_KEY)
 
-.PHONY: install install-1.5b serve test test-fast lint typecheck unit bench models clean chromium redis litellm whisperlivekit constraints
+.PHONY: install install-1.5b serve test test-fast lint typecheck unit bench models clean chromium redis nginx litellm whisperlivekit constraints
 
 install: $(STAMP)
 
@@ -100,6 +100,16 @@ redis:
 	    echo "WARNING: could not install redis-server: the shared-key tests will be skipped"; \
 	  else echo "WARNING: redis-server is missing and needs root and apt-get to install: the shared-key tests will be skipped"; fi; }
 
+# Debian's nginx: the load balancer of tests/e2e/test_load_balancer_e2e.py, in front of two
+# front-ends (it runs its own process on a free loopback port; the system service is not used).
+nginx:
+	@command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || \
+	{ if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends nginx || \
+	    { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends nginx; } || \
+	    echo "WARNING: could not install nginx: the load-balancer test will be skipped"; \
+	  else echo "WARNING: nginx is missing and needs root and apt-get to install: the load-balancer test will be skipped"; fi; }
+
 # LiteLLM's proxy gives the responses LLM backend's tests a real Responses API in front of
 # llama.cpp's server. Its pins differ from the project's (websockets 15), so it gets a
 # virtualenv of its own, cached outside the repo like the llama-cpp wheel.
@@ -135,7 +145,7 @@ node-e2e:
 	else echo "WARNING: npm is missing: the Agents SDK (JavaScript) tests will be skipped"; fi
 
 # Everything: lint, types, then unit, engine and end-to-end tests on the real models.
-test: install lint typecheck chromium redis litellm node-e2e
+test: install lint typecheck chromium redis nginx litellm node-e2e
 	$(BIN)/pytest -q -rs
 
 # The headline set: the benchmarks behind the table of bench/RESULTS.md, which it rewrites. The
