@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import zhconv
 
+from bench import results
 from bench.asr_load import percentile
 from bench.asr_streaming import table
 from bench.audio import EVAL
@@ -117,10 +118,35 @@ def run_voice(speaker: Speaker, asr: ASREngine, voice: str, n: int, max_chars: i
     return run
 
 
+def metric_name(language: str) -> str:
+    return "CER" if language in ("zh", "ja") else "WER"
+
+
+def score(run: VoiceRun) -> float:
+    """The round trip's WER (CER for Chinese), a fraction."""
+    return wer(run.sentences, run.hypotheses, run.language)
+
+
 def error_rate(run: VoiceRun) -> str:
     """WER, or CER for Chinese, in per cent with its name."""
-    metric = "CER" if run.language in ("zh", "ja") else "WER"
-    return f"{metric} {100 * wer(run.sentences, run.hypotheses, run.language):.1f} %"
+    return f"{metric_name(run.language)} {100 * score(run):.1f} %"
+
+
+def record_best(runs: list[VoiceRun], asr_model: str) -> None:
+    """One result per language: its best voice's round trip, the others' in the conditions."""
+    for language in sorted({run.language for run in runs}):
+        ranked = sorted((run for run in runs if run.language == language), key=score)
+        best = ranked[0]
+        others = ", ".join(f"{run.voice} {100 * score(run):.1f} %" for run in ranked[1:])
+        results.record(
+            "tts_roundtrip",
+            "speech output quality",
+            f"round-trip {metric_name(language)} of the best {language} voice through {asr_model}",
+            100 * score(best),
+            "%",
+            conditions=f"{best.voice}; {others or 'no other voice measured'}; "
+            f"{len(best.sentences)} FLORES-200 devtest sentences",
+        )
 
 
 def report(runs: list[VoiceRun], asr_model: str) -> None:
@@ -198,6 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_voice(speaker, asr, voice, args.sentences, args.max_chars) for voice in args.voices.split(",")
     ]
     report(runs, args.asr_model)
+    record_best(runs, args.asr_model)
     speaker.close()
     asr.close()
     return 0

@@ -8,14 +8,20 @@ from dragoman.config import TTSSettings
 from dragoman.engines.registry import tts_backends
 from dragoman.engines.tts.voices import (
     BACKENDS,
+    BEST_VOICES,
     DEFAULT_VOICE,
     ESPEAK,
+    KOKORO,
+    KOKORO_NAMES,
     LANGUAGE_PARAM,
+    LOCAL_VOICES,
     OPENAI_VOICES,
     VOICE_PARAM,
+    Voice,
     VoiceCatalog,
     normalize_language,
     voice_for,
+    voice_for_language,
 )
 from dragoman.errors import ConfigError, InvalidValue
 
@@ -72,11 +78,54 @@ def test_a_huge_unknown_name_is_not_echoed_whole() -> None:
     assert len(info.value.message) <= 500
 
 
-@pytest.mark.parametrize(("language", "backend_voice"), [("de", "de"), ("it", "it"), ("zh", "cmn")])
-def test_language_without_a_neural_voice_falls_back_to_espeak(language: str, backend_voice: str) -> None:
+def test_german_has_no_neural_voice_and_falls_back_to_espeak() -> None:
     for name in (None, "hibari", "joe", "alloy", "espeak-en"):
-        voice = voice_for(name, language)
-        assert (voice.backend, voice.backend_voice, voice.language) == (ESPEAK, backend_voice, language)
+        voice = voice_for(name, "de")
+        assert (voice.backend, voice.backend_voice, voice.language) == (ESPEAK, "de", "de")
+
+
+@pytest.mark.parametrize("language", ["it", "zh"])
+def test_a_language_gets_its_best_measured_voice(language: str) -> None:
+    best = BEST_VOICES[language][0]
+    for name in (None, "hibari", "joe", "alloy", "espeak-en"):
+        assert voice_for(name, language).name == best
+    assert voice_for_language(language).name == best
+    # Without the backend of the best voice, the next one loaded.
+    without = VoiceCatalog([b for b in BACKENDS if b != voice_for(best).backend])
+    assert without.for_language(language).name == next(
+        n for n in BEST_VOICES[language] if voice_for(n).backend != voice_for(best).backend
+    )
+
+
+def test_best_voices_are_voices_of_their_language() -> None:
+    names = {v.name: v for v in LOCAL_VOICES}
+    for language, ranked in BEST_VOICES.items():
+        assert ranked and len(set(ranked)) == len(ranked)
+        assert all(names[n].language == language for n in ranked)
+    assert voice_for_language("en").name == "hibari"
+    assert voice_for_language("de").name == "espeak-de"
+
+
+def test_kokoro_voices() -> None:
+    assert voice_for("kokoro-it-sara") == Voice("kokoro-it-sara", KOKORO, "if_sara", "it")
+    assert voice_for("kokoro-it-nicola").backend_voice == "im_nicola"
+    assert voice_for("kokoro-zh-yunxi") == Voice("kokoro-zh-yunxi", KOKORO, "zm_yunxi", "zh")
+    assert len(KOKORO_NAMES) == 10 and all(v.neural for n in KOKORO_NAMES for v in [voice_for(n)])
+    # A Kokoro voice asked for another language hands over to that language's best voice.
+    assert voice_for("kokoro-it-sara", "en").name == DEFAULT_VOICE
+
+
+def test_for_language_spellings_and_unknown_languages() -> None:
+    catalog = VoiceCatalog()
+    assert catalog.for_language("zh-CN") == catalog.for_language("cmn") == catalog.for_language("zh")
+    assert catalog.for_language("it-IT") == catalog.for_language("it")
+    with pytest.raises(InvalidValue) as info:
+        catalog.for_language("tlh")
+    assert info.value.param == LANGUAGE_PARAM
+    assert "de, el, en" in info.value.message
+    only_espeak = VoiceCatalog([ESPEAK], default="espeak-en")
+    assert only_espeak.for_language("it").name == "espeak-it"
+    assert only_espeak.for_language("en").name == "espeak-en"
 
 
 def test_language_the_voice_speaks_keeps_it() -> None:
@@ -97,7 +146,7 @@ def test_language_spellings() -> None:
     assert normalize_language("pt_BR") == "pt"
     assert normalize_language(None) is None
     assert normalize_language("") is None
-    assert voice_for("hibari", "zh-CN").backend_voice == "cmn"
+    assert voice_for("hibari", "zh-CN").language == "zh"
 
 
 def test_unknown_language_is_a_client_error() -> None:
