@@ -4,6 +4,7 @@
     --voices hibari,espeak-en     the voices that speak the questions (the project's own TTS)
     --modes typed,spoken
     --limit 40                    the first N questions only (default: all of bench/data/agent_questions.tsv)
+    --json answers.json           every answer; --rescore answers.json judges them again (a fixed fact)
 
 A real `dragoman serve --services agent --llm-model M` on a free loopback port, one
 model after the other, driven by the openai SDK's Realtime client (every event
@@ -253,7 +254,25 @@ def report(results: dict[str, list[Answer]]) -> None:
                 print(f'- {model}, {a.mode}: "{a.question.text}"{heard} → "{a.text}" [{a.status}]')
 
 
+def rescore(path: Path) -> dict[str, list[Answer]]:
+    """The answers of an earlier run's --json, judged by the current facts of the question set."""
+    by_text = {q.text: q for q in questions()}
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    return {
+        model: [
+            Answer(by_text[a["question"]], a["mode"], a["heard"], a["answer"], a["status"], a["seconds"])
+            for a in answers
+        ]
+        for model, answers in saved.items()
+    }
+
+
 async def main_async(args: argparse.Namespace) -> None:
+    if args.rescore:
+        header("Voice agent answer accuracy (rescored)")
+        print(f"The answers of {args.rescore}, judged by the current question set.\n")
+        report(rescore(Path(args.rescore)))
+        return
     asked = questions(args.limit)
     modes = args.modes.split(",")
     voices = args.voices.split(",") if "spoken" in modes else []
@@ -296,6 +315,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--modes", default="typed,spoken")
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--json", help="write every answer to this JSON file")
+    parser.add_argument("--rescore", help="judge the answers of an earlier --json file again and report")
     asyncio.run(main_async(parser.parse_args(argv)))
 
 
