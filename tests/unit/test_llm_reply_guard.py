@@ -177,3 +177,16 @@ def test_held_tokens_are_released_once_the_repetition_breaks() -> None:
     steps = [guard.feed(t) for t in vocab.encode("the sun and the moon")]
     # " the" repeats the reply's first token: held until " moon" shows it is no loop.
     assert [vocab.text(s.release) for s in steps] == [" the", " sun", " and", "", " the moon"]
+
+
+def test_a_repeated_number_is_a_loop() -> None:
+    vocab = Vocabulary()
+    tokens = [vocab.token(ch) for ch in "1000. 1000. 1000. 1000."]
+    guard = ReplyGuard(lambda t: vocab.pieces[t])
+    released: list[int] = []
+    for token in tokens:
+        step = guard.feed(token)
+        released += step.release
+        if step.keep is not None:
+            break
+    assert vocab.text(released).strip() == "1000."

@@ -19,8 +19,8 @@ held back meanwhile; one that has not ended `ANSWER_GRACE` tokens later is dropp
 back to the last sentence (or clause) end. A client that sets its own
 `max_output_tokens` gets no such soft end (the request then carries none).
 
-Digits never count as a repetition: Qwen2.5 writes numbers one digit a token, so
-"1,000,000" would otherwise be a loop of ",000".
+Qwen2.5 writes numbers one digit a token, so "1,000,000" would be a loop of ",000": a
+digit is compared by its place in its number, and a number repeats only as a whole.
 """
 
 from __future__ import annotations
@@ -59,12 +59,15 @@ class ReplyGuard:
         self._text_of = text_of
         self._answer_tokens = answer_tokens
         self._tokens: list[int] = []
-        #: `_tokens` with every digit token made unique, so numbers never repeat.
+        #: `_tokens` as the loop finder compares them (`_key`).
         self._keys: list[int] = []
         self._released = 0
         self._text = ""
         #: Where each token's text ends in `_text`.
         self._ends: list[int] = []
+        #: Digit tokens' keys by (token, place in its number), and the place of the next one.
+        self._digit_keys: dict[tuple[int, int], int] = {}
+        self._number_at = 0
 
     @property
     def tokens(self) -> list[int]:
@@ -77,7 +80,7 @@ class ReplyGuard:
         if soft is not None and len(self._tokens) >= soft and self._sentence_ends_before(piece):
             return Step(release=self.flush(), ended=True)
         self._tokens.append(token)
-        self._keys.append(-len(self._keys) - 1 if _is_digits(piece) else token)
+        self._keys.append(self._key(token, piece))
         self._text += piece
         self._ends.append(len(self._text))
         cut = loop_start(self._keys, 0, at_limit=True, clause_end=self._clause_end)
@@ -92,6 +95,16 @@ class ReplyGuard:
         release = tuple(self._tokens[self._released : upto]) if upto > self._released else ()
         self._released = max(self._released, upto)
         return Step(release=release)
+
+    def _key(self, token: int, piece: str) -> int:
+        """The token as the loop finder sees it: a digit is keyed by its place in its number, so
+        "1,000,000" repeats nothing while "1000. 1000. 1000." still loops."""
+        if _is_digits(piece):
+            key = self._digit_keys.setdefault((token, self._number_at), -len(self._digit_keys) - 1)
+            self._number_at += 1
+            return key
+        self._number_at = self._number_at + 1 if self._number_at and piece in (",", ".") else 0
+        return token
 
     def flush(self) -> tuple[int, ...]:
         """Release every held token: the reply ends here without a loop."""
