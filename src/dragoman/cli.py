@@ -200,7 +200,7 @@ def _agent_flags(parser: argparse.ArgumentParser) -> None:
         "a packaged model name, a GGUF path, or a remote model",
     )
     parser.add_argument("--llm-base-url", dest="llm.base_url", help="an OpenAI-compatible server's /v1 URL")
-    parser.add_argument("--voice", dest="tts.voice", help="the default voice (see `dragoman voices`)")
+    parser.add_argument("--voice", dest="tts.voice", help="the default voice (docs/voices.md lists them)")
     parser.add_argument(
         "--tts-base-url",
         dest="tts.base_url",
