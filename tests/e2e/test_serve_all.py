@@ -15,10 +15,10 @@ pytestmark = pytest.mark.e2e
 # `server` (tests/e2e/conftest.py) is the `dragoman serve` test_transcription_e2e drives too.
 
 
-def test_health_and_models_list_both_services(server: Server) -> None:
+def test_health_and_models_list_every_service(server: Server) -> None:
     with urllib.request.urlopen(server.http + "/health", timeout=10) as response:
         health = json.loads(response.read())
-    assert health["services"] == {"transcription": True, "mt": True, "agent": True}
+    assert health["services"] == {"transcription": True, "mt": True, "agent": True, "interpreter": True}
     with urllib.request.urlopen(server.http + "/v1/models", timeout=10) as response:
         ids = [model["id"] for model in json.loads(response.read())["data"]]
     assert "whisper-base" in ids and "qwen2.5-0.5b-instruct-gguf" in ids

@@ -39,7 +39,14 @@ def engine(cache_dir: Path) -> WhisperCT2Engine:
 
 
 def stream(engine: WhisperCT2Engine, max_window: float) -> tuple[str, str, list[StepJob]]:
-    """(deltas joined, completed transcript, the jobs run) for the recording as one item."""
+    """(deltas joined, completed transcript, the jobs run) for the recording as one item.
+
+    The deltas join to the transcript unless a later step contradicted text already sent (a
+    revision, counted by the session): Whisper's hypotheses differ with the CPU's kernels, and on
+    an AVX2-only EPYC one step heard "Jingle" where the final heard "Jingo poem". Then what was sent
+    stays as sent (deltas are append-only), and no more deltas go out for the item; everything
+    sent before the revised word must still agree with the transcript.
+    """
     profile = EngineProfile(engine.name, engine.capabilities, engine.tokenizer, max_item_seconds=300.0)
     settings = TranscriptionSettings(max_window_seconds=max_window)
     config = SessionConfig.defaults(settings, input_rate=RATE)
@@ -71,6 +78,10 @@ def stream(engine: WhisperCT2Engine, max_window: float) -> tuple[str, str, list[
     session.receive(CommitBuffer())
     run_due()
     [transcript] = completed
+    if session.revisions:
+        head = deltas.rsplit(" ", 1)[0]
+        assert transcript.startswith(head), (deltas, transcript)
+        return transcript, transcript, jobs
     return deltas, transcript, jobs
 
 

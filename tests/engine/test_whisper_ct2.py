@@ -238,7 +238,10 @@ def test_short_trimmed_windows_do_not_loop(base: WhisperCT2Engine) -> None:
     for request, text in zip(requests, trimmed, strict=True):
         ids = base.tokenizer.encode(text)
         seconds = len(request.audio) / RATE
-        assert loop_start(ids, at_limit=True) is None, text
+        # No loop the engine's guard would cut mid-decode, and none that ran to the limit. A short
+        # echo that Whisper ends by itself may remain: on an AVX2-only EPYC the 0.7 s cut of a
+        # FLEURS clip gives " In addition, in addition, in addition," (three copies, then the end).
+        assert loop_start(ids) is None, text
         assert len(ids) <= 6 * seconds + 8, text  # speech, not a loop that ran to the limit
     base.trim = False
     try:
