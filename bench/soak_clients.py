@@ -229,7 +229,12 @@ async def send_paced(
 
 
 def transcription_update(language: str = "en") -> str:
-    input_ = {"format": {"type": "audio/pcm", "rate": ASR_RATE}, "transcription": {"language": language}}
+    # The clients commit each recording: server_vad, the session's default as OpenAI's, goes off.
+    input_ = {
+        "format": {"type": "audio/pcm", "rate": ASR_RATE},
+        "transcription": {"language": language},
+        "turn_detection": None,
+    }
     return json.dumps(
         {"type": "session.update", "session": {"type": "transcription", "audio": {"input": input_}}}
     )

@@ -159,9 +159,12 @@ async def test_large_appends_and_clients_that_vanish_mid_step_leave_the_server_s
     # handled off the event loop.
     audio = base64.b64encode(b"\x00\x00" * 22_000).decode()
     append = json.dumps({"type": "input_audio_buffer.append", "audio": audio})
+    # The client commits its own turns (the session starts with server_vad, as OpenAI's do).
+    push_to_talk = {"type": "transcription", "audio": {"input": {"turn_detection": None}}}
     for _ in range(3):
         # Appends and a commit (a step in flight), then gone without reading a thing.
         ws = await websockets.connect(realtime_url(guarded), additional_headers=headers)
+        await ws.send(json.dumps({"type": "session.update", "session": push_to_talk}))
         for _ in range(4):
             await ws.send(append)
         await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))

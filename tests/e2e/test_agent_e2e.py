@@ -104,6 +104,10 @@ async def transcribe(server: Server, audio: np.ndarray) -> str:
         model="whisper-base", extra_query={"intent": "transcription"}
     ) as conn:
         log = await read_until(conn, Transcript(), lambda e: e["type"] == "session.created")
+        # One commit ends the answer's audio: server_vad (the session's default) goes off.
+        await conn.session.update(
+            session={"type": "transcription", "audio": {"input": {"turn_detection": None}}}
+        )
         await stream(conn, audio, RATE, piece_seconds=0.5)
         await conn.input_audio_buffer.commit()
         await read_until(

@@ -71,7 +71,10 @@ async def test_sigterm_drains_then_closes_open_sessions_with_1001(tmp_path: Path
                     await refused.recv()
                 assert closed.value.rcvd is not None and closed.value.rcvd.code == 1013
 
-            # The open session runs on: it transcribes a whole utterance sent after the SIGTERM.
+            # The open session runs on: it transcribes a whole utterance sent after the SIGTERM,
+            # which the client commits (no server_vad, the session's default).
+            push_to_talk = {"type": "transcription", "audio": {"input": {"turn_detection": None}}}
+            await ws.send(json.dumps({"type": "session.update", "session": push_to_talk}))
             audio = load_audio(EN, 24_000)
             for start_at in range(0, len(audio), 2400):
                 await ws.send(

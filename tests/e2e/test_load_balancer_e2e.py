@@ -92,6 +92,9 @@ async def next_event(ws: ClientConnection, limit: float = 120.0) -> dict[str, An
 
 
 async def transcribe(ws: ClientConnection) -> str:
+    """One utterance the client commits (server_vad, the session's default, off)."""
+    push_to_talk = {"type": "transcription", "audio": {"input": {"turn_detection": None}}}
+    await ws.send(json.dumps({"type": "session.update", "session": push_to_talk}))
     audio = load_audio(EN, 24_000)
     for at in range(0, len(audio), 4800):
         await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": b64(audio[at : at + 4800])}))

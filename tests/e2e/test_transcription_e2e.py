@@ -32,6 +32,11 @@ EN = "asr/en/en_ls-testclean_1995-1837-0001.wav"
 EN_2 = "asr/en/en_ls-devclean_1272-128104-0000.wav"
 EN_3 = "asr/en/en_ls-testclean_6930-75918-0000.flac"
 DE = "asr/de/de_fleurs_test_000.ogg"
+#: A client that ends its turns with `input_audio_buffer.commit` turns the server's VAD off,
+#: as it must with OpenAI, whose transcription sessions start with `server_vad`.
+PUSH_TO_TALK: dict[str, Any] = {"type": "transcription", "audio": {"input": {"turn_detection": None}}}
+#: OpenAI's default `turn_detection`, as its session object shows it.
+DEFAULT_TURNS = {"type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300, "silence_duration_ms": 500}
 
 
 def client(server: Server) -> AsyncOpenAI:
@@ -58,6 +63,8 @@ async def transcribe_once(server: Server, file: str, **update: Any) -> Transcrip
         model="whisper-base", extra_query={"intent": "transcription"}
     ) as conn:
         transcript = await read_until(conn, Transcript(), lambda e: e["type"] == "session.created")
+        await conn.session.update(session=PUSH_TO_TALK)  # type: ignore[arg-type]
+        await read_until(conn, transcript, lambda e: e["type"] == "session.updated")
         if update:
             await conn.session.update(session={"type": "transcription", **update})
             await read_until(conn, transcript, lambda e: e["type"] in ("session.updated", "error"))
@@ -103,9 +110,11 @@ async def test_english_pcm16_beta_client(server: Server) -> None:
         )
         created = transcript.events[0]["session"]
         assert created["input_audio_format"] == "pcm16"
+        assert created["turn_detection"] == DEFAULT_TURNS
         await conn.transcription_session.update(
             session={
                 "input_audio_transcription": {"model": "whisper-1", "language": "en"},
+                "turn_detection": None,
                 "mstar": {"chunk_seconds": "1.0", "unfixed_chunks": 1, "unfixed_tokens": 3},
             }  # type: ignore[typeddict-unknown-key]
         )
@@ -127,6 +136,29 @@ async def test_german(server: Server) -> None:
     (item,) = transcript.completed
     assert wer([reference(DE)], [item["transcript"]], language="de") <= 0.45, item["transcript"]
     check_item(transcript, item)
+
+
+async def test_a_session_starts_with_openais_server_vad(server: Server) -> None:
+    """A client that configures nothing gets OpenAI's default: its turns end by server_vad."""
+    gap = np.zeros(24_000, dtype=np.float32)
+    audio = np.concatenate([gap[: 24_000 // 2], load_audio(EN_3, 24_000), gap])
+    async with client(server).realtime.connect(
+        model="whisper-base", extra_query={"intent": "transcription"}
+    ) as conn:
+        transcript = await read_until(conn, Transcript(), lambda e: e["type"] == "session.created")
+        await stream(conn, audio, 24_000, piece_seconds=0.2)
+        await read_until(conn, transcript, is_completed)
+    created = transcript.events[0]["session"]
+    assert created["audio"]["input"]["turn_detection"] == DEFAULT_TURNS
+    # No commit was sent: the server's VAD ended the turn, 500 ms into the silence after it.
+    (started,) = transcript.of("input_audio_buffer.speech_started")
+    (stopped,) = transcript.of("input_audio_buffer.speech_stopped")
+    (committed,) = transcript.of("input_audio_buffer.committed")
+    assert started["item_id"] == stopped["item_id"] == committed["item_id"]
+    (item,) = transcript.completed
+    assert item["item_id"] == committed["item_id"]
+    assert wer([reference(EN_3)], [item["transcript"]]) <= 0.2, item["transcript"]
+    assert not transcript.errors()
 
 
 async def test_server_vad_splits_utterances_joined_with_silence(server: Server) -> None:
@@ -210,6 +242,7 @@ async def test_error_paths_leave_the_session_usable(server: Server) -> None:
         model="whisper-base", extra_query={"intent": "transcription"}
     ) as conn:
         transcript = await read_until(conn, Transcript(), lambda e: e["type"] == "session.created")
+        await conn.session.update(session=PUSH_TO_TALK)  # type: ignore[arg-type]
 
         async def expect_error(event: dict[str, Any]) -> dict[str, Any]:
             await conn.send(event)  # type: ignore[arg-type]

@@ -17,10 +17,12 @@ type OpenAI does not send.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from dragoman.audio.vad import SpeechProbability
+from dragoman.config import TranscriptionSettings
 from dragoman.engines.asr.base import StepResult
 from dragoman.errors import ClientError, DragomanError
 from dragoman.sessions.base import DEFAULT_LANE, Observation
@@ -38,7 +40,21 @@ from dragoman.sessions.transcription.events import (
     SessionConfigured,
     UpdateSession,
 )
-from dragoman.streaming.turns import TurnCompletion
+from dragoman.streaming.turns import ServerVADConfig, TurnCompletion
+
+
+def default_config(settings: TranscriptionSettings, input_rate: int, *, vad: bool) -> SessionConfig:
+    """A new transcription session's settings: OpenAI's, where OpenAI has one.
+
+    OpenAI's transcription guide: "The Realtime API supports automatic voice activity
+    detection (VAD). Enabled by default, VAD will control when the input audio buffer is
+    committed"; its example session shows `server_vad` with the defaults its types give
+    (threshold 0.5, prefix_padding_ms 300, silence_duration_ms 500), which ServerVADConfig
+    holds. A client that commits its own turns sends `turn_detection: null`. Without a VAD
+    model (`vad` False) the session starts at null, as `session.created` then says.
+    """
+    config = SessionConfig.defaults(settings, input_rate)
+    return dataclasses.replace(config, turn_detection=ServerVADConfig() if vad else None)
 
 
 class TranscriptionSession:
@@ -165,4 +181,4 @@ class TranscriptionSession:
         self._events.append(event)
 
 
-__all__ = ["EngineProfile", "SessionConfig", "StepJob", "TranscriptionSession"]
+__all__ = ["EngineProfile", "SessionConfig", "StepJob", "TranscriptionSession", "default_config"]

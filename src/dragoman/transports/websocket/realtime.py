@@ -22,7 +22,7 @@ from dragoman.protocol.realtime.client_parsers import ClientParser, default_inpu
 from dragoman.protocol.realtime.server_events import ErrorDetail, ErrorEvent, wire_event
 from dragoman.sessions.base import CloseCode
 from dragoman.sessions.transcription.events import ClientEvent, Error, ServerEvent, SessionConfigured
-from dragoman.sessions.transcription.session import SessionConfig, TranscriptionSession
+from dragoman.sessions.transcription.session import TranscriptionSession, default_config
 from dragoman.transports.adapters import Frame
 from dragoman.transports.connections import ConnectionPolicy
 from dragoman.transports.driver import SessionDriver
@@ -79,11 +79,12 @@ async def serve_transcription(
     profile, worker = service.profile, service.worker
     assert profile is not None and worker is not None, "served only once the service started"
     parser = ClientParser(generation_of(websocket.headers.get("openai-beta", "")))
+    vad_factory = service.vad_factory()
     session = TranscriptionSession(
         session_id="sess_" + uuid.uuid4().hex[:20],
         engine=profile,
-        config=SessionConfig.defaults(settings, default_input_rate(parser.generation)),
-        vad_factory=service.vad_factory(),
+        config=default_config(settings, default_input_rate(parser.generation), vad=vad_factory is not None),
+        vad_factory=vad_factory,
         turn_model_factory=service.turn_model_factory(),
     )
     session_log = log.bind(session=session.session_id)
