@@ -114,9 +114,9 @@ async def test_english_pcm16_beta_client(server: Server) -> None:
         await conn.transcription_session.update(
             session={
                 "input_audio_transcription": {"model": "whisper-1", "language": "en"},
-                "turn_detection": None,
+                "turn_detection": None,  # type: ignore[typeddict-item]
                 "mstar": {"chunk_seconds": "1.0", "unfixed_chunks": 1, "unfixed_tokens": 3},
-            }  # type: ignore[typeddict-unknown-key]
+            }
         )
         await read_until(conn, transcript, lambda e: e["type"] == "transcription_session.updated")
         await stream(conn, audio, 16_000, piece_seconds=0.25)
