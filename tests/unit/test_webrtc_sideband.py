@@ -17,6 +17,7 @@ from fastapi import FastAPI, WebSocket
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
+from dragoman.transports.webrtc import sideband
 from dragoman.transports.webrtc.channel import CallChannel
 from dragoman.transports.webrtc.sideband import serve_sideband
 
@@ -74,3 +75,28 @@ def test_an_unknown_call_is_refused() -> None:
         with pytest.raises(WebSocketDisconnect) as closed:
             ws.receive_text()
         assert closed.value.code == 1008
+
+
+def test_a_sideband_that_falls_behind_is_detached_and_the_call_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sideband, "SEND_LIMIT", 3)
+    channel = CallChannel()
+
+    async def burst() -> None:
+        # Sent with no await between them: the sideband's sender gets no turn to drain them.
+        for n in range(5):
+            await channel.send(f'{{"type": "response.output_audio.delta", "n": {n}}}')
+
+    with (
+        TestClient(app_with_call(channel)) as client,
+        client.websocket_connect("/v1/realtime?call_id=rtc_1") as ws,
+    ):
+        client.portal.call(burst)
+        received = []
+        with pytest.raises(WebSocketDisconnect) as closed:
+            while True:
+                received.append(json.loads(ws.receive_text())["n"])
+        assert closed.value.code == 1008
+        assert received == [0, 1, 2], "what was queued goes out, then the sideband is detached"
+        assert not channel.ended, "the call goes on"

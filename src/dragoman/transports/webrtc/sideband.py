@@ -5,7 +5,9 @@ monitor the session, update instructions, and respond to tool calls" while the b
 keeps the audio. The sideband connection speaks the call's own events: it is sent every
 server event of the call's session from the moment it attaches, and what it sends goes into
 that session as if it came on the call's data channel. It takes no pool unit (the call
-holds one) and ends, with 1000, when the call does; the call goes on when it closes.
+holds one) and ends, with 1000, when the call does; the call goes on when it closes. A
+sideband that stops reading is detached with 1008 once `SEND_LIMIT` events wait for
+it, as a WebSocket session's client is: the call's audio deltas must not pile up without end.
 """
 
 from __future__ import annotations
@@ -17,9 +19,14 @@ from typing import Any
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from dragoman.logs import get_logger
+from dragoman.sessions.base import CloseCode
+from dragoman.transports.send_queue import DEFAULT_SEND_LIMIT, SendQueue
 from dragoman.transports.websocket.realtime import refuse
 
 log = get_logger(__name__)
+
+#: Events a sideband may leave unread before it is detached (a WebSocket client's bound).
+SEND_LIMIT = DEFAULT_SEND_LIMIT
 
 
 async def serve_sideband(websocket: WebSocket, call_id: str) -> None:
@@ -30,8 +37,13 @@ async def serve_sideband(websocket: WebSocket, call_id: str) -> None:
         await refuse(websocket, "call_not_found", f"No call {call_id[:64]!r} is in progress.")
         return
     await websocket.accept()
-    outgoing: asyncio.Queue[str | None] = asyncio.Queue()
-    stop = call.channel.listen(outgoing.put_nowait)
+    outgoing = SendQueue(SEND_LIMIT)
+
+    def forward(frame: str | None) -> None:
+        if frame is None or not outgoing.put(frame):
+            outgoing.close()  # the call ended, or the sideband fell too far behind
+
+    stop = call.channel.listen(forward)
     log.info("sideband attached", call=call_id)
 
     async def send() -> None:
@@ -55,6 +67,9 @@ async def serve_sideband(websocket: WebSocket, call_id: str) -> None:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect, RuntimeError):
                 await task
+        code = CloseCode.POLICY_VIOLATION if outgoing.overflowed else CloseCode.NORMAL
+        if outgoing.overflowed:
+            log.warning("sideband is not reading; detaching", call=call_id, queued=len(outgoing))
         with contextlib.suppress(RuntimeError, WebSocketDisconnect):
-            await websocket.close(1000)
+            await websocket.close(code)
         log.info("sideband detached", call=call_id)
