@@ -532,8 +532,12 @@ def test_an_early_start_is_held_until_the_turn_ends_and_then_comes_in_order() ->
     agent.speak_all()
     assert "response.created" not in types(agent.log), "held while the user might go on"
     agent.send("input_audio_buffer.append", audio=b64(silence(0.5, RATE)))
-    agent.transcribe("What is the time?")
+    # No speech came back: the pause's decode heard the whole turn, and completes it.
+    agent.no_job(ASR)
+    agent.events()
     kinds = types(agent.log)
+    (completed,) = [e for e in agent.log if e["type"].endswith("input_audio_transcription.completed")]
+    assert completed["transcript"] == "What is the time?"
     assert kinds.index("conversation.item.input_audio_transcription.completed") < kinds.index(
         "response.created"
     )
@@ -559,15 +563,20 @@ def test_speech_after_the_pause_drops_the_early_start_unseen() -> None:
     assert again.request.messages[-1].content == "Book a table for two."
 
 
-def test_a_final_transcript_that_differs_restarts_the_answer() -> None:
+def test_speech_after_the_early_decode_makes_the_turn_decode_again() -> None:
+    """The pause's decode stands for the turn only while no speech came after it."""
     agent = early_agent(SwitchTurnModel(0.9))
     pause_then_provisional(agent, "Call Anna")
     first: LLMJob = agent.job(LLM)
-    agent.send("input_audio_buffer.append", audio=b64(silence(0.5, RATE)))
-    agent.transcribe("Call Hannah")
+    agent.send("input_audio_buffer.append", audio=b64(np.concatenate([tone(0.6, RATE), silence(0.8, RATE)])))
     assert first.cancel.cancelled
+    final: StepJob = agent.job(ASR)
+    assert final.final and not final.provisional
+    assert len(final.request.audio) > 2 * 16_000, "the speech after the pause (at 1.3 s) is decoded too"
+    agent.session.job_done(final, StepResult(text="Call Anna and Hannah", language="en"))
+    agent.events()
     second: LLMJob = agent.job(LLM)
-    assert second.request.messages[-1].content == "Call Hannah"
+    assert second.request.messages[-1].content == "Call Anna and Hannah"
 
 
 def test_an_incomplete_pause_starts_nothing_early() -> None:

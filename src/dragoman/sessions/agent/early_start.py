@@ -7,11 +7,12 @@ turn is complete: at a 200 ms pause the speech front decodes the turn whole and 
 
 The response is held: it runs (the LLM generates, TTS speaks) but its events wait, so the
 client sees what it always sees, in the usual order: `speech_stopped`, `committed`, the
-turn's `completed` transcript, and only then the response. When the turn's final
-transcript says what the provisional one said, the held events go out at once and the
-response goes on; when the user speaks again first (`TurnResumed`), or the final
-transcript differs, the held response is dropped without a word to the client and its
-engine work cancelled.
+turn's `completed` transcript, and only then the response. When no speech came back before
+the turn ended, the pause's decode heard all of it and is the turn's final transcript (the
+speech front decodes nothing again: `Item.decoded_whole`), so the held events go out as
+soon as the silence runs out. When the user speaks again first (`TurnResumed`), the held
+response is dropped without a word to the client and its engine work cancelled; so is one
+whose final transcript, decoded afresh, says other words.
 """
 
 from __future__ import annotations

@@ -124,11 +124,14 @@ class ItemDecoder:
         return job
 
     def _complete_from_last_step(self, item: Item) -> bool:
-        """Complete a committed item whose last step already decoded all of its audio.
+        """Complete a committed item whose last step already heard all of its speech.
 
-        A commit right after a chunk boundary would otherwise decode the same audio twice.
+        A commit right after a chunk boundary would otherwise decode the same audio twice;
+        and a turn that server_vad ends after the early start's decode at its pause would
+        wait for a second decode of the same speech and the silence after it: the final
+        transcript is the turn's answer's last wait.
         """
-        if item.steps == 0 or item.decoded_samples != item.samples:
+        if not item.decoded_whole():
             return False
         text = item.transcript()
         self._send_delta(item, text)
@@ -171,6 +174,8 @@ class ItemDecoder:
         item.steps += 1
         item.decoded_clock = job.clock
         item.decoded_samples = item.window_start + len(job.request.audio)
+        if job.provisional:
+            item.paused_at = job.resumes
         item.raw_prefix = stable_prefix(item.raw, self.engine.tokenizer, self.config.unfixed_tokens)
         if not job.final:
             # Only text forced in this step (stable for a step already) and still stable is sealed.

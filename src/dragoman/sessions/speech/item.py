@@ -73,6 +73,17 @@ class Item:
     speculated: bool = False
     #: Times speech came back after the turn model judged the turn complete.
     resumes: int = 0
+    #: `resumes` at the early start's last whole decode at a pause (None before one). While it
+    #: equals `resumes`, no speech came back after that decode, only the closing silence:
+    #: the last step's transcript is the turn's.
+    paused_at: int | None = None
+
+    def decoded_whole(self) -> bool:
+        """Whether the last step heard all the item's speech: all its audio, or everything
+        but a closing silence in which no speech came back (a pause's whole decode)."""
+        if self.steps == 0:
+            return False
+        return self.decoded_samples == self.samples or self.paused_at == self.resumes
 
     def add(self, audio: FloatAudio) -> None:
         if len(audio):
