@@ -1,4 +1,3 @@
-from dragoman.streaming.deltas import DeltaLedger
 from dragoman.streaming.stable_prefix import stable_prefix
 from tests.unit.fakes import ByteTokenizer, WordTokenizer
 
@@ -28,33 +27,6 @@ def test_cut_inside_a_multibyte_character_backs_off() -> None:
 def test_emoji_cut_backs_off() -> None:
     text = "ok 👍"  # the emoji is 4 bytes
     assert stable_prefix(text, ByteTokenizer(), 1) == "ok"
-
-
-def test_ledger_sends_only_extensions() -> None:
-    ledger = DeltaLedger()
-    assert ledger.advance("Hello") == "Hello"
-    assert ledger.advance("Hello world") == " world"
-    assert ledger.advance("Hello world") == ""
-    assert ledger.revisions == 0
-
-
-def test_ledger_never_resends_a_revision() -> None:
-    # PROTOCOLS.md: "word" then a revision to "world is" must not arrive as "wordld is".
-    ledger = DeltaLedger()
-    sent = ledger.advance("word")
-    assert ledger.advance("world is") == ""
-    assert ledger.revisions == 1
-    assert sent == "word"
-    # Once the hypothesis agrees with what was sent again, it goes on from there.
-    assert ledger.advance("word is here") == " is here"
-    assert ledger.revisions == 1
-
-
-def test_ledger_shrinking_firm_text_is_not_a_revision() -> None:
-    ledger = DeltaLedger()
-    ledger.advance("Hello world")
-    assert ledger.advance("Hello") == ""
-    assert ledger.revisions == 0
 
 
 def test_prefix_never_ends_in_whitespace() -> None:

@@ -423,7 +423,9 @@ def test_a_revision_into_sent_text_is_counted_not_resent() -> None:
     # An engine that ignores the forced prefix revises sent text.
     session.job_done(job, StepResult(" world is", "en"))
     events = session.events_to_send()
-    assert "conversation.item.input_audio_transcription.delta" not in types(events)
+    # The sent "word" stands for "world"; only what follows it is appended (never "wordld is").
+    deltas = [e["delta"] for e in events if e["type"] == "conversation.item.input_audio_transcription.delta"]
+    assert deltas == [" is"]
     assert events[-1]["transcript"] == "world is"
     assert session.revisions == 1
 
