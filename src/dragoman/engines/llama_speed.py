@@ -12,6 +12,9 @@ A start-up on a busy machine measures the CPU slower than it is, so the best spe
 ever measured on this CPU with these threads is remembered in the model cache
 (`SpeedMemory`) and the choice is made on that: once a quiet start has seen the
 1.5B fast enough, a busy one does not fall back to the 0.5B.
+
+`pick_by_speed` is the whole of `auto` (load, measure, remember, choose, load the
+other model if need be), shared by both factories; each brings its own rule.
 """
 
 from __future__ import annotations
@@ -21,9 +24,16 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
+
+from dragoman.cpu import cpu_info
+from dragoman.errors import EngineFailure, ModelUnavailable
+from dragoman.logs import get_logger
+
+log = get_logger(__name__)
 
 #: Tokens of one timed prefill and decode steps after it, per round.
 PREFILL_TOKENS = 24
@@ -137,3 +147,82 @@ def measure(ctx: SpeedContext, prompt_ids: list[int]) -> SpeedSample:
     finally:
         ctx.truncate(0)
     return SpeedSample(best_prefill, best_decode, ctx.threads, time.perf_counter() - started)
+
+
+def speed_key(model: str, kernels: str, threads: int) -> str:
+    """`model`'s entry in a speed memory: this CPU, llama.cpp's kernels (a variant named by
+    hand measures apart) and the threads."""
+    return SpeedMemory.key(model, f"{cpu_info().describe()}, {kernels}", threads)
+
+
+class MeasurableEngine(Protocol):
+    """A llama.cpp engine whose `auto` is chosen by its speed (MT's and the LLM's)."""
+
+    @property
+    def kernels(self) -> str: ...
+
+    def measure_speed(self) -> SpeedSample: ...
+
+    def close(self) -> None: ...
+
+
+E = TypeVar("E", bound=MeasurableEngine)
+C = TypeVar("C")
+
+
+@dataclass(frozen=True)
+class SpeedPick(Generic[E, C]):
+    """What `pick_by_speed` loaded, and why."""
+
+    engine: E
+    choice: C
+    #: The speeds the choice was made on (the best of this start and the memory), if any.
+    sample: SpeedSample | None
+    #: This start's own measurement, if one was made.
+    measured: SpeedSample | None
+
+
+def pick_by_speed(
+    quality_model: str,
+    *,
+    installed: bool,
+    load: Callable[[str], E],
+    memory_path: Path,
+    choose: Callable[[SpeedSample | None], C],
+    model_of: Callable[[C], str],
+) -> SpeedPick[E, C]:
+    """`auto`: load `quality_model` (where `installed`), measure it, and keep it if `choose`
+    says so, else load the model `choose` names instead.
+
+    The choice is made on the best speed this CPU has shown (`SpeedMemory` at
+    `memory_path`), which this start's measurement updates. A model that fails to load or
+    measure counts as unmeasured: `choose(None)`.
+    """
+    engine: E | None = None
+    sample = measured = None
+    if installed:
+        try:
+            engine = load(quality_model)
+            measured = engine.measure_speed()
+            memory = SpeedMemory(memory_path)
+            key = speed_key(quality_model, engine.kernels, measured.threads)
+            sample = best_of(measured, memory.recall(key))
+            memory.remember(key, sample)
+        except (ModelUnavailable, EngineFailure, ValueError) as exc:
+            log.warning("the model could not be measured", model=quality_model, error=str(exc))
+            if engine is not None:
+                engine.close()
+                engine = None
+    choice = choose(sample)
+    model = model_of(choice)
+    if engine is not None and model != quality_model:
+        engine.close()
+        engine = None
+    if engine is None:
+        engine = load(model)
+    return SpeedPick(engine, choice, sample, measured)
+
+
+def describe(sample: SpeedSample | None) -> str | None:
+    """`prefill / decode` tokens per second, for a log line."""
+    return None if sample is None else f"{sample.prefill_tok_s:.1f} / {sample.decode_tok_s:.2f}"

@@ -32,7 +32,7 @@ from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 from dragoman.config import LLMSettings
 from dragoman.cpu import available_cores
 from dragoman.engines.info import EngineInfo
-from dragoman.engines.llama_speed import SpeedMemory, SpeedSample, best_of, measure
+from dragoman.engines.llama_speed import SpeedSample, describe, measure, pick_by_speed
 from dragoman.engines.llm.base import (
     ChatMessage,
     ChatRequest,
@@ -47,11 +47,11 @@ from dragoman.engines.llm.kv_snapshots import ConversationCache, Snapshot, commo
 from dragoman.engines.llm.llama_runtime import LlamaRuntime, SpeedProbe
 from dragoman.engines.llm.llama_turn import Turn, TurnPlan, plan_choice
 from dragoman.engines.llm.markup import OPEN_TAG
-from dragoman.engines.llm.model_choice import AUTO, QUALITY_MODEL, SPEED_MEMORY_FILE, choose, speed_key
+from dragoman.engines.llm.model_choice import AUTO, QUALITY_MODEL, SPEED_MEMORY_FILE, choose
 from dragoman.engines.llm.openai_format import chat_messages, chat_tools
 from dragoman.engines.mt.presets import model_installed
 from dragoman.engines.workers import CancelToken
-from dragoman.errors import EngineFailure, InvalidValue, ModelUnavailable
+from dragoman.errors import InvalidValue, ModelUnavailable
 from dragoman.logs import get_logger
 from dragoman.weights import MODELS, gguf_file, resolve
 
@@ -323,36 +323,22 @@ def _create(model: str, settings: LLMSettings, cache_dir: Path) -> LlamaCppEngin
 
 def _create_auto(settings: LLMSettings, cache_dir: Path) -> LlamaCppEngine:
     """`auto`: the 1.5B where installed and measured fast enough here, else the 0.5B (`model_choice`)."""
-    engine: LlamaCppEngine | None = None
-    sample = measured = None
     installed = model_installed(QUALITY_MODEL, cache_dir)
-    if installed:
-        try:
-            engine = _create(QUALITY_MODEL, settings, cache_dir)
-            measured = engine.measure_speed()
-            memory = SpeedMemory(Path(cache_dir).expanduser() / SPEED_MEMORY_FILE)
-            key = speed_key(engine.kernels, measured.threads)
-            sample = best_of(measured, memory.recall(key))
-            memory.remember(key, sample)
-        except (ModelUnavailable, EngineFailure, ValueError) as exc:
-            log.warning("the 1.5B LLM could not be measured", error=str(exc))
-            if engine is not None:
-                engine.close()
-                engine = None
-    choice = choose(sample, quality_installed=installed)
-    if engine is not None and engine.name != choice.model:
-        engine.close()
-        engine = None
-    if engine is None:
-        engine = _create(choice.model, settings, cache_dir)
-    engine.choice = choice.reason
+    pick = pick_by_speed(
+        QUALITY_MODEL,
+        installed=installed,
+        load=lambda model: _create(model, settings, cache_dir),
+        memory_path=Path(cache_dir).expanduser() / SPEED_MEMORY_FILE,
+        choose=lambda sample: choose(sample, quality_installed=installed),
+        model_of=lambda choice: choice.model,
+    )
+    engine = pick.engine
+    engine.choice = pick.choice.reason
     log.info(
         "LLM model chosen",
         model=engine.name,
-        reason=choice.reason,
-        measured_now=None
-        if measured is None
-        else f"{measured.prefill_tok_s:.1f} / {measured.decode_tok_s:.2f}",
-        measured_s=None if measured is None else round(measured.seconds, 2),
+        reason=pick.choice.reason,
+        measured_now=describe(pick.measured),
+        measured_s=None if pick.measured is None else round(pick.measured.seconds, 2),
     )
     return engine

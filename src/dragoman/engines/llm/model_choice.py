@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from dragoman.cpu import available_cores, cpu_info
+from dragoman.cpu import available_cores
+from dragoman.engines import llama_speed
 from dragoman.engines.llama_speed import SpeedMemory, SpeedSample
 
 AUTO = "auto"
@@ -67,9 +68,8 @@ def choose(sample: SpeedSample | None, *, quality_installed: bool) -> LLMChoice:
 
 
 def speed_key(kernels: str, threads: int) -> str:
-    """The 1.5B's entry in the speed memory: this CPU, llama.cpp's kernels (a variant named by
-    hand measures apart) and the threads."""
-    return SpeedMemory.key(QUALITY_MODEL, f"{cpu_info().describe()}, {kernels}", threads)
+    """The 1.5B's entry in the speed memory (`llama_speed.speed_key`)."""
+    return llama_speed.speed_key(QUALITY_MODEL, kernels, threads)
 
 
 def remembered(cache_dir: Path, kernels: str) -> list[tuple[int, LLMChoice]]:

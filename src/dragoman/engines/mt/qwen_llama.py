@@ -25,6 +25,7 @@ import numpy.typing as npt
 from dragoman.config import MTSettings
 from dragoman.cpu import available_cores, cpu_info
 from dragoman.engines.info import EngineInfo
+from dragoman.engines.llama_speed import describe, pick_by_speed
 from dragoman.engines.mt import heads as mt_heads
 from dragoman.engines.mt import llama_draft
 from dragoman.engines.mt.base import (
@@ -38,9 +39,7 @@ from dragoman.engines.mt.base import (
 from dragoman.engines.mt.llama_context import TappedContext
 from dragoman.engines.mt.model_choice import (
     SPEED_MEMORY_FILE,
-    SpeedMemory,
     SpeedSample,
-    best_of,
     choose_model,
     measure,
     probe_text,
@@ -54,7 +53,7 @@ from dragoman.engines.mt.presets import (
 )
 from dragoman.engines.mt.qwen_prompt import Prompt, PromptBuilder
 from dragoman.engines.torch_lm.kv_cache import MAX_CACHED_PROMPTS
-from dragoman.errors import ClientError, ConfigError, EngineFailure, ModelUnavailable
+from dragoman.errors import ClientError, ConfigError, EngineFailure
 from dragoman.logs import get_logger
 
 log = get_logger(__name__)
@@ -324,43 +323,27 @@ def _create(model: str, settings: MTSettings, cache_dir: Path) -> QwenLlamaMTEng
 
 def _create_auto(settings: MTSettings, cache_dir: Path) -> QwenLlamaMTEngine:
     """`auto`: the 1.5B where installed and measured fast enough on this CPU, else the 0.5B."""
-    engine: QwenLlamaMTEngine | None = None
-    sample = measured = None
     installed = model_installed(QUALITY_MODEL, cache_dir)
-    if installed:
-        try:
-            engine = _create(QUALITY_MODEL, settings, cache_dir)
-            measured = engine.measure_speed()
-            memory = SpeedMemory(Path(cache_dir).expanduser() / SPEED_MEMORY_FILE)
-            # The kernels are part of the key: a variant named by hand measures apart.
-            cpu = f"{cpu_info().describe()}, {engine.kernels}"
-            key = SpeedMemory.key(QUALITY_MODEL, cpu, measured.threads)
-            sample = best_of(measured, memory.recall(key))
-            memory.remember(key, sample)
-        except (ModelUnavailable, EngineFailure, ValueError) as exc:
-            log.warning("the 1.5B MT model could not be measured", error=str(exc))
-            if engine is not None:
-                engine.close()
-                engine = None
-    choice = choose_model(sample, quality_installed=installed)
-    if not choice.quality and engine is not None:
-        engine.close()
-        engine = None
-    if engine is None:
-        engine = _create(DEFAULT_MODEL, settings, cache_dir)
-    engine.chosen_preset = "low_latency" if choice.quality else "fast"
+    pick = pick_by_speed(
+        QUALITY_MODEL,
+        installed=installed,
+        load=lambda model: _create(model, settings, cache_dir),
+        memory_path=Path(cache_dir).expanduser() / SPEED_MEMORY_FILE,
+        choose=lambda sample: choose_model(sample, quality_installed=installed),
+        model_of=lambda choice: QUALITY_MODEL if choice.quality else DEFAULT_MODEL,
+    )
+    engine, sample = pick.engine, pick.sample
+    engine.chosen_preset = "low_latency" if pick.choice.quality else "fast"
     log.info(
         "MT model chosen",
         preset=AUTO_PRESET,
         model=engine.name,
         chosen_preset=engine.chosen_preset,
-        reason=choice.reason,
+        reason=pick.choice.reason,
         prefill_tok_s=None if sample is None else round(sample.prefill_tok_s, 1),
         decode_tok_s=None if sample is None else round(sample.decode_tok_s, 2),
-        measured_now=None
-        if measured is None
-        else f"{measured.prefill_tok_s:.1f} / {measured.decode_tok_s:.2f}",
+        measured_now=describe(pick.measured),
         threads=engine.threads,
-        measured_s=None if measured is None else round(measured.seconds, 2),
+        measured_s=None if pick.measured is None else round(pick.measured.seconds, 2),
     )
     return engine
