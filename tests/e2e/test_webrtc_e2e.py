@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +30,7 @@ from tests.e2e.realtime_helpers import load_audio, reference, wer
 from tests.e2e.server import Server, start, stop
 from tests.e2e.test_agent_e2e import INTERRUPTION, QUESTION, STORYTELLER, get, in_order, pool_free
 from tests.e2e.test_agent_e2e import transcribe as transcribe_24k
-from tests.e2e.webrtc_client import RATE, Caller
+from tests.e2e.webrtc_client import RATE, Caller, start_for_calls
 from tests.unit.realtime_sdk import validate
 
 pytestmark = pytest.mark.e2e
@@ -45,16 +44,8 @@ def server(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Iterato
     """The agent (and transcription, to hear the answer back) with one pipeline unit; no
     STUN server, as on a machine with no route out: loopback needs none."""
     log = tmp_path_factory.mktemp("webrtc") / "dragoman.log"
-    previous = os.environ.get("DRAGOMAN_ICE_SERVERS")
-    os.environ["DRAGOMAN_ICE_SERVERS"] = "[]"
-    try:
-        args = ["serve", "--cache-dir", str(cache_dir), "--services", "agent", "transcription"]
-        running = start([*args, "--num-pipelines", "1"], log, timeout=600.0)
-    finally:
-        if previous is None:
-            os.environ.pop("DRAGOMAN_ICE_SERVERS", None)
-        else:
-            os.environ["DRAGOMAN_ICE_SERVERS"] = previous
+    args = ["serve", "--cache-dir", str(cache_dir), "--services", "agent", "transcription"]
+    running = start_for_calls([*args, "--num-pipelines", "1"], log)
     yield running
     stop(running)
 

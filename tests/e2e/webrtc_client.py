@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import fractions
 import json
+import os
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,10 +26,24 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from av import AudioFrame
 
 from dragoman.transports.webrtc.tracks import FrameClock, mono_float
+from tests.e2e.server import Server, start
 
 RATE = 48_000
 FRAME = RATE // 50
 _TIME_BASE = fractions.Fraction(1, RATE)
+
+
+def start_for_calls(args: Sequence[str], log: Path) -> Server:
+    """`dragoman serve` with no STUN server, as on a machine with no route out: loopback needs none."""
+    previous = os.environ.get("DRAGOMAN_ICE_SERVERS")
+    os.environ["DRAGOMAN_ICE_SERVERS"] = "[]"
+    try:
+        return start(args, log, timeout=600.0)
+    finally:
+        if previous is None:
+            os.environ.pop("DRAGOMAN_ICE_SERVERS", None)
+        else:
+            os.environ["DRAGOMAN_ICE_SERVERS"] = previous
 
 
 class Microphone(MediaStreamTrack):
@@ -126,14 +142,12 @@ class Caller:
         await self.peer.setLocalDescription(await self.peer.createOffer())
         return str(self.peer.localDescription.sdp)
 
-    async def call(self, **post: Any) -> httpx.Response:
-        """Offer, POST it (as `application/sdp`), and apply the answer when it is a 201."""
+    async def call(self, path: str = "/v1/realtime/calls", **post: Any) -> httpx.Response:
+        """Offer, POST it to `path` (as `application/sdp`), and apply the answer when it is a 201."""
         sdp = await self.offer()
         headers = {"Content-Type": "application/sdp", **self._auth()}
         async with httpx.AsyncClient(timeout=60) as client:
-            response = await client.post(
-                self.http + "/v1/realtime/calls", content=sdp, headers=headers, **post
-            )
+            response = await client.post(self.http + path, content=sdp, headers=headers, **post)
         if response.status_code == 201:
             await self.answer(response.text, response.headers["location"])
         return response
@@ -206,6 +220,10 @@ class Caller:
             if frame.sample_rate != RATE:
                 continue  # Opus only: never another rate
             self.heard.append(Heard(time.monotonic(), samples))
+
+    async def track_ended(self, limit: float) -> None:
+        """Until the server's track has ended (the call hung up), at most `limit` seconds."""
+        await asyncio.wait_for(asyncio.gather(*self._tasks), limit)
 
     def audio_between(self, start: float, end: float = float("inf")) -> np.ndarray:
         chunks = [h.samples for h in self.heard if start <= h.at < end]

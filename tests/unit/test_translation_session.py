@@ -58,7 +58,13 @@ def voice_for(language: str) -> str:
 class Harness:
     """A session behind the protocol, with fake engines for its three lanes."""
 
-    def __init__(self, language: str = "de", transcription: str | None = "whisper", **speech: Any) -> None:
+    def __init__(
+        self,
+        language: str = "de",
+        transcription: str | None = "whisper",
+        media_track: bool = False,
+        **speech: Any,
+    ) -> None:
         self.mt = FakeEngine()
         profile = EngineProfile(
             name="fake-asr",
@@ -91,6 +97,7 @@ class Harness:
             ),
             voices=voice_for,
             vad_factory=EnergyVAD,
+            media_track=media_track,
         )
         self.parser = TranslationParser()
         self.events: list[dict[str, Any]] = []
@@ -371,6 +378,18 @@ def test_appends_after_close_are_errors() -> None:
     assert error["error"]["code"] == "session_closed" and error["error"]["event_id"] == "late"
     (error,) = h.send("session.close")
     assert error["error"]["code"] == "session_closed"
+
+
+def test_a_call_tracks_audio_after_close_is_dropped_and_the_close_completes() -> None:
+    h = Harness(media_track=True)
+    h.append(tone(3.0))
+    h.run()
+    h.send("session.close")
+    # A WebRTC call's track runs on after the close: its audio is neither refused nor heard.
+    assert h.send("session.input_audio_buffer.append", audio=b64(tone(1.0))) == []
+    h.run()
+    assert not h.of("error") and h.events[-1]["type"] == "session.closed"
+    assert h.text("session.output_transcript.delta") == "Hallo Welt, wie geht es? die große Haus ist rot."
 
 
 # -- faults ---------------------------------------------------------------------------------

@@ -54,7 +54,7 @@ KEY_SUBPROTOCOL = "openai-insecure-api-key."
 OPEN_PATHS = frozenset({"/health", "/", "/favicon.ico"})
 OPEN_PREFIXES = ("/static/",)
 #: The HTTP requests an ephemeral key may make (besides every WebSocket): setting up a WebRTC call.
-EPHEMERAL_HTTP = frozenset({("POST", "/v1/realtime/calls")})
+EPHEMERAL_HTTP = frozenset({("POST", "/v1/realtime/calls"), ("POST", "/v1/realtime/translations/calls")})
 SPENT_MESSAGE = "The client secret is unknown, expired or already used; mint a new one."
 
 

@@ -14,7 +14,7 @@ import asyncio
 import functools
 import time
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dragoman.config import InterpreterSettings, TTSSettings
@@ -26,6 +26,7 @@ from dragoman.protocol.realtime.translation_client import (
     OPENAI_MODEL,
     OWN_MODEL,
     SESSION_SECONDS,
+    known_model,
 )
 from dragoman.sessions.agent.jobs import ASR, TTS, SpeakRequest
 from dragoman.sessions.speech.config import SessionConfig
@@ -39,6 +40,44 @@ from dragoman.transports.lanes import Lane
 from dragoman.transports.services import MTService, TranscriptionService, close_engine
 
 log = get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a translation session is not opened, on any transport."""
+
+    code: str
+    message: str
+    #: Not the client's fault: it may try again later (a WebSocket's 1013, an HTTP 503).
+    later: bool = False
+
+
+def admission(service: InterpreterService | None, model: str | None) -> Refusal | None:
+    """Whether a session of `model` may open on `service` now (None: it may)."""
+    if service is None:
+        return Refusal("service_unavailable", "The interpreter is not enabled on this server.")
+    if not service.languages.targets:
+        message = (
+            "The interpreter has no target language: no MT direction from its source language has "
+            "calibrated heads and a voice on this server."
+        )
+        return Refusal("service_unavailable", message)
+    names = ", ".join(sorted(MODEL_NAMES))
+    if model is None:
+        return Refusal(
+            "missing_model", f"Name the model (the URL's ?model=, or the session's): one of {names}."
+        )
+    if not known_model(model):
+        return Refusal(
+            "model_not_found", f"Unknown translation model {model[:60]!r}; this server serves {names}."
+        )
+    if service.sessions >= service.settings.max_sessions:
+        message = (
+            f"The server is at its limit of {service.settings.max_sessions} translation sessions; "
+            "try again later."
+        )
+        return Refusal("session_limit_reached", message, later=True)
+    return None
 
 
 class InterpreterService:
@@ -107,7 +146,7 @@ class InterpreterService:
 
     # -- sessions ------------------------------------------------------------------
 
-    def new_session(self, model: str) -> TranslationSession:
+    def new_session(self, model: str, media_track: bool = False) -> TranslationSession:
         profile, engine = self.listening.profile, self.mt.engine
         assert profile is not None and engine is not None, "served once started"
         speech = replace(
@@ -138,6 +177,7 @@ class InterpreterService:
             mt=mt,
             voices=self.voice,
             vad_factory=self.listening.vad_factory(),
+            media_track=media_track,
         )
 
     def lanes(self) -> dict[str, Lane]:

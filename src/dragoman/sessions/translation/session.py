@@ -79,12 +79,15 @@ class TranslationSession:
         mt: MTProfile,
         voices: Callable[[str], str],
         vad_factory: Callable[[], SpeechProbability] | None,
+        media_track: bool = False,
     ) -> None:
         """`model`: the name the session was opened with; `model_names`: the names of the same
         model (an update may repeat any). `speech`: the speech front's settings (24 kHz input,
         server_vad, the source language); `voices`: the voice name for a target language
-        (InvalidValue when none speaks it)."""
+        (InvalidValue when none speaks it). `media_track`: the audio comes from a WebRTC call's
+        track, which runs on after `session.close`; what it sends then is dropped, not refused."""
         self.session_id = session_id
+        self.media_track = media_track
         self.model = model
         self._model_names = model_names | {model}
         self.expires_at = expires_at
@@ -117,6 +120,8 @@ class TranslationSession:
         """Handle one client event; a client fault becomes an `error` event and changes nothing."""
         try:
             if isinstance(event, AppendAudio):
+                if self._closing and self.media_track:
+                    return
                 self._refuse_after_close("audio")
                 before = self.front.input_seconds
                 self.front.append(event.audio)

@@ -1,4 +1,5 @@
-"""The voice agent over WebRTC (`POST /v1/realtime/calls`), the `webrtc` extra (aiortc).
+"""The voice agent (`POST /v1/realtime/calls`) and the interpreter
+(`POST /v1/realtime/translations/calls`, `translation.py`) over WebRTC, the `webrtc` extra (aiortc).
 
 One more adapter to the one session driver: the `oai-events` data channel is the
 driver's `Channel` (`channel.py`), the caller's audio track comes in through the same
@@ -21,22 +22,32 @@ from fastapi.responses import JSONResponse
 
 if TYPE_CHECKING:
     from dragoman.transports.agent_service import AgentService
+    from dragoman.transports.interpreter_service import InterpreterService
     from dragoman.transports.readiness import Readiness
 
 
-def mount_webrtc(app: FastAPI, agent: Callable[[], AgentService | None], readiness: Readiness) -> None:
+def mount_webrtc(
+    app: FastAPI,
+    agent: Callable[[], AgentService | None],
+    readiness: Readiness,
+    interpreter: Callable[[], InterpreterService | None] = lambda: None,
+) -> None:
     """The call routes; without the `webrtc` extra, a 501 that says how to get them."""
     if importlib.util.find_spec("aiortc") is not None:
         from dragoman.transports.webrtc.calls import Calls, calls_router
         from dragoman.transports.webrtc.peer import ice_servers
+        from dragoman.transports.webrtc.translation import translation_calls_router
 
         # The running calls, where `/v1/realtime?call_id=…` finds the call it attaches to.
         app.state.calls = Calls(ice_servers())
         app.include_router(calls_router(agent, readiness, app.state.calls))
+        app.include_router(translation_calls_router(interpreter, readiness, app.state.calls))
         return
 
     @app.api_route("/v1/realtime/calls", methods=["POST"])
     @app.api_route("/v1/realtime/calls/{call_id}", methods=["DELETE"])
+    @app.api_route("/v1/realtime/translations/calls", methods=["POST"])
+    @app.api_route("/v1/realtime/translations/calls/{call_id}", methods=["DELETE"])
     async def not_installed() -> JSONResponse:
         message = "WebRTC needs the server's 'webrtc' extra: pip install 'dragoman[webrtc]'."
         body = {

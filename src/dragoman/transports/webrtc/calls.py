@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import uuid
 from collections.abc import Callable, Mapping
@@ -38,8 +39,9 @@ from dragoman.transports.connections import ConnectionPolicy
 from dragoman.transports.pool import ADMISSION_WAIT_S, PipelineUnit
 from dragoman.transports.readiness import Readiness
 from dragoman.transports.webrtc.call import Call
-from dragoman.transports.webrtc.codec import INPUT_RATE
+from dragoman.transports.webrtc.codec import INPUT_RATE, CallCodec
 from dragoman.transports.webrtc.peer import check_offer, ice_servers
+from dragoman.transports.webrtc.playout import Playout
 
 log = get_logger(__name__)
 
@@ -116,6 +118,20 @@ def configure(session: AgentSession, *configs: Mapping[str, Any] | None) -> None
         session.configure(event.values)
 
 
+def agent_codec(session: AgentSession) -> Callable[[Playout], CallCodec]:
+    """The agent's call codec over a call's playout, interrupting as `session`'s turn detection says."""
+
+    def interrupts() -> bool:
+        turns = session.config.turn_detection
+        return turns is not None and turns.interrupt_response
+
+    return lambda playout: CallCodec(playout, interrupts=interrupts)
+
+
+def _release(service: AgentService, unit: PipelineUnit, drained: bool) -> None:
+    service.pool.release(unit, drained=drained)
+
+
 class Calls:
     """The calls running now, by id."""
 
@@ -168,7 +184,17 @@ def calls_router(
         try:
             session = service.new_session(session_id, INPUT_RATE, media_track=True)
             configure(session, form_session, getattr(request.state, "session_config", None))
-            call = Call(call_id, unit, service, session, _policy(request), calls.ice_servers)
+            release = functools.partial(_release, service, unit)
+            call = Call(
+                call_id,
+                service,
+                session,
+                agent_codec(session),
+                call_policy(request),
+                calls.ice_servers,
+                release,
+                unit=unit.index,
+            )
             sdp = await call.connect(offer)
         except ClientError as exc:  # the offer or the session config
             await _abandon(call, service, unit)
@@ -185,21 +211,24 @@ def calls_router(
 
     @router.delete("/v1/realtime/calls/{call_id}")
     async def hang_up(call_id: str) -> Response:
-        call = calls.running.get(call_id)
-        if call is None:
-            return error_response(
-                404, "call_not_found", f"No call {call_id[:64]!r} is in progress.", "call_id"
-            )
-        call.hang_up()
-        if call.task is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(call.task), HANG_UP_TIMEOUT_S)
-        return Response(status_code=204)
+        return await hang_up_call(calls, call_id)
 
     return router
 
 
-def _policy(request: Request) -> ConnectionPolicy:
+async def hang_up_call(calls: Calls, call_id: str) -> Response:
+    """`DELETE` on a call's Location: 204 once it has ended (or `HANG_UP_TIMEOUT_S` passed)."""
+    call = calls.running.get(call_id)
+    if call is None:
+        return error_response(404, "call_not_found", f"No call {call_id[:64]!r} is in progress.", "call_id")
+    call.hang_up()
+    if call.task is not None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(call.task), HANG_UP_TIMEOUT_S)
+    return Response(status_code=204)
+
+
+def call_policy(request: Request) -> ConnectionPolicy:
     policy = getattr(request.app.state, "policy", None)
     return policy if isinstance(policy, ConnectionPolicy) else ConnectionPolicy()
 
@@ -207,7 +236,5 @@ def _policy(request: Request) -> ConnectionPolicy:
 async def _abandon(call: Call | None, service: AgentService, unit: PipelineUnit) -> None:
     """A call that was never answered lets its unit and its peer connection go."""
     if call is not None:
-        with contextlib.suppress(Exception):
-            await call.peer.close()
-        call.track.stop()
+        await call.abandon()
     service.pool.release(unit, drained=True)

@@ -22,7 +22,7 @@ from starlette.websockets import WebSocket
 
 from dragoman.errors import ClientError, ServerError
 from dragoman.logs import get_logger
-from dragoman.protocol.realtime.translation_client import MODEL_NAMES, TranslationParser, known_model
+from dragoman.protocol.realtime.translation_client import TranslationParser
 from dragoman.protocol.realtime.translation_server import translation_wire
 from dragoman.sessions.base import CloseCode
 from dragoman.sessions.translation.events import ClientEvent, Error, ServerEvent, SessionConfigured
@@ -30,7 +30,7 @@ from dragoman.sessions.translation.session import TranslationJob, TranslationRes
 from dragoman.transports.adapters import Frame
 from dragoman.transports.connections import ConnectionPolicy
 from dragoman.transports.driver import SessionDriver
-from dragoman.transports.interpreter_service import InterpreterService
+from dragoman.transports.interpreter_service import InterpreterService, admission
 from dragoman.transports.readiness import Readiness
 from dragoman.transports.websocket.bound import bound_config, start_bound
 from dragoman.transports.websocket.realtime import refuse
@@ -80,39 +80,14 @@ async def translation_endpoint(
             close_code=CloseCode.TRY_AGAIN_LATER,
         )
         return
-    if service is None or not service.languages.targets:
-        message = (
-            "The interpreter is not enabled on this server."
-            if service is None
-            else (
-                "The interpreter has no target language: no MT direction from its source language has "
-                "calibrated heads and a voice on this server."
-            )
-        )
-        await refuse(websocket, "service_unavailable", message)
-        return
     bound = bound_config(websocket)
     model = requested_model(websocket, bound)
-    names = ", ".join(sorted(MODEL_NAMES))
-    if model is None:
-        await refuse(websocket, "missing_model", f"The URL needs a model query parameter: one of {names}.")
+    refusal = admission(service, model)
+    if refusal is not None:
+        close_code = CloseCode.TRY_AGAIN_LATER if refusal.later else CloseCode.POLICY_VIOLATION
+        await refuse(websocket, refusal.code, refusal.message, close_code=close_code)
         return
-    if not known_model(model):
-        await refuse(
-            websocket,
-            "model_not_found",
-            f"Unknown translation model {model[:60]!r}; this server serves {names}.",
-        )
-        return
-    if service.sessions >= service.settings.max_sessions:
-        await refuse(
-            websocket,
-            "session_limit_reached",
-            f"The server is at its limit of {service.settings.max_sessions} translation sessions; "
-            "try again later.",
-            close_code=CloseCode.TRY_AGAIN_LATER,
-        )
-        return
+    assert service is not None and model is not None
     # The slot is taken before the first await, so concurrent handshakes cannot all take the last one.
     service.sessions += 1
     try:
