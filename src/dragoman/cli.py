@@ -71,6 +71,19 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         help="ASR engine calls that run at once (default: one per core on a CPU)",
     )
+    serve.add_argument(
+        "--asr-base-url",
+        dest="asr.base_url",
+        help="transcribe with a remote server's POST /v1/audio/transcriptions (its /v1 URL: another "
+        "dragoman, vLLM serving Whisper, speaches, OpenAI) instead of the local engine",
+    )
+    serve.add_argument("--asr-remote-model", dest="asr.remote_model", help="the remote model (whisper-1)")
+    serve.add_argument(
+        "--asr-max-concurrent",
+        dest="asr.max_concurrent",
+        type=int,
+        help="remote ASR requests in flight at once (8)",
+    )
     serve.add_argument("--chunk-seconds", dest="transcription.chunk_seconds", type=float)
     serve.add_argument("--max-item-seconds", dest="transcription.max_item_seconds", type=float)
     serve.add_argument(

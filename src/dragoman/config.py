@@ -43,6 +43,17 @@ class ASRSettings(BaseModel):
     beam_size: int = Field(default=1, ge=1)
     #: Most step requests one engine call may carry.
     max_batch: int = Field(default=16, ge=1)
+    #: A remote ASR server's OpenAI-compatible /v1 URL (another dragoman, vLLM serving Whisper,
+    #: speaches, OpenAI), which then transcribes every step (`engines/asr/openai_transcriptions.py`);
+    #: unset: the local `backend`. Its API key (may be empty; never logged), the model to ask
+    #: for, the seconds to wait for a connect and for an answer, the connects retried before a
+    #: step fails, and the requests in flight at once.
+    base_url: str | None = None
+    api_key: str = ""
+    remote_model: str = "whisper-1"
+    timeout_s: float = Field(default=30.0, gt=0)
+    connect_retries: int = Field(default=2, ge=0, le=10)
+    max_concurrent: int = Field(default=8, ge=1, le=256)
 
 
 class FileTranscriptionSettings(BaseModel):

@@ -26,6 +26,7 @@ from dragoman.errors import ConfigError
 ASR_BACKENDS: dict[str, str] = {
     "whisper-ct2": "dragoman.engines.asr.whisper_ct2:create",
     "moonshine": "dragoman.engines.asr.moonshine_ort:create",
+    "openai-transcriptions": "dragoman.engines.asr.openai_transcriptions:create",
 }
 
 MT_BACKENDS: dict[str, str] = {
@@ -81,8 +82,10 @@ def _factory(kind: str, name: str, table: Mapping[str, str]) -> Callable[..., An
 
 
 def create_asr_engine(settings: ASRSettings, cache_dir: Path) -> ASREngine:
-    """Build the ASR backend named by `settings.backend`."""
-    engine = _factory("ASR", settings.backend, ASR_BACKENDS)(settings, cache_dir)
+    """Build the ASR backend named by `settings.backend`, or, with `settings.base_url`, the
+    remote server that transcribes for it."""
+    backend = "openai-transcriptions" if settings.base_url else settings.backend
+    engine = _factory("ASR", backend, ASR_BACKENDS)(settings, cache_dir)
     if not isinstance(engine, ASREngine):
         raise ConfigError(
             f"ASR backend {settings.backend!r} built a {type(engine).__name__}, not an ASREngine"

@@ -50,6 +50,9 @@ class PrefixMode(StrEnum):
     DECODER_PROMPT = "decoder_prompt"
     #: The prefix is the start of the assistant turn of a chat request (Qwen3-ASR on vLLM).
     ASSISTANT_PREFILL = "assistant_prefill"
+    #: The server cannot be given one; the prefix is kept on this side by aligning each new
+    #: hypothesis with it (OpenAI's /v1/audio/transcriptions: `word_agreement.py`).
+    CLIENT_AGREEMENT = "client_agreement"
 
 
 @dataclass(frozen=True)

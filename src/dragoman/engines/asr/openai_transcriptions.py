@@ -1,0 +1,243 @@
+"""Speech recognition on another server: OpenAI's `POST /v1/audio/transcriptions`.
+
+Served by vLLM for Whisper, by speaches, by OpenAI itself and by dragoman
+(`transports/audio_transcriptions.py`), so a fleet of front-ends can leave recognition to
+inference servers (`asr.base_url`). The streaming policy is unchanged: each re-decode step
+is one request carrying the step's window as a 16 kHz WAV, with `response_format:
+verbose_json` for the language, the scores and (when the step asks) the word timings. The
+server cannot be made to start its text with the stable prefix, so the prefix is kept on this
+side (`word_agreement.agree`); the text before the window (`StepRequest.prompt`: the sealed
+text and the client's prompt) goes as the request's `prompt`.
+
+Every request is a call of its own (`batch_key`), and calls run at once up to `max_concurrent`
+(the worker's lanes): batching is the inference server's business. Failures: a connect is
+retried a bounded number of times (httpx retries connects only: a request that reached the
+server is never sent twice); a server that cannot be reached or does not answer within
+`timeout_s` is `ASRServerUnavailable`, one that answers with an error `ASRServerError`, both
+server faults that the worker logs with an error id, which is all a client is told.
+"""
+
+from __future__ import annotations
+
+import io
+import wave
+from collections.abc import Hashable, Sequence
+from difflib import SequenceMatcher
+from typing import Any
+
+import httpx
+import numpy as np
+
+from dragoman.config import ASRSettings
+from dragoman.engines.asr.base import (
+    ASRCapabilities,
+    ASREngine,
+    FloatAudio,
+    PrefixMode,
+    StepRequest,
+    StepResult,
+    WordStart,
+)
+from dragoman.engines.asr.word_agreement import WordTokenizer, agree, normalized, split_words
+from dragoman.engines.info import EngineInfo
+from dragoman.engines.llm.remote import safe_url
+from dragoman.errors import ClientError, EngineFailure, InvalidValue
+from dragoman.logs import get_logger
+
+log = get_logger(__name__)
+
+BACKEND = "openai-transcriptions"
+#: Whisper's window; vLLM's Whisper takes no more in one request, so neither does a step.
+MAX_AUDIO_SECONDS = 30.0
+
+
+class ASRServerUnavailable(EngineFailure):
+    """The ASR server cannot be reached or did not answer in time."""
+
+    code = "asr_server_unavailable"
+
+
+class ASRServerError(EngineFailure):
+    """The ASR server answered with an error, or with something that is not a transcript."""
+
+    code = "asr_server_error"
+
+
+class OpenAITranscriptions(ASREngine):
+    """An ASREngine whose steps are transcribed by the server at `settings.base_url`."""
+
+    def __init__(self, settings: ASRSettings) -> None:
+        if not settings.base_url:
+            raise ValueError("the remote ASR backend needs asr.base_url")
+        self.name = settings.remote_model
+        self.where = safe_url(settings.base_url)
+        self.capabilities = ASRCapabilities(
+            max_audio_seconds=MAX_AUDIO_SECONDS,
+            languages=frozenset(),
+            prefix_mode=PrefixMode.CLIENT_AGREEMENT,
+            parallel_calls=settings.max_concurrent,
+        )
+        self.tokenizer = WordTokenizer()
+        headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+        self._client = httpx.Client(
+            base_url=settings.base_url.rstrip("/") + "/",
+            headers=headers,
+            timeout=httpx.Timeout(settings.timeout_s, connect=min(5.0, settings.timeout_s)),
+            limits=httpx.Limits(max_connections=settings.max_concurrent),
+            transport=httpx.HTTPTransport(retries=settings.connect_retries),
+        )
+        self._language_codes = _language_codes()
+
+    # -- the ASREngine interface ------------------------------------------------------
+
+    def batch_key(self, request: StepRequest) -> Hashable:
+        # A key equal to no other: each step is a call of its own, and the worker's lanes
+        # (`parallel_calls`) keep up to `max_concurrent` of them in flight.
+        return object()
+
+    def transcribe_batch(self, requests: Sequence[StepRequest]) -> list[StepResult | ClientError]:
+        return [self.transcribe(request) for request in requests]
+
+    def warm_up(self) -> None:
+        """One short request, so that a server that is down shows in the log at start-up; the
+        server starts anyway: sessions that need no transcription are not held up by it."""
+        try:
+            super().warm_up()
+        except EngineFailure as exc:
+            log.warning("the remote ASR server failed its warm-up", where=self.where, error=exc.message)
+
+    def describe(self) -> EngineInfo:
+        return EngineInfo(name=f"{self.name}@{self.where}", backend=BACKEND, device="remote")
+
+    def close(self) -> None:
+        self._client.close()
+
+    # -- one step ---------------------------------------------------------------------
+
+    def transcribe(self, request: StepRequest) -> StepResult | ClientError:
+        """One step: the window transcribed remotely, then made to start with its prefix."""
+        fields: dict[str, Any] = {
+            "model": self.name,
+            "response_format": "verbose_json",
+            "temperature": "0",
+        }
+        if request.language:
+            fields["language"] = request.language
+        if request.prompt:
+            fields["prompt"] = request.prompt
+        if request.word_times:
+            fields["timestamp_granularities[]"] = ["segment", "word"]
+        files = {"file": ("step.wav", wav_bytes(request.audio), "audio/wav")}
+        body = self._post(fields, files)
+        if isinstance(body, ClientError):
+            return body
+        hypothesis = body.get("text")
+        if not isinstance(hypothesis, str):
+            raise ASRServerError(f"the ASR server at {self.where} answered without a text")
+        agreement = agree(request.prefix, hypothesis)
+        if agreement.disagreed:
+            log.debug(
+                "remote hypothesis disagreed with the prefix", words=agreement.disagreed, **request.tags
+            )
+        segments = [s for s in body.get("segments") or [] if isinstance(s, dict)]
+        words: tuple[WordStart, ...] = ()
+        if request.word_times:
+            times = word_times(hypothesis, body.get("words") or [])
+            timed = [(chars, times[index]) for chars, index in agreement.words]
+            words = _ordered(WordStart(chars, at) for chars, at in timed if at is not None)
+        return StepResult(
+            text=agreement.text,
+            language=self._language(body.get("language")) or request.language,
+            words=words,
+            avg_logprob=_mean(s.get("avg_logprob") for s in segments),
+            no_speech_prob=_mean(s.get("no_speech_prob") for s in segments),
+        )
+
+    def _post(self, fields: dict[str, Any], files: dict[str, Any]) -> dict[str, Any] | ClientError:
+        try:
+            response = self._client.post("audio/transcriptions", data=fields, files=files)
+        except httpx.TimeoutException as exc:
+            raise ASRServerUnavailable(f"the ASR server at {self.where} did not answer in time") from exc
+        except httpx.TransportError as exc:
+            raise ASRServerUnavailable(f"the ASR server at {self.where} cannot be reached: {exc}") from exc
+        if response.status_code == 400 and "language" in fields and "language" in response.text:
+            # The one refusal that is the client's: a language the remote model does not know.
+            return InvalidValue(f"language {fields['language']!r} is not supported", param="language")
+        if response.status_code >= 400:
+            raise ASRServerError(
+                f"the ASR server at {self.where} answered HTTP {response.status_code}: {response.text[:300]}"
+            )
+        try:
+            body = response.json()
+        except ValueError as exc:
+            raise ASRServerError(f"the ASR server at {self.where} answered with no JSON") from exc
+        if not isinstance(body, dict):
+            raise ASRServerError(f"the ASR server at {self.where} answered with no JSON object")
+        return body
+
+    def _language(self, reported: object) -> str | None:
+        """verbose_json's language (Whisper's name, "english", or a code) as an ISO-639-1 code."""
+        if not isinstance(reported, str) or not reported:
+            return None
+        name = reported.strip().lower()
+        return self._language_codes.get(name, name if len(name) <= 3 else None)
+
+
+def wav_bytes(audio: FloatAudio, rate: int = 16_000) -> bytes:
+    """`audio` (float32 mono in [-1, 1]) as a 16-bit PCM WAV file."""
+    pcm = (np.clip(audio, -1.0, 1.0) * 32767.0).astype("<i2")
+    out = io.BytesIO()
+    with wave.open(out, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(rate)
+        wav.writeframes(pcm.tobytes())
+    return out.getvalue()
+
+
+def word_times(hypothesis: str, words: Sequence[object]) -> list[float | None]:
+    """The start of each word of `hypothesis` (`split_words`), from verbose_json's `words`.
+
+    The server's words need not be cut as ours are (punctuation, contractions): they are
+    aligned on their normalised forms, and a word that finds no match has no time.
+    """
+    ours = split_words(hypothesis)
+    theirs = [w for w in words if isinstance(w, dict) and isinstance(w.get("start"), int | float)]
+    times: list[float | None] = [None] * len(ours)
+    matcher = SequenceMatcher(
+        None,
+        [normalized(w) for w in ours],
+        [normalized(str(w.get("word", ""))) for w in theirs],
+        autojunk=False,
+    )
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            times[block.a + k] = float(theirs[block.b + k]["start"])
+    return times
+
+
+def _ordered(words: Any) -> tuple[WordStart, ...]:
+    """Word starts rising in both text and time (an alignment slip would break the order)."""
+    out: list[WordStart] = []
+    for word in words:
+        if not out or (word.chars > out[-1].chars and word.seconds >= out[-1].seconds):
+            out.append(word)
+    return tuple(out)
+
+
+def _mean(values: Any) -> float | None:
+    numbers = [float(v) for v in values if isinstance(v, int | float)]
+    return sum(numbers) / len(numbers) if numbers else None
+
+
+def _language_codes() -> dict[str, str]:
+    """Whisper's language names -> ISO-639-1 codes ("english" -> "en")."""
+    from transformers.models.whisper.tokenization_whisper import LANGUAGES
+
+    names: dict[str, str] = LANGUAGES
+    return {name: code for code, name in names.items()}
+
+
+def create(settings: ASRSettings, cache_dir: object = None) -> ASREngine:
+    """The registry's factory: nothing is loaded here, the model is the server's."""
+    return OpenAITranscriptions(settings)

@@ -1,0 +1,115 @@
+"""A remote ASR backend, for real: one `dragoman serve` is the ASR node, another transcribes
+through its `POST /v1/audio/transcriptions` (`--asr-base-url`), both on loopback.
+
+Real recordings are streamed through the front-end's Realtime transcription session with the
+openai SDK, every event validated against the SDK's types: each re-decode step becomes one
+request to the node, the stable prefix is kept on the front-end's side, and the transcript is
+held to the reference and to the node's own (local) transcript of the same audio. When the node
+is gone, a turn fails with a server error that carries an error id, and the session goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from openai import AsyncOpenAI
+
+from dragoman.engines.asr.openai_transcriptions import BACKEND
+from tests.e2e.realtime_helpers import Transcript, load_audio, read_until, reference, stream, wer
+from tests.e2e.server import Server, start, stop
+
+pytestmark = pytest.mark.e2e
+
+#: 13 s, one window; 29 s, sealed into windows of at most 10 s (each sealed from word timings
+#: the node gives in verbose_json).
+CLIPS = ("asr/en/en_ls-devclean_1272-141231-0002.flac", "asr/en/en_ls-devclean_1272-128104-0004_8kHz.wav")
+PUSH_TO_TALK: dict[str, Any] = {"type": "transcription", "audio": {"input": {"turn_detection": None}}}
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Iterator[tuple[Server, Server]]:
+    folder = tmp_path_factory.mktemp("remote-asr")
+    args = ["serve", "--cache-dir", str(cache_dir), "--services", "transcription"]
+    node = start([*args, "--log-level", "debug"], folder / "node.log", 900.0)
+    try:
+        front = start([*args, "--asr-base-url", node.http + "/v1"], folder / "front.log", 900.0)
+    except BaseException:
+        stop(node)
+        raise
+    yield node, front
+    stop(front)
+    stop(node)
+
+
+def client(server: Server) -> AsyncOpenAI:
+    return AsyncOpenAI(
+        base_url=server.http + "/v1", websocket_base_url=server.ws + "/v1", api_key="sk-local", max_retries=0
+    )
+
+
+def ended(event: dict[str, Any]) -> bool:
+    return event["type"] in (
+        "conversation.item.input_audio_transcription.completed",
+        "conversation.item.input_audio_transcription.failed",
+    )
+
+
+async def transcribe(server: Server, file: str) -> Transcript:
+    """One push-to-talk turn, streamed at twice real time so that steps run while it comes."""
+    audio = load_audio(file, 24_000)
+    async with client(server).realtime.connect(
+        model="whisper-base", extra_query={"intent": "transcription"}
+    ) as conn:
+        transcript = await read_until(conn, Transcript(), lambda e: e["type"] == "session.created")
+        await conn.session.update(session=PUSH_TO_TALK)  # type: ignore[arg-type]
+        await read_until(conn, transcript, lambda e: e["type"] == "session.updated")
+        await stream(conn, audio, 24_000, pace=2.0)
+        await conn.input_audio_buffer.commit()
+        return await read_until(conn, transcript, ended, limit=300.0)
+
+
+def engines(server: Server) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(server.http + "/health", timeout=10) as response:
+        found: list[dict[str, Any]] = json.loads(response.read())["engines"]
+    return found
+
+
+async def test_the_front_end_transcribes_through_the_node(servers: tuple[Server, Server]) -> None:
+    node, front = servers
+    asr = [e for e in engines(front) if e.get("role") == "asr"]
+    assert asr and asr[0]["backend"] == BACKEND and asr[0]["device"] == "remote", asr
+
+    for file in CLIPS:
+        requests_before = node.log_tail(2_000_000).count("POST /v1/audio/transcriptions")
+        remote = await transcribe(front, file)
+        local = await transcribe(node, file)
+        steps = node.log_tail(2_000_000).count("POST /v1/audio/transcriptions") - requests_before
+        [item] = remote.completed
+        [mine] = local.completed
+        # Deltas never take back what they sent: the prefix kept on this side held.
+        sent = remote.deltas(item["item_id"])
+        assert sent and item["transcript"].startswith(sent), (sent, item["transcript"])
+        truth = reference(file)
+        remote_wer, local_wer = wer([truth], [item["transcript"]]), wer([truth], [mine["transcript"]])
+        print(f"{file}: remote WER {remote_wer:.3f}, local WER {local_wer:.3f}, {steps} remote steps")
+        assert remote_wer <= max(0.15, local_wer + 0.05), (file, item["transcript"], mine["transcript"])
+        # The node served the front-end's steps, one request each (partials and the final).
+        assert steps >= 3, steps
+
+
+async def test_a_turn_fails_with_an_error_id_when_the_node_is_gone(servers: tuple[Server, Server]) -> None:
+    node, front = servers
+    stop(node)
+    transcript = await transcribe(front, CLIPS[0])
+    [failed] = transcript.of("conversation.item.input_audio_transcription.failed")
+    assert "error id err_" in failed["error"]["message"], failed
+    assert "127.0.0.1" not in json.dumps(transcript.events), "no server address reaches the client"
+    log = front.log_tail(200_000)
+    assert "asr_server_unavailable" in log or "ASRServerUnavailable" in log, log[-2000:]
+    # The front-end itself is up: /health answers.
+    assert engines(front)

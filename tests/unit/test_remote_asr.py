@@ -1,0 +1,136 @@
+"""The remote ASR backend's own logic: the client-side stable prefix, word tokens and timings,
+the WAV it sends, and its choice by the settings (no server: the e2e test runs a real one)."""
+
+from __future__ import annotations
+
+import io
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dragoman.config import load_settings
+from dragoman.engines.asr.base import PrefixMode, WordStart
+from dragoman.engines.asr.openai_transcriptions import (
+    BACKEND,
+    OpenAITranscriptions,
+    _ordered,
+    wav_bytes,
+    word_times,
+)
+from dragoman.engines.asr.word_agreement import WordTokenizer, agree, normalized, split_words
+from dragoman.engines.registry import create_asr_engine
+from dragoman.streaming.stable_prefix import stable_prefix
+
+JFK = " And so, my fellow Americans, ask not what your country can do for you."
+
+
+def test_words_join_back_to_the_text() -> None:
+    for text in (JFK, "  two  spaces ", "我们今天去北京。", "Hello 世界, ok?", ""):
+        assert "".join(split_words(text)) == text
+    assert split_words("我们 ok") == ["我", "们", " ok"]
+    assert normalized("Americans,") == normalized("americans") == "americans"
+
+
+def test_the_word_tokenizer_cuts_the_stable_prefix_at_words() -> None:
+    tokenizer = WordTokenizer()
+    assert stable_prefix(JFK, tokenizer, 3) == " And so, my fellow Americans, ask not what your country can"
+    assert tokenizer.decode(tokenizer.encode(JFK)) == JFK
+    # One vocabulary for every text: the same word has the same id.
+    assert tokenizer.encode(" fellow")[0] == tokenizer.encode(JFK)[3]
+
+
+def test_a_hypothesis_that_restates_the_prefix_continues_it() -> None:
+    result = agree(" And so, my fellow", JFK)
+    assert result.text == " And so, my fellow Americans, ask not what your country can do for you."
+    assert result.disagreed == 0
+    # Every hypothesis word has a place in the text, in order.
+    assert [index for _, index in result.words] == list(range(len(split_words(JFK))))
+
+
+def test_the_prefix_wins_where_the_hypothesis_hears_it_otherwise() -> None:
+    # The firm text was already sent: it is kept, and the continuation starts after the
+    # words that stand in its place.
+    result = agree("And so my fellow", " So, my fellows Americans ask not")
+    assert result.text == "And so my fellow Americans ask not"
+    assert result.disagreed == 2  # "And" was not heard, "fellow" was heard as "fellows"
+
+
+def test_a_hypothesis_shorter_than_the_prefix_adds_nothing() -> None:
+    assert agree("And so my fellow Americans", " And so my").text == "And so my fellow Americans"
+    assert agree("And so", "").text == "And so"
+
+
+def test_no_prefix_takes_the_hypothesis_as_it_is() -> None:
+    result = agree("", JFK)
+    assert result.text == JFK and result.disagreed == 0
+
+
+def test_a_continuation_keeps_the_hypothesis_spaces() -> None:
+    assert agree("Hello", "Hello there").text == "Hello there"
+    assert agree("Hello,", "hello, there").text == "Hello, there"
+    assert agree("我们", "我们今天").text == "我们今天"
+
+
+def test_word_times_follow_the_servers_words_through_punctuation() -> None:
+    hypothesis = " And so, my fellow Americans."
+    words = [
+        {"word": "And", "start": 0.0, "end": 0.2},
+        {"word": "so", "start": 0.3, "end": 0.5},
+        {"word": "my", "start": 0.9, "end": 1.0},
+        {"word": "fellow", "start": 1.1, "end": 1.4},
+        {"word": "Americans", "start": 1.5, "end": 2.2},
+    ]
+    assert word_times(hypothesis, words) == [0.0, 0.3, 0.9, 1.1, 1.5]
+    assert word_times(hypothesis, []) == [None] * 5
+
+
+def test_word_starts_land_on_the_prefix_words_they_confirm() -> None:
+    hypothesis = " and so my fellow Americans ask"
+    times = word_times(hypothesis, [{"word": w, "start": float(i)} for i, w in enumerate(hypothesis.split())])
+    result = agree("And so, my fellow", hypothesis)
+    starts = [(chars, times[index]) for chars, index in result.words]
+    assert starts[:2] == [(0, 0.0), (3, 1.0)]
+    assert result.text[starts[-1][0] :] == " ask"
+
+
+def test_word_starts_keep_rising() -> None:
+    words = [WordStart(0, 0.0), WordStart(5, 1.0), WordStart(9, 0.5), WordStart(12, 2.0)]
+    assert _ordered(iter(words)) == (WordStart(0, 0.0), WordStart(5, 1.0), WordStart(12, 2.0))
+
+
+def test_a_step_is_sent_as_a_16_bit_wav() -> None:
+    audio = np.array([0.0, 0.5, -1.0, 2.0], dtype=np.float32)
+    with wave.open(io.BytesIO(wav_bytes(audio))) as wav:
+        assert (wav.getframerate(), wav.getnchannels(), wav.getsampwidth()) == (16_000, 1, 2)
+        samples = np.frombuffer(wav.readframes(4), dtype="<i2")
+    assert samples.tolist() == [0, 16383, -32767, 32767]
+
+
+def test_a_base_url_chooses_the_remote_backend(tmp_path: Path) -> None:
+    settings = load_settings(
+        **{"asr.base_url": "http://user:secret@127.0.0.1:9/v1?x=1", "asr.max_concurrent": 5}
+    ).asr
+    engine = create_asr_engine(settings, tmp_path)  # nothing is contacted until a step
+    try:
+        assert isinstance(engine, OpenAITranscriptions)
+        assert engine.capabilities.parallel_calls == 5
+        assert engine.capabilities.prefix_mode == PrefixMode.CLIENT_AGREEMENT
+        info = engine.describe()
+        assert info.backend == BACKEND and info.device == "remote"
+        assert "secret" not in info.name and info.name == "whisper-1@http://127.0.0.1:9/v1"
+        # Every step is a call of its own.
+        from dragoman.engines.asr.base import StepRequest
+
+        step = StepRequest(np.zeros(10, dtype=np.float32))
+        assert engine.batch_key(step) != engine.batch_key(step)
+        assert engine._language("english") == "en" and engine._language("de") == "de"
+        assert engine._language("") is None
+    finally:
+        engine.close()
+
+
+def test_the_remote_backend_needs_a_url() -> None:
+    with pytest.raises(ValueError):
+        OpenAITranscriptions(load_settings().asr)
