@@ -196,3 +196,72 @@ def test_an_unreachable_server_is_a_clean_server_error() -> None:
     error = caught.value
     assert "hunter2" not in error.message and f"127.0.0.1:{port}" in error.message
     assert "hunter2" not in error.public_message and error.error_id in error.public_message
+
+
+def spoken_text(pieces: list[LLMPiece]) -> str:
+    return "".join(p.text for p in pieces if isinstance(p, TextPiece))
+
+
+def test_a_long_spoken_answer_from_a_server_ends_at_the_sentence_past_its_soft_length() -> None:
+    request = ChatRequest(messages=(ChatMessage("user", "Tell me about Paris."),), answer_tokens=6)
+    words = [
+        "Paris",
+        "is",
+        "the",
+        "capital",
+        "of",
+        "France.",
+        "It",
+        "has",
+        "many",
+        "museums",
+        "and",
+        "parks",
+        ",",
+        "and",
+        "more",
+    ]
+    chunks = [chunk({"content": (" " if i else "") + w}) for i, w in enumerate(words)]
+    read: list[str] = []
+
+    def stream() -> Any:
+        for c in chunks:
+            read.append(c.choices[0].delta.content or "")
+            yield c
+        yield chunk({}, finish="length")
+
+    pieces: list[LLMPiece] = []
+    finished = ChunkReader(CancelToken(), PieceSender(request, pieces.append)).read(stream())
+    assert spoken_text(pieces) == "Paris is the capital of France."
+    assert finished.reason == "stop"
+    assert len(read) < len(chunks), "the rest of the stream is left unread"
+
+
+def test_a_repetition_loop_from_a_server_is_cut_before_it_is_said() -> None:
+    loop = ["Beijing", " is", " the", " capital", "."] * 6
+    pieces, finished = read_chunks([chunk({"content": t}) for t in loop] + [chunk({}, finish="length")])
+    text = spoken_text(pieces)
+    assert text.startswith("Beijing is the capital.")
+    assert text.count("Beijing") <= 2, text
+    assert finished.reason == "stop"
+
+
+def test_a_responses_stream_ends_at_the_soft_length_too() -> None:
+    request = ChatRequest(messages=(ChatMessage("user", "Tell me about Rome."),), answer_tokens=2)
+    words = ["Rome", "is", "old.", "It", "has", "seven", "hills", "and", "a", "river"]
+    events = [
+        ResponseTextDeltaEvent(
+            type="response.output_text.delta",
+            delta=(" " if i else "") + w,
+            item_id="m",
+            output_index=0,
+            content_index=0,
+            sequence_number=i,
+            logprobs=[],
+        )
+        for i, w in enumerate(words)
+    ]
+    pieces: list[LLMPiece] = []
+    finished = EventReader(CancelToken(), PieceSender(request, pieces.append), "http://x").read(iter(events))
+    assert spoken_text(pieces) == "Rome is old."
+    assert finished.reason == "stop"

@@ -70,12 +70,14 @@ class ChunkReader:
                 usage = chunk.usage
             for choice in chunk.choices[:1]:
                 delta = choice.delta
-                if delta is not None and delta.content:
-                    self._send.text(delta.content)
+                if delta is not None and delta.content and self._send.text(delta.content):
+                    break  # the guard ended the reply; leaving the stream stops the server
                 for part in (delta.tool_calls if delta is not None else None) or []:
                     self._add_part(part)
                 if choice.finish_reason:
                     finish = choice.finish_reason
+            if self._send.ended:
+                break
         self._send.end_of_text()
         for index in sorted(self._partials):
             self._send_call(self._partials[index])

@@ -34,6 +34,7 @@ from dragoman.engines.llm.base import (
 )
 from dragoman.engines.llm.calls import new_call_id, normalize_arguments
 from dragoman.engines.llm.markup import MarkupFilter
+from dragoman.engines.llm.reply_guard import ReplyGuard
 from dragoman.engines.workers import CancelToken
 from dragoman.errors import ConfigError, EngineFailure
 from dragoman.logs import get_logger
@@ -171,8 +172,13 @@ class RemoteEngine:
 
 
 class PieceSender:
-    """Passes a remote answer on as pieces: its text through `MarkupFilter` (which cuts out,
-    and parses, a call the server left in the text) and its calls, counted."""
+    """Passes a remote answer on as pieces: its text through `ReplyGuard` (a repetition loop
+    cut, a long spoken answer ended at a sentence, as on llama.cpp here) and `MarkupFilter`
+    (which cuts out, and parses, a call the server left in the text), and its calls, counted.
+
+    The guard works on tokens, and a server streams about one token a delta (llama.cpp's
+    server and vLLM send exactly one): each distinct delta is a token to it.
+    """
 
     def __init__(self, request: ChatRequest, emit: Callable[[LLMPiece], None]) -> None:
         self._emit = emit
@@ -180,13 +186,33 @@ class PieceSender:
         #: Under tool_choice "none" a call written as text is cut out and not passed on.
         self._text_calls = request.tool_choice != "none"
         self.calls = 0
+        self._ids: dict[str, int] = {}
+        self._deltas: list[str] = []
+        self._guard = ReplyGuard(self._deltas.__getitem__, answer_tokens=request.answer_tokens)
+        #: The guard ended the reply: what streams after it is not said, nor read.
+        self.ended = False
 
-    def text(self, delta: str) -> None:
-        self._send(self._markup.feed(delta))
+    def text(self, delta: str) -> bool:
+        """Pass on what `delta` lets the guard release; True once the reply has ended here."""
+        if self.ended:
+            return True
+        token = self._ids.setdefault(delta, len(self._deltas))
+        if token == len(self._deltas):
+            self._deltas.append(delta)
+        step = self._guard.feed(token)
+        self._release(step.release)
+        self.ended = step.ended or step.keep is not None
+        return self.ended
 
     def end_of_text(self) -> None:
-        """The text has ended: pass on what the filter held back."""
+        """The text has ended: pass on what the guard and the filter held back."""
+        if not self.ended:
+            self._release(self._guard.flush())
         self._send(self._markup.finish())
+
+    def _release(self, tokens: tuple[int, ...]) -> None:
+        if tokens:
+            self._send(self._markup.feed("".join(self._deltas[t] for t in tokens)))
 
     def call(self, call_id: str, name: str, arguments: str) -> None:
         """A call the API returned as such; dropped, with a warning, when its arguments are not JSON."""

@@ -60,7 +60,8 @@ class EventReader:
                 return _finished("cancelled", usage)
             kind = getattr(event, "type", "")
             if kind == "response.output_text.delta":
-                self._send.text(event.delta)
+                if self._send.text(event.delta):
+                    break  # the guard ended the reply; leaving the stream stops the server
             elif kind == "response.output_item.done" and getattr(event.item, "type", "") == "function_call":
                 self._send.call(event.item.call_id, event.item.name, event.item.arguments or "")
             elif kind in ("response.completed", "response.incomplete"):
