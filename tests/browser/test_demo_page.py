@@ -100,7 +100,7 @@ def test_the_page_loads_with_its_three_services(chromium: str, page_server: Serv
         page = open_page(chrome, page_server.http + "/", errors)
         page.wait_for_selector('#health[data-state="ready"]', timeout=20_000)
         tabs = page.locator('[role="tab"]')
-        assert tabs.all_inner_texts() == ["Transcribe", "Talk", "Translate"]
+        assert tabs.all_inner_texts() == ["Transcribe", "Talk", "Interpreter"]
         assert all(tab.is_enabled() for tab in tabs.all())
         screenshot(page, "page")
         page.set_viewport_size({"width": 390, "height": 844})
@@ -266,8 +266,12 @@ def test_speaking_over_the_answer_interrupts_it(chromium: str, page_server: Serv
     assert page_errors(errors) == []
 
 
+#: The translated speech's loudest level the page measured on the remote track (0 before any).
+LOUDEST = "Number(document.getElementById('interpreter-audio').dataset.loudest || 0)"
+
+
 @pytest.mark.parametrize(("target", "column"), [("de", "deu"), ("zh", "zho_Hans")])
-def test_live_translation_shows_the_translation(
+def test_the_interpreter_shows_and_speaks_the_translation(
     chromium: str, page_server: Server, tmp_path: Path, target: str, column: str
 ) -> None:
     errors: list[str] = []
@@ -276,22 +280,32 @@ def test_live_translation_shows_the_translation(
     expected = translation_reference(TRANSLATED, column)
     score = found_chars if target == "zh" else found_fraction
     with browser(chromium, wav) as chrome:
-        page = open_page(chrome, page_server.http + "/#translate", errors)
-        page.select_option("#translate-target", target)
-        page.click("#translate-start")
-        sources = page.locator("#translate-output .source")
-        targets = page.locator("#translate-output .pair:not(.pending) .target")
-        drafts = page.locator("#translate-output .target")
-        drafted = wait_for(page, lambda: any(t.strip() for t in drafts.all_inner_texts()), 120)
-        screenshot(page, f"translate-{target}-streaming")
-        done = wait_for(page, lambda: score(expected, " ".join(targets.all_inner_texts())) >= 0.4, 180)
-        screenshot(page, f"translate-{target}")
-        heard = " ".join(sources.all_inner_texts())
-        shown = " ".join(targets.all_inner_texts())
-        page.click("#translate-start")
-    assert drafted
+        page = open_page(chrome, page_server.http + "/#interpreter", errors, init_script=RECORD_EVENTS)
+        page.select_option("#interpreter-target", target)
+        page.click("#interpreter-start")
+        heard_text = page.locator("#interpreter-output .source .text")
+        shown_text = page.locator("#interpreter-output .target .text")
+        streaming = wait_for(page, lambda: bool(shown_text.inner_text().strip()), 120)
+        screenshot(page, f"interpreter-{target}-streaming")
+        done = wait_for(page, lambda: score(expected, shown_text.inner_text()) >= 0.4, 180)
+        spoken = wait_for(page, lambda: page.evaluate(LOUDEST) > 0.01, 60)
+        microphones = page.locator("#interpreter-mic option").count()
+        screenshot(page, f"interpreter-{target}")
+        heard, shown = heard_text.inner_text(), shown_text.inner_text()
+        page.click("#interpreter-start")  # Stop: session.close, the rest is said, then session.closed
+        closed = wait_for(
+            page, lambda: page.locator('#interpreter-state[data-state="closed"]').count() == 1, 60
+        )
+        events = page.evaluate("window.dataChannelEvents")
+        (ARTIFACTS / f"interpreter-{target}-events.json").write_text(
+            json.dumps(events, indent=1, ensure_ascii=False)
+        )
+    assert streaming
     assert found_fraction(source, heard) >= 0.7, f"heard {heard!r}; the recording says {source!r}"
     assert done, f"the page shows {shown!r}; the reference is {expected!r}"
+    assert spoken, "the translated speech is heard on the call's track"
+    assert microphones >= 2, "the browser's microphones are listed to pick from"
+    assert closed and events[-1]["type"] == "session.closed", [e["type"] for e in events][-5:]
     assert page_errors(errors) == []
 
 

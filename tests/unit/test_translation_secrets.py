@@ -7,11 +7,14 @@ import asyncio
 from typing import Any
 
 import pytest
-from fastapi import FastAPI
+from fastapi import FastAPI, Request, WebSocket
 from fastapi.testclient import TestClient
 from openai.types.realtime import RealtimeTranslationClientSecretCreateResponse
+from starlette.websockets import WebSocketDisconnect
 
 from dragoman.transports.client_secrets import ClientSecretStore, client_secrets_router
+from dragoman.transports.guard import SPENT_MESSAGE, AccessGuard
+from tests.unit.test_client_secrets import Clock
 
 PATH = "/v1/realtime/translations/client_secrets"
 
@@ -82,3 +85,60 @@ def test_bad_requests_are_refused(body: dict[str, Any], param: str) -> None:
     assert answer.status_code == 400
     error = answer.json()["error"]
     assert error["type"] == "invalid_request_error" and error["param"] == param
+
+
+# -- expiry ---------------------------------------------------------------------------------
+
+
+def guarded(store: ClientSecretStore) -> TestClient:
+    """The translation routes behind the access guard, each answering the session it was given."""
+    app = FastAPI()
+    app.include_router(client_secrets_router(store, translation_language="de"))
+
+    @app.post("/v1/realtime/translations/calls")
+    async def calls(request: Request) -> dict[str, Any]:
+        return {"session": getattr(request.state, "session_config", None)}
+
+    @app.websocket("/v1/realtime/translations")
+    async def translations(websocket: WebSocket) -> None:
+        await websocket.accept()
+        await websocket.send_json({"session": getattr(websocket.state, "session_config", None)})
+        await websocket.close()
+
+    app.add_middleware(AccessGuard, api_keys=(), max_connections=8, client_secrets=store)
+    return TestClient(app)
+
+
+def test_a_translation_key_opens_a_call_or_a_websocket_until_its_expires_at_only() -> None:
+    clock = Clock()
+    client = guarded(ClientSecretStore(clock=clock))
+    body = {
+        "session": {"model": "gpt-realtime-translate"},
+        "expires_after": {"anchor": "created_at", "seconds": 10},
+    }
+    keys = [client.post(PATH, json=body).json() for _ in range(3)]
+    assert all(key["expires_at"] == int(clock.now) + 10 for key in keys)
+    clock.now += 9.5
+    opened = client.post(
+        "/v1/realtime/translations/calls", headers={"Authorization": f"Bearer {keys[0]['value']}"}
+    )
+    assert opened.status_code == 200 and opened.json()["session"]["type"] == "translation"
+    clock.now += 1
+    refused = client.post(
+        "/v1/realtime/translations/calls", headers={"Authorization": f"Bearer {keys[1]['value']}"}
+    )
+    assert refused.status_code == 401
+    assert refused.json() == {
+        "error": {
+            "type": "invalid_request_error",
+            "code": "invalid_api_key",
+            "message": SPENT_MESSAGE,
+            "param": None,
+        }
+    }
+    headers = {"Authorization": f"Bearer {keys[2]['value']}"}
+    with (
+        pytest.raises(WebSocketDisconnect),
+        client.websocket_connect("/v1/realtime/translations", headers=headers),
+    ):
+        pass

@@ -1,10 +1,10 @@
 // The page: server health, tabs, and the three panels (each its own module, no build step).
 import { showError } from "./common.js";
+import { interpreterPanel } from "./interpreter.js";
 import { talkPanel } from "./talk.js";
 import { transcribePanel } from "./transcribe.js";
-import { translatePanel } from "./translate.js";
 
-const SERVICES = { transcription: "tab-transcribe", agent: "tab-talk", mt: "tab-translate" };
+const SERVICES = { transcription: "tab-transcribe", agent: "tab-talk", interpreter: "tab-interpreter" };
 
 async function checkHealth() {
   const pill = document.getElementById("health");
@@ -48,6 +48,6 @@ function tabs() {
 tabs();
 transcribePanel(showError);
 talkPanel(showError);
-translatePanel(showError);
+interpreterPanel(showError);
 checkHealth();
 setInterval(checkHealth, 5000);

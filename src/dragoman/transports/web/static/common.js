@@ -5,12 +5,13 @@ export function longLivedKey() {
   return document.getElementById("api-key").value.trim();
 }
 
-/** A short-lived key bound to `session`, from POST /v1/realtime/client_secrets (OpenAI's request). */
-export async function mintKey(session) {
+/** A short-lived key bound to `session`, from POST `path` (OpenAI's request): a Realtime session's
+ * by default, a translation session's from /v1/realtime/translations/client_secrets. */
+export async function mintKey(session, path = "/v1/realtime/client_secrets") {
   const headers = { "Content-Type": "application/json" };
   const key = longLivedKey();
   if (key) headers.Authorization = `Bearer ${key}`;
-  const response = await fetch("/v1/realtime/client_secrets", {
+  const response = await fetch(path, {
     method: "POST",
     headers,
     body: JSON.stringify({ expires_after: { anchor: "created_at", seconds: 60 }, session }),
@@ -41,6 +42,37 @@ export function openSocket(path, key, protocol = "realtime") {
   url.protocol = location.protocol === "https:" ? "wss:" : "ws:";
   const protocols = key ? [protocol, `openai-insecure-api-key.${key}`] : [];
   return new WebSocket(url, protocols);
+}
+
+/** Wait (bounded) for ICE gathering, so the offer carries its candidates: the answer is not trickled. */
+export function gathered(pc, timeoutMs = 3000) {
+  if (pc.iceGatheringState === "complete") return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      if (pc.iceGatheringState === "complete") resolve();
+    };
+    pc.addEventListener("icegatheringstatechange", done);
+    setTimeout(resolve, timeoutMs);
+  });
+}
+
+/** A bar that follows a stream's loudness (the call's own microphone track). */
+export function watchLevel(stream, onLevel) {
+  const context = new AudioContext();
+  const analyser = context.createAnalyser();
+  analyser.fftSize = 1024;
+  context.createMediaStreamSource(stream).connect(analyser);
+  const samples = new Float32Array(analyser.fftSize);
+  const timer = setInterval(() => {
+    analyser.getFloatTimeDomainData(samples);
+    let sum = 0;
+    for (const s of samples) sum += s * s;
+    onLevel(Math.sqrt(sum / samples.length));
+  }, 100);
+  return () => {
+    clearInterval(timer);
+    context.close();
+  };
 }
 
 /** The microphone as base64 PCM16 chunks of `chunkMs` at `rate` Hz, with a level callback. */

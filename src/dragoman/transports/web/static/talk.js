@@ -4,44 +4,15 @@ import {
   append,
   el,
   errorMessage,
+  gathered,
   latencyTag,
   levelMeter,
   longLivedKey,
   mintKey,
   scrollDown,
   stateBadge,
+  watchLevel,
 } from "./common.js";
-
-/** Wait (bounded) for ICE gathering, so the offer carries its candidates: the answer is not trickled. */
-function gathered(pc, timeoutMs = 3000) {
-  if (pc.iceGatheringState === "complete") return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = () => {
-      if (pc.iceGatheringState === "complete") resolve();
-    };
-    pc.addEventListener("icegatheringstatechange", done);
-    setTimeout(resolve, timeoutMs);
-  });
-}
-
-/** A bar that follows a stream's loudness (the call's own microphone track). */
-function watchLevel(stream, onLevel) {
-  const context = new AudioContext();
-  const analyser = context.createAnalyser();
-  analyser.fftSize = 1024;
-  context.createMediaStreamSource(stream).connect(analyser);
-  const samples = new Float32Array(analyser.fftSize);
-  const timer = setInterval(() => {
-    analyser.getFloatTimeDomainData(samples);
-    let sum = 0;
-    for (const s of samples) sum += s * s;
-    onLevel(Math.sqrt(sum / samples.length));
-  }, 100);
-  return () => {
-    clearInterval(timer);
-    context.close();
-  };
-}
 
 export function talkPanel(showError) {
   const button = document.getElementById("talk-start");
