@@ -100,3 +100,19 @@ def test_a_sideband_that_falls_behind_is_detached_and_the_call_goes_on(
         assert closed.value.code == 1008
         assert received == [0, 1, 2], "what was queued goes out, then the sideband is detached"
         assert not channel.ended, "the call goes on"
+
+
+def test_a_message_past_the_limit_is_refused_to_the_sideband_alone() -> None:
+    channel = CallChannel(max_bytes=100)
+    with (
+        TestClient(app_with_call(channel)) as client,
+        client.websocket_connect("/v1/realtime?call_id=rtc_1") as ws,
+    ):
+        ws.send_text(json.dumps({"type": "session.update", "session": {"instructions": "x" * 200}}))
+        error = json.loads(ws.receive_text())
+        assert error["type"] == "error" and error["error"]["code"] == "message_too_big"
+        with pytest.raises(WebSocketDisconnect) as closed:
+            ws.receive_text()
+        assert closed.value.code == 1009
+        assert not channel.ended, "the call goes on"
+        assert not channel._items, "nothing reached the call's session"

@@ -8,17 +8,22 @@ that session as if it came on the call's data channel. It takes no pool unit (th
 holds one) and ends, with 1000, when the call does; the call goes on when it closes. A
 sideband that stops reading is detached with 1008 once `SEND_LIMIT` events wait for
 it, as a WebSocket session's client is: the call's audio deltas must not pile up without end.
+A message past the server's size limit is refused to the sideband alone (an `error`, then
+1009): through the call's channel it would end the call.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from dragoman.errors import MessageTooBig
 from dragoman.logs import get_logger
+from dragoman.protocol.realtime.server_events import ErrorEvent, error_detail
 from dragoman.sessions.base import CloseCode
 from dragoman.transports.send_queue import DEFAULT_SEND_LIMIT, SendQueue
 from dragoman.transports.websocket.realtime import refuse
@@ -50,12 +55,23 @@ async def serve_sideband(websocket: WebSocket, call_id: str) -> None:
         while (frame := await outgoing.get()) is not None:
             await websocket.send_text(frame)
 
+    too_big = False
+
     async def receive() -> None:
+        nonlocal too_big
+        limit = call.channel.max_bytes
         while True:
             message = await websocket.receive()
             if message["type"] == "websocket.disconnect":
                 return
-            call.channel.message(message.get("text") or message.get("bytes") or b"")
+            text = message.get("text")
+            frame = text if text is not None else message.get("bytes") or b""
+            if limit is not None and len(frame) > limit:
+                error = MessageTooBig(f"The message is larger than this server's limit of {limit} bytes.")
+                await websocket.send_text(json.dumps(ErrorEvent(error=error_detail(error, None)).wire()))
+                too_big = True
+                return
+            call.channel.message(frame)
 
     tasks = [asyncio.create_task(send()), asyncio.create_task(receive())]
     try:
@@ -67,7 +83,11 @@ async def serve_sideband(websocket: WebSocket, call_id: str) -> None:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect, RuntimeError):
                 await task
-        code = CloseCode.POLICY_VIOLATION if outgoing.overflowed else CloseCode.NORMAL
+        code = CloseCode.NORMAL
+        if too_big:
+            code = CloseCode.MESSAGE_TOO_BIG
+        elif outgoing.overflowed:
+            code = CloseCode.POLICY_VIOLATION
         if outgoing.overflowed:
             log.warning("sideband is not reading; detaching", call=call_id, queued=len(outgoing))
         with contextlib.suppress(RuntimeError, WebSocketDisconnect):
