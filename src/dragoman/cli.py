@@ -248,6 +248,13 @@ def _mt_flags(parser: argparse.ArgumentParser) -> None:
         "--mt-model", dest="mt.model", help="packaged model name or a path to your own weights"
     )
     parser.add_argument(
+        "--mt-base-url",
+        dest="mt.base_url",
+        help="translate with a remote chat-completions server (its /v1 URL: vLLM, llama.cpp's "
+        "server, OpenAI) by re-translation and LocalAgreement instead of the local AlignAtt engine",
+    )
+    parser.add_argument("--mt-remote-model", dest="mt.remote_model", help="the remote model to ask for")
+    parser.add_argument(
         "--mt-directions", dest="mt.directions", nargs="+", help="directions a seq2seq model serves (en-de …)"
     )
     parser.add_argument(

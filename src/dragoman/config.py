@@ -51,7 +51,7 @@ class ASRSettings(BaseModel):
     base_url: str | None = None
     api_key: str = ""
     remote_model: str = "whisper-1"
-    timeout_s: float = Field(default=30.0, gt=0)
+    timeout_s: float = Field(default=60.0, gt=0)
     connect_retries: int = Field(default=2, ge=0, le=10)
     max_concurrent: int = Field(default=8, ge=1, le=256)
 
@@ -116,6 +116,16 @@ class MTSettings(BaseModel):
     stale_budget: int = Field(default=0, ge=0)
     #: Extra folder of alignment-heads files, searched before the packaged ones.
     heads_dir: Path | None = None
+    #: A remote chat-completions server's OpenAI-compatible /v1 URL (vLLM, llama.cpp's server,
+    #: OpenAI), which then translates by re-translation and LocalAgreement, not AlignAtt
+    #: (`engines/mt/chat_translation.py`); unset: the local `backend`. Its API key (may be
+    #: empty; never logged), the model to ask for, the seconds to wait for a connect and for an
+    #: answer, and the connects retried before a draft fails.
+    base_url: str | None = None
+    api_key: str = ""
+    remote_model: str = "gpt-4o-mini"
+    timeout_s: float = Field(default=30.0, gt=0)
+    connect_retries: int = Field(default=2, ge=0, le=10)
 
 
 class LLMSettings(BaseModel):

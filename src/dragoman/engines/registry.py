@@ -33,6 +33,7 @@ MT_BACKENDS: dict[str, str] = {
     "qwen-torch": "dragoman.engines.mt.qwen_torch:create",
     "qwen-llama": "dragoman.engines.mt.qwen_llama:create",
     "ct2-seq2seq": "dragoman.engines.mt.ct2_seq2seq:create",
+    "chat-translation": "dragoman.engines.mt.chat_translation:create",
 }
 
 TTS_BACKENDS: dict[str, str] = {
@@ -94,8 +95,10 @@ def create_asr_engine(settings: ASRSettings, cache_dir: Path) -> ASREngine:
 
 
 def create_mt_engine(settings: MTSettings, cache_dir: Path) -> MTEngine:
-    """Build the MT backend named by `settings.backend`."""
-    engine = _factory("MT", settings.backend, MT_BACKENDS)(settings, cache_dir)
+    """Build the MT backend named by `settings.backend`, or, with `settings.base_url`, the
+    remote server that translates for it."""
+    backend = "chat-translation" if settings.base_url else settings.backend
+    engine = _factory("MT", backend, MT_BACKENDS)(settings, cache_dir)
     if not isinstance(engine, MTEngine):
         raise ConfigError(f"MT backend {settings.backend!r} built a {type(engine).__name__}, not an MTEngine")
     return engine

@@ -18,6 +18,7 @@ from dragoman.transports.connections import apply_policy
 from dragoman.transports.llm_proxy import llm_proxy_router
 from dragoman.transports.metrics import mount_metrics
 from dragoman.transports.readiness import Readiness, mount
+from dragoman.transports.remote_probes import RemoteProbes, remote_targets
 from dragoman.transports.runtime import Runtime
 from dragoman.transports.speech import speech_router
 from dragoman.transports.web import mount_web
@@ -45,6 +46,7 @@ def create_app(settings: Settings) -> FastAPI:
             },
             "engines": runtime.engines(),
         },
+        remotes=RemoteProbes(remote_targets(settings)).health,
         host=settings.host,
         port=settings.port,
         services=settings.services,

@@ -121,12 +121,14 @@ def mount(
     details: Callable[[], dict[str, Any]],
     *,
     always: Callable[[], dict[str, Any]] = dict,
+    remotes: Callable[[int, dict[str, Any]], Awaitable[tuple[int, dict[str, Any]]]] | None = None,
     **log_fields: Any,
 ) -> FastAPI:
     """A FastAPI app that loads in the background (`readiness`) and answers `GET /health`.
 
     `details` adds what the loaded engines report once ready; `always` what holds in
-    every state. `close` releases the engines at shutdown.
+    every state. `close` releases the engines at shutdown. `remotes` adds the reachability of
+    the remote engines to a ready server's answer (`remote_probes.py`).
     """
 
     @contextlib.asynccontextmanager
@@ -145,6 +147,8 @@ def mount(
     @app.get("/health")
     async def health() -> JSONResponse:
         status, body = readiness.health(lambda: details() | {"cpu": cpu_info().as_dict()})
+        if remotes is not None:
+            status, body = await remotes(status, body)
         return JSONResponse(body | always(), status_code=status)
 
     return app

@@ -101,6 +101,9 @@ class MTDraft:
     finished: bool
     #: Tokens the engine had to process for this call (prompt tokens not served by the cache + drafted tokens).
     computed_tokens: int = 0
+    #: A re-translation by an engine without attention (`MTCapabilities.attention` false): the
+    #: session commits a PARTIAL one by LocalAgreement with the previous draft, not by AlignAtt.
+    retranslation: bool = False
     extra: dict[str, float] = field(default_factory=dict)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from dragoman.engines.asr.word_agreement import split_words
 from dragoman.engines.mt.base import MTDraft, MTRequest
 from dragoman.engines.workers import CancelToken
 from dragoman.sessions.mt.events import MTJob
@@ -24,6 +25,7 @@ from dragoman.streaming.alignatt import (
     select_commit,
 )
 from dragoman.streaming.copy_check import copies_source
+from dragoman.streaming.local_agreement import agreed_words
 
 Decode = Callable[[Sequence[int]], str]
 
@@ -42,6 +44,9 @@ class Utterance:
     cache: CachedDraft | None = None
     #: A draft copied the source: every later request of the utterance forces the target language.
     force_language: bool = False
+    #: An engine without attention: the last draft's words after the accepted target, which the
+    #: next draft must agree with to commit them (`streaming/local_agreement.py`).
+    previous: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -68,8 +73,12 @@ def commit_partial(
 ) -> PartialCommit:
     """Apply the policy to a streaming draft; caches the draft on `utt` for the fast path.
 
+    A re-translation by an engine without attention (`MTDraft.retranslation`) is committed by
+    LocalAgreement with the utterance's previous draft instead.
     Raises ValueError (and changes nothing) for a draft whose attention does not fit it.
     """
+    if draft.retranslation:
+        return commit_agreed(draft, utt, decode)
     n_tokens, n_words = len(draft.token_ids), len(job.request.source_words)
     if draft.attention is None or draft.attention.shape != (n_tokens, n_words):
         shape = None if draft.attention is None else draft.attention.shape
@@ -88,6 +97,16 @@ def commit_partial(
     committed = extend_target(utt.committed, cut.text)
     utt.cache = CachedDraft(prompt_key(job.request), positions, texts, draft.finished, cut.end, committed)
     return PartialCommit(committed, texts.tail_text(cut.end).strip(), cut.covered, cut.reason)
+
+
+def commit_agreed(draft: MTDraft, utt: Utterance, decode: Decode) -> PartialCommit:
+    """Commit what this draft and the utterance's previous one agree on (LocalAgreement)."""
+    words = split_words(decode(draft.token_ids))
+    agreed = agreed_words(utt.previous, words)
+    committed = extend_target(utt.committed, "".join(words[:agreed]))
+    utt.previous = tuple(words[agreed:])
+    utt.cache = None  # no attention to re-cut: every update drafts again
+    return PartialCommit(committed, "".join(utt.previous).strip(), utt.covered, "local_agreement")
 
 
 def copy_redraft(
