@@ -56,6 +56,20 @@ async def text_mt(server: Server, source: str, language: str) -> str:
                 return str(answer["committed_text"])
 
 
+async def assert_german(server: Server, row: dict[str, str], source: str, german: str) -> None:
+    """`german` translates the clip `row`: about as close to FLORES as the same server's text MT of
+    the gold transcript (chrF), and closer to it than to the English."""
+    offline = await text_mt(server, row["src_text"], "de")
+    chrf = sacrebleu.corpus_chrf([german], [[row["deu"]]]).score
+    chrf_text = sacrebleu.corpus_chrf([offline], [[row["deu"]]]).score
+    copied = sacrebleu.corpus_chrf([german], [[row["src_text"]]]).score
+    facts = (source, german, offline, chrf, chrf_text, copied)
+    # No one word: `auto` picks the MT model by this CPU's speed, and the 0.5B has rendered "changes
+    # color" without "Farbe" ("Die Käsejuice verändert sich je nach der pH des Käse."). The
+    # translation must be German and about as close to the reference as the same server's text MT.
+    assert chrf >= CHRF_RATIO * chrf_text and chrf > copied, facts
+
+
 def clip(index: int) -> dict[str, str]:
     with (EVAL / "speech_translation.tsv").open(newline="") as handle:
         return list(csv.DictReader(handle, delimiter="\t"))[index]
@@ -148,16 +162,7 @@ async def test_english_speech_in_german_text_and_speech_out(server: Server) -> N
     # The source text is the streaming transcription's own (its quality is tested there): here,
     # that it comes, and is the clip's.
     assert wer([row["src_text"]], [source]) < 0.6, source
-    german = heard.text("session.output_transcript.delta")
-    offline = await text_mt(server, row["src_text"], "de")
-    chrf = sacrebleu.corpus_chrf([german], [[row["deu"]]]).score
-    chrf_text = sacrebleu.corpus_chrf([offline], [[row["deu"]]]).score
-    copied = sacrebleu.corpus_chrf([german], [[row["src_text"]]]).score
-    facts = (source, german, offline, chrf, chrf_text, copied)
-    # No one word: `auto` picks the MT model by this CPU's speed, and the 0.5B has rendered "changes
-    # color" without "Farbe" ("Die Käsejuice verändert sich je nach der pH des Käse."). The
-    # translation must be German and about as close to the reference as the same server's text MT.
-    assert chrf >= CHRF_RATIO * chrf_text and chrf > copied, facts
+    await assert_german(server, row, source, heard.text("session.output_transcript.delta"))
 
     stamped = [e["elapsed_ms"] for e in heard.events if "elapsed_ms" in e]
     assert stamped and all(ms % 200 == 0 for ms in stamped)

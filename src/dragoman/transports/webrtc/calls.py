@@ -180,12 +180,12 @@ def calls_router(
             REFUSALS.labels("session_limit_reached").inc()
             message = f"All {len(service.pool.units)} voice-agent pipelines are in use; try again later."
             return error_response(503, "session_limit_reached", message, headers={"Retry-After": "5"})
-        call: Call | None = None
-        try:
+
+        def build() -> Call:
             session = service.new_session(session_id, INPUT_RATE, media_track=True)
             configure(session, form_session, getattr(request.state, "session_config", None))
             release = functools.partial(_release, service, unit)
-            call = Call(
+            return Call(
                 call_id,
                 service,
                 session,
@@ -195,25 +195,45 @@ def calls_router(
                 release,
                 unit=unit.index,
             )
-            sdp = await call.connect(offer)
-        except ClientError as exc:  # the offer or the session config
-            await _abandon(call, service, unit)
-            return error_response(400, exc.code, exc.message, exc.param)
-        except Exception as exc:
-            error_id = log_failure(log, "call setup failed", exc)
-            await _abandon(call, service, unit)
-            return error_response(500, "server_error", f"The call could not be set up (error id {error_id}).")
+
+        made = await set_up(build, offer, lambda: service.pool.release(unit, drained=True))
+        if isinstance(made, Response):
+            return made
         service.usage["sessions_opened"] += 1
-        calls.start(call)
         log.info("call answered", call=call_id, session=session_id, unit=unit.index)
-        location = f"/v1/realtime/calls/{call_id}"
-        return Response(sdp, status_code=201, media_type="application/sdp", headers={"Location": location})
+        return answered(calls, *made, f"/v1/realtime/calls/{call_id}")
 
     @router.delete("/v1/realtime/calls/{call_id}")
     async def hang_up(call_id: str) -> Response:
         return await hang_up_call(calls, call_id)
 
     return router
+
+
+async def set_up(
+    build: Callable[[], Call], offer: str, release: Callable[[], None]
+) -> tuple[Call, str] | Response:
+    """Build a call and answer `offer`: the call and its SDP answer, or, once the call and (by
+    `release`) its admission are let go, the error response."""
+    call: Call | None = None
+    try:
+        call = build()
+        return call, await call.connect(offer)
+    except ClientError as exc:  # the offer or the session config
+        refused = error_response(400, exc.code, exc.message, exc.param)
+    except Exception as exc:
+        error_id = log_failure(log, "call setup failed", exc)
+        refused = error_response(500, "server_error", f"The call could not be set up (error id {error_id}).")
+    if call is not None:
+        await call.abandon()
+    release()
+    return refused
+
+
+def answered(calls: Calls, call: Call, sdp: str, location: str) -> Response:
+    """Start `call` and answer with its SDP: 201, and where to hang up."""
+    calls.start(call)
+    return Response(sdp, status_code=201, media_type="application/sdp", headers={"Location": location})
 
 
 async def hang_up_call(calls: Calls, call_id: str) -> Response:
@@ -231,10 +251,3 @@ async def hang_up_call(calls: Calls, call_id: str) -> Response:
 def call_policy(request: Request) -> ConnectionPolicy:
     policy = getattr(request.app.state, "policy", None)
     return policy if isinstance(policy, ConnectionPolicy) else ConnectionPolicy()
-
-
-async def _abandon(call: Call | None, service: AgentService, unit: PipelineUnit) -> None:
-    """A call that was never answered lets its unit and its peer connection go."""
-    if call is not None:
-        await call.abandon()
-    service.pool.release(unit, drained=True)

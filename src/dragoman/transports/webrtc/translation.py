@@ -30,7 +30,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from dragoman.errors import ClientError, InvalidEvent, ServerError
-from dragoman.logs import get_logger, log_failure
+from dragoman.logs import get_logger
 from dragoman.metrics import REFUSALS
 from dragoman.protocol.realtime.translation_client import TranslationParser
 from dragoman.sessions.translation import events as translation
@@ -38,10 +38,18 @@ from dragoman.transports.adapters import Frame
 from dragoman.transports.interpreter_service import InterpreterService, admission
 from dragoman.transports.readiness import Readiness
 from dragoman.transports.webrtc.call import Call
-from dragoman.transports.webrtc.calls import Calls, call_policy, error_response, hang_up_call, read_offer
+from dragoman.transports.webrtc.calls import (
+    Calls,
+    answered,
+    call_policy,
+    error_response,
+    hang_up_call,
+    read_offer,
+    set_up,
+)
 from dragoman.transports.webrtc.channel import PlaybackCut, TrackAudio
 from dragoman.transports.webrtc.playout import Playout
-from dragoman.transports.websocket.bound import start_bound
+from dragoman.transports.websocket.bound import bound_config, start_bound
 from dragoman.transports.websocket.translation import TranslationCodec
 
 log = get_logger(__name__)
@@ -114,8 +122,7 @@ def translation_calls_router(
         except ClientError as exc:
             return error_response(400, exc.code, exc.message, exc.param)
         service = interpreter()
-        bound = getattr(request.state, "session_config", None)
-        bound = bound if isinstance(bound, dict) else None
+        bound = bound_config(request)
         model = _model(request, form_session, bound)
         refusal = admission(service, model)
         if refusal is not None:
@@ -125,17 +132,16 @@ def translation_calls_router(
             return error_response(status, refusal.code, refusal.message, headers=headers)
         assert service is not None and model is not None
         service.sessions += 1  # before the first await: concurrent offers cannot all take the last slot
-        suffix = uuid.uuid4().hex[:20]
-        call_id = "rtc_" + suffix
-        call: Call | None = None
-        try:
+        call_id = "rtc_" + uuid.uuid4().hex[:20]
+
+        def build() -> Call:
             session = service.new_session(model, media_track=True)
             started: Any = session
             for config in (form_session, bound):
                 if config is not None:
                     started = start_bound(started, TranslationParser(), config, translation.SessionConfigured)
             policy = call_policy(request)
-            call = Call(
+            return Call(
                 call_id,
                 service,
                 started,
@@ -147,18 +153,12 @@ def translation_calls_router(
                 engine_timeout_s=policy.engine_timeout_s,
                 service_name="interpreter",
             )
-            sdp = await call.connect(offer)
-        except ClientError as exc:
-            await _abandon(call, service)
-            return error_response(400, exc.code, exc.message, exc.param)
-        except Exception as exc:
-            error_id = log_failure(log, "translation call setup failed", exc)
-            await _abandon(call, service)
-            return error_response(500, "server_error", f"The call could not be set up (error id {error_id}).")
-        calls.start(call)
-        log.info("translation call answered", call=call_id, session=session.session_id, model=model)
-        location = f"/v1/realtime/translations/calls/{call_id}"
-        return Response(sdp, status_code=201, media_type="application/sdp", headers={"Location": location})
+
+        made = await set_up(build, offer, lambda: _release(service))
+        if isinstance(made, Response):
+            return made
+        log.info("translation call answered", call=call_id, session=made[0].session.session_id, model=model)
+        return answered(calls, *made, f"/v1/realtime/translations/calls/{call_id}")
 
     @router.delete("/v1/realtime/translations/calls/{call_id}")
     async def hang_up(call_id: str) -> Response:
@@ -169,10 +169,3 @@ def translation_calls_router(
 
 def _release(service: InterpreterService) -> None:
     service.sessions -= 1
-
-
-async def _abandon(call: Call | None, service: InterpreterService) -> None:
-    """A call that was never answered lets its slot and its peer connection go."""
-    if call is not None:
-        await call.abandon()
-    _release(service)

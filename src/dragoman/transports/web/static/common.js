@@ -56,6 +56,22 @@ export function gathered(pc, timeoutMs = 3000) {
   });
 }
 
+/** Offer `pc` (with its ICE candidates) to the call endpoint `path` with the key `key`, and apply the
+ * answer; returns the call's Location (where DELETE hangs up). Throws with the server's reason. */
+export async function placeCall(pc, path, key) {
+  await pc.setLocalDescription(await pc.createOffer());
+  await gathered(pc);
+  const response = await fetch(path, {
+    method: "POST",
+    body: pc.localDescription.sdp,
+    headers: { "Content-Type": "application/sdp", Authorization: `Bearer ${key}` },
+  });
+  if (!response.ok) throw new Error(`The call was refused: ${await errorMessage(response)}`);
+  const location = response.headers.get("Location");
+  await pc.setRemoteDescription({ type: "answer", sdp: await response.text() });
+  return location;
+}
+
 /** A bar that follows a stream's loudness (the call's own microphone track). */
 export function watchLevel(stream, onLevel) {
   const context = new AudioContext();

@@ -2,7 +2,7 @@
 // minted for the translation session (POST /v1/realtime/translations/client_secrets), the chosen
 // microphone as the call's audio track, the translated speech on the remote track, and the source
 // and translated transcript deltas (append-only, their own spaces) on the "oai-events" data channel.
-import { el, errorMessage, gathered, levelMeter, mintKey, scrollDown, stateBadge, watchLevel } from "./common.js";
+import { el, levelMeter, mintKey, placeCall, scrollDown, stateBadge, watchLevel } from "./common.js";
 
 /** How long Stop waits for the rest of the translation (`session.close` → `session.closed`). */
 const CLOSE_WAIT_MS = 30000;
@@ -80,15 +80,7 @@ export function interpreterPanel(showError) {
     channel.onmessage = (message) => handle(JSON.parse(message.data));
     channel.onclose = () => finish("closed");
 
-    await pc.setLocalDescription(await pc.createOffer());
-    await gathered(pc);
-    const response = await fetch("/v1/realtime/translations/calls", {
-      method: "POST",
-      body: pc.localDescription.sdp,
-      headers: { "Content-Type": "application/sdp", Authorization: `Bearer ${key}` },
-    });
-    if (!response.ok) throw new Error(`The interpreter refused the call: ${await errorMessage(response)}`);
-    await pc.setRemoteDescription({ type: "answer", sdp: await response.text() });
+    await placeCall(pc, "/v1/realtime/translations/calls", key);
     setState("connecting", "ringing…");
   }
 

@@ -3,12 +3,11 @@
 import {
   append,
   el,
-  errorMessage,
-  gathered,
   latencyTag,
   levelMeter,
   longLivedKey,
   mintKey,
+  placeCall,
   scrollDown,
   stateBadge,
   watchLevel,
@@ -67,16 +66,7 @@ export function talkPanel(showError) {
     channel.onmessage = (message) => handle(state, JSON.parse(message.data));
     channel.onclose = () => finish("closed");
 
-    await pc.setLocalDescription(await pc.createOffer());
-    await gathered(pc);
-    const response = await fetch("/v1/realtime/calls", {
-      method: "POST",
-      body: pc.localDescription.sdp,
-      headers: { "Content-Type": "application/sdp", Authorization: `Bearer ${key}` },
-    });
-    if (!response.ok) throw new Error(`The call was refused: ${await errorMessage(response)}`);
-    state.location = response.headers.get("Location");
-    await pc.setRemoteDescription({ type: "answer", sdp: await response.text() });
+    state.location = await placeCall(pc, "/v1/realtime/calls", key);
     setState("connecting", "ringing…");
   }
 
