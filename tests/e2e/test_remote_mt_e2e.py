@@ -59,22 +59,22 @@ def test_health_names_the_remote_backend_and_its_reachability(remote: Server) ->
 
 
 def translate(
-    ws: ClientConnection, utterance: int, sentence: str, seq: int
+    ws: ClientConnection, utterance: int, sentence: str, seq: int, start_ms: float
 ) -> tuple[list[dict[str, Any]], int]:
-    """Feed `sentence` word by word (two words of unstable tail), then its final; every reply."""
+    """Feed `sentence` word by word from `start_ms` (two words of unstable tail), then its
+    final; every reply, and the last seq."""
     words = sentence.split()
+    timed = [[word, start_ms + 400.0 * i, start_ms + 400.0 * i + 300.0] for i, word in enumerate(words)]
     replies = []
     for end in range(2, len(words) + 1, 2):
         seq += 1
-        committed = [[word, 400.0 * i, 400.0 * i + 300.0] for i, word in enumerate(words[:end])]
-        tail = [[word, 0.0, 0.0] for word in words[end : end + 2]]
-        update = {"type": "update", "seq": seq, "utterance_id": utterance, "words": committed}
-        ws.send(json.dumps(update | {"tail": {"words": tail}, "clock_ms": 400.0 * end + 100.0}))
+        update = {"type": "update", "seq": seq, "utterance_id": utterance, "words": timed[:end]}
+        tail = {"words": [[word, 0.0, 0.0] for word in words[end : end + 2]]}
+        ws.send(json.dumps(update | {"tail": tail, "clock_ms": start_ms + 400.0 * end + 100.0}))
         replies.append(json.loads(ws.recv(timeout=180)))
     seq += 1
-    committed = [[word, 400.0 * i, 400.0 * i + 300.0] for i, word in enumerate(words)]
-    final = {"type": "update", "seq": seq, "utterance_id": utterance, "words": committed}
-    ws.send(json.dumps(final | {"clock_ms": 400.0 * len(words) + 500.0, "is_final": True}))
+    final = {"type": "update", "seq": seq, "utterance_id": utterance, "words": timed, "is_final": True}
+    ws.send(json.dumps(final | {"clock_ms": start_ms + 400.0 * len(words) + 500.0}))
     while not replies[-1].get("final"):
         replies.append(json.loads(ws.recv(timeout=180)))
     return replies, seq
@@ -89,7 +89,7 @@ def test_mt_protocol_v1_through_the_remote_server(remote: Server) -> None:
         assert ok["type"] == "init_ok" and ok["direction"] == "en-de", ok
         seq = 0
         for utterance, (english, _) in enumerate(pairs):
-            replies, seq = translate(ws, utterance, english, seq)
+            replies, seq = translate(ws, utterance, english, seq, start_ms=60_000.0 * utterance)
             assert all(r["type"] == "translation" for r in replies), replies
             texts = [r["committed_text"] for r in replies]
             # Append-only: what was committed is never taken back.
