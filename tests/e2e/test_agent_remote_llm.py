@@ -93,3 +93,24 @@ def test_without_the_flag_there_is_no_proxy(server: Server) -> None:
     with pytest.raises(urllib.error.HTTPError) as missing:
         urllib.request.urlopen(request, timeout=10)
     assert missing.value.code in (404, 405)
+
+
+async def test_a_long_answer_from_the_remote_llm_ends_whole_at_the_soft_length(remote: Server) -> None:
+    """The server's default soft length (48 tokens) holds for a remote LLM too: asked to ramble,
+    it answers a few whole sentences, and the response completes."""
+    async with agent(remote, instructions="Answer in great detail, in at least fifteen sentences.") as (
+        conn,
+        log,
+    ):
+        text = "Tell me everything about the history of Paris."
+        item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+        await conn.conversation.item.create(item=item)
+        await conn.response.create()
+        await read_until(conn, log, response_done, limit=300)
+    (done,) = log.of("response.done")
+    assert done["response"]["status"] == "completed", done
+    (final,) = log.of("response.output_audio_transcript.done")
+    spoken = final["transcript"].strip()
+    assert spoken[-1:] in ".!?", spoken
+    # 48 tokens, and at most the grace of 32 more for the sentence to end: well under 80 words.
+    assert 5 < len(spoken.split()) < 80, spoken
