@@ -16,10 +16,12 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dragoman.errors import ModelUnavailable
 from dragoman.logs import get_logger
+
+if TYPE_CHECKING:
+    from dragoman.engines.llama_native import NativeModel
 
 log = get_logger(__name__)
 
@@ -74,35 +76,25 @@ class SharedModels:
         return entry.users if entry is not None else 0
 
 
-def _load(path: Path) -> Any:
-    import llama_cpp
-    from llama_cpp import _internals
-    from llama_cpp._logger import set_verbose
+def _load(path: Path) -> NativeModel:
+    from dragoman.engines.llama_native import load_model
 
-    from dragoman.engines.llama_backend import load_backend
-
-    set_verbose(False)  # llama.cpp logs every load to stderr otherwise
-    load_backend()
-    try:
-        return _internals.LlamaModel(
-            path_model=str(path), params=llama_cpp.llama_model_default_params(), verbose=False
-        )
-    except ValueError as exc:
-        raise ModelUnavailable(f"llama.cpp cannot load the GGUF model {path.name}: {exc}") from exc
+    return load_model(path)
 
 
-def _free(model: Any) -> None:
-    model.close()  # llama-cpp-python leaves close() unannotated
+def _free(model: NativeModel) -> None:
+    model.close()
 
 
 #: The process's models.
 MODELS = SharedModels(_load, _free)
 
 
-def acquire(path: Path) -> Any:
-    """The `llama_cpp._internals.LlamaModel` of the GGUF at `path`, loaded once; `release` it."""
-    return MODELS.acquire(path)
+def acquire(path: Path) -> NativeModel:
+    """The model of the GGUF at `path` (`llama_native.NativeModel`), loaded once; `release` it."""
+    model: NativeModel = MODELS.acquire(path)
+    return model
 
 
-def release(model: Any) -> None:
+def release(model: NativeModel) -> None:
     MODELS.release(model)

@@ -1,7 +1,7 @@
 """A GGUF model in llama.cpp with one sequence, greedy choices per row and attention taps.
 
-Through llama-cpp-python's low-level API: the high-level `Llama` keeps logits of
-one row and knows no eval callback. Flash attention is off, since with it the
+Through llama-cpp-python's low-level API (`engines.llama_native`): the high-level
+`Llama` keeps logits of one row and knows no eval callback. Flash attention is off, since with it the
 softmaxed scores never exist as a tensor (`engines.mt.llama_tap`).
 
 Source words can be inserted before the kept assistant header and target prefix
@@ -16,18 +16,16 @@ torch engine, whose tokenizer transformers builds from the same file.
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import llama_cpp
 import numpy as np
-from llama_cpp import _internals
 
 from dragoman.engines import llama_models
 from dragoman.engines.llama_backend import load_backend
+from dragoman.engines.llama_native import ContextSpec, NativeContext, NativeModel
 from dragoman.engines.mt.llama_cells import CellMap
 from dragoman.engines.mt.llama_tap import AttentionTap
 from dragoman.errors import EngineFailure, ModelUnavailable
@@ -36,7 +34,7 @@ from dragoman.errors import EngineFailure, ModelUnavailable
 class GGUFTokenizer:
     """The two calls `PromptBuilder` makes of a transformers tokenizer, on llama.cpp's vocabulary."""
 
-    def __init__(self, model: Any, chat_template: str) -> None:
+    def __init__(self, model: NativeModel, chat_template: str) -> None:
         from jinja2.sandbox import ImmutableSandboxedEnvironment
 
         self._model = model
@@ -51,8 +49,7 @@ class GGUFTokenizer:
 
     def __call__(self, text: str, add_special_tokens: bool = False) -> dict[str, list[int]]:
         # Special tokens written as text (<|im_start|>) are parsed, as transformers does.
-        ids = self._model.tokenize(text.encode("utf-8"), add_bos=add_special_tokens, special=True)
-        return {"input_ids": list(ids)}
+        return {"input_ids": self._model.tokenize(text, add_bos=add_special_tokens)}
 
     def apply_chat_template(
         self,
@@ -92,35 +89,30 @@ class TappedContext:
         #: Shared with any other engine on the same GGUF (`engines.llama_models`).
         self._model = llama_models.acquire(path)
         self.tap = AttentionTap()
-        params = llama_cpp.llama_context_default_params()
-        params.n_ctx = context_tokens
-        # n_batch = n_ubatch: one llama_decode is one ubatch, which the tap relies on.
-        params.n_batch = params.n_ubatch = min(batch, context_tokens)
-        # One unified KV stream for the sequence and `insert`'s helper: copying between
-        # them is then a change of cell metadata, not of data.
-        params.n_seq_max = 2
-        params.kv_unified = True
-        params.n_threads = params.n_threads_batch = threads
-        params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
-        params.cb_eval = self.tap.callback
-        params.cb_eval_user_data = None
-        params.no_perf = True
+        spec = ContextSpec(
+            context_tokens=context_tokens,
+            threads=threads,
+            # n_batch = n_ubatch: one llama_decode is one ubatch, which the tap relies on.
+            batch=batch,
+            # One unified KV stream for the sequence and `insert`'s helper: copying between
+            # them is then a change of cell metadata, not of data.
+            sequences=2,
+            unified_kv=True,
+            flash_attention=False,
+        )
         try:
-            self._context = _internals.LlamaContext(model=self._model, params=params, verbose=False)
-        except ValueError as exc:
+            self._context = NativeContext(self._model, spec, self.tap.callback)
+        except EngineFailure:
             llama_models.release(self._model)
-            raise EngineFailure(f"llama.cpp cannot create a context of {context_tokens} tokens") from exc
-        self.ctx = self._context.ctx
-        self.vocab = self._model.vocab
-        self.memory = llama_cpp.llama_get_memory(self.ctx)
-        self.n_ctx = int(llama_cpp.llama_n_ctx(self.ctx))
-        self.batch_size = int(params.n_batch)
+            raise
+        self.n_ctx = self._context.n_ctx
+        self.batch_size = self._context.batch_size
         self.threads = threads
-        self.n_vocab = int(self._model.n_vocab())
-        self.n_layer = int(llama_cpp.llama_model_n_layer(self._model.model))
-        self.n_head = int(llama_cpp.llama_model_n_head(self._model.model))
-        self.metadata: dict[str, str] = dict(self._model.metadata())
-        self._batch = llama_cpp.llama_batch_init(self.batch_size, 0, 1)
+        self.n_vocab = self._model.n_vocab
+        self.n_layer = self._model.n_layer
+        self.n_head = self._model.n_head
+        self.metadata: dict[str, str] = dict(self._model.metadata)
+        self._open = True
         template = self.metadata.get("tokenizer.chat_template")
         if not template:
             raise ModelUnavailable(f"{path.name} has no chat template")
@@ -137,16 +129,10 @@ class TappedContext:
 
     def piece(self, token: int) -> bytes:
         """The token's bytes; control tokens (<|im_end|>) are empty."""
-        size = 64
-        while True:
-            buf = ctypes.create_string_buffer(size)
-            n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, size, 0, False)
-            if n >= 0:
-                return buf.raw[:n]
-            size = -n
+        return self._model.piece(token)
 
     def is_eog(self, token: int) -> bool:
-        return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
+        return self._model.is_eog(token)
 
     # -- the sequence ---------------------------------------------------------------------
 
@@ -179,9 +165,7 @@ class TappedContext:
                 parts.append(self.tap.take())
                 self.cells.check_reach(self.tap.reach, len(self.held) - 1)
             for i in range(first_out, len(chunk)):
-                logits = llama_cpp.llama_get_logits_ith(self.ctx, i)
-                row = np.ctypeslib.as_array(logits, shape=(self.n_vocab,))
-                choices.append(int(row.argmax()))
+                choices.append(int(self._context.logits(i).argmax()))
             done += len(chunk)
         attention = np.concatenate(parts, axis=1) if parts else None
         return choices, attention
@@ -196,11 +180,11 @@ class TappedContext:
         n, length = len(tokens), len(self.held)
         if not 0 < at <= length or not 0 < n <= self.batch_size or length + n > self.n_ctx:
             raise EngineFailure(f"cannot insert {n} tokens at position {at} of {length}")
-        mem = self.memory
-        llama_cpp.llama_memory_seq_add(mem, _SEQ, at, -1, n)
+        kv = self._context
+        kv.shift(_SEQ, at, -1, n)
         # The helper sequence sees positions 0..at-1 and, decoded into it, the new tokens:
         # llama.cpp requires every decode to continue its sequence's last position.
-        llama_cpp.llama_memory_seq_cp(mem, _SEQ, _INSERT_SEQ, 0, at)
+        kv.copy(_SEQ, _INSERT_SEQ, 0, at)
         checked = self.tap.wanted
         try:
             if checked:
@@ -210,38 +194,31 @@ class TappedContext:
             if checked:
                 self.tap.take()
                 self.cells.check_reach(self.tap.reach, at + n - 1)
-            llama_cpp.llama_memory_seq_cp(mem, _INSERT_SEQ, _SEQ, at, at + n)
+            kv.copy(_INSERT_SEQ, _SEQ, at, at + n)
         finally:
             self.tap.disarm()
-            llama_cpp.llama_memory_seq_rm(mem, _INSERT_SEQ, -1, -1)
+            kv.remove(_INSERT_SEQ, -1, -1)
         self.held[at:at] = list(tokens)
         self.stale_from = at + n if self.stale_from is None else self.stale_from + n
         self.stale_tokens += n
 
     def _decode(self, chunk: Sequence[int], start: int, seq: int, first_out: int) -> None:
         """One `llama_decode` of `chunk` at positions `start`.. of `seq`, logits from `first_out`."""
-        batch = self._batch
-        batch.n_tokens = len(chunk)
-        for i, token in enumerate(chunk):
-            batch.token[i] = token
-            batch.pos[i] = start + i
-            batch.n_seq_id[i] = 1
-            batch.seq_id[i][0] = seq
-            batch.logits[i] = i >= first_out
-        code = llama_cpp.llama_decode(self.ctx, batch)
-        if code != 0:
+        try:
+            self._context.decode(chunk, start, seq, first_out)
+        except EngineFailure:
             self.tap.disarm()
-            raise EngineFailure(f"llama_decode returned {code} at position {start}")
+            raise
 
     def truncate(self, length: int) -> None:
         """Keep positions 0..length-1 of the sequence."""
         if length == 0:
             # All of it, and llama.cpp's cell search back to cell 0, as the map's.
-            llama_cpp.llama_memory_clear(self.memory, False)
+            self._context.clear()
             self.cells = CellMap(self.n_ctx)
             self.held.clear()
         elif length < len(self.held):
-            llama_cpp.llama_memory_seq_rm(self.memory, _SEQ, length, -1)
+            self._context.remove(_SEQ, length)
             self.cells.remove_from(length)
             del self.held[length:]
         if self.stale_from is not None and length <= self.stale_from:
@@ -249,19 +226,14 @@ class TappedContext:
 
     def snapshot(self) -> SavedSequence:
         """The sequence's keys and values and its tokens, to `restore` later."""
-        size = int(llama_cpp.llama_state_seq_get_size(self.ctx, _SEQ))
-        buf = (ctypes.c_uint8 * size)()
-        written = int(llama_cpp.llama_state_seq_get_data(self.ctx, buf, size, _SEQ))
-        if written != size:
-            raise EngineFailure(f"llama.cpp wrote {written} of {size} bytes of sequence state")
+        data = bytes(self._context.save(_SEQ))
         cells = [int(c) for c in self.cells.cells(slice(None))]
-        return SavedSequence(bytes(buf), list(self.held), cells, self.stale_from, self.stale_tokens)
+        return SavedSequence(data, list(self.held), cells, self.stale_from, self.stale_tokens)
 
     def restore(self, state: SavedSequence) -> None:
         """Replace the sequence with a `snapshot`; an empty sequence if that fails."""
         self.truncate(0)
-        buf = (ctypes.c_uint8 * len(state.data)).from_buffer_copy(state.data)
-        if int(llama_cpp.llama_state_seq_set_data(self.ctx, buf, len(state.data), _SEQ)) == 0:
+        if not self._context.load(_SEQ, state.data):
             self.truncate(0)
             raise EngineFailure("llama.cpp could not restore a KV cache")
         self.cells.restore(state.cells)
@@ -269,15 +241,7 @@ class TappedContext:
         self.stale_from, self.stale_tokens = state.stale_from, state.stale_tokens
 
     def close(self) -> None:
-        if self._batch is not None:
-            llama_cpp.llama_batch_free(self._batch)
-            self._batch = None
-        if self._model is not None:
-            _close(self._context)
+        if self._open:
+            self._open = False
+            self._context.close()
             llama_models.release(self._model)
-            self._model = None
-
-
-def _close(resource: Any) -> None:
-    # llama-cpp-python leaves close() unannotated.
-    resource.close()

@@ -16,47 +16,16 @@ callback copies the wanted heads' rows of the source columns and nothing else.
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Sequence
 from typing import Any
 
-import llama_cpp
 import numpy as np
 import numpy.typing as npt
 
-from dragoman.engines.llama_backend import ggml_library
+from dragoman.engines import llama_native
 from dragoman.errors import EngineFailure
 
 _PREFIX = b"kq_soft_max-"
-_GGML_TYPE_F32 = 0
-
-
-class _TensorHead(ctypes.Structure):
-    """The leading fields of `struct ggml_tensor` (ggml.h), stable across ggml versions."""
-
-    _fields_ = [
-        ("type", ctypes.c_int),
-        ("buffer", ctypes.c_void_p),
-        ("ne", ctypes.c_int64 * 4),
-        ("nb", ctypes.c_size_t * 4),
-    ]
-
-
-def _load_ggml() -> Any:
-    lib = ggml_library()
-    lib.ggml_get_name.restype = ctypes.c_char_p
-    lib.ggml_get_name.argtypes = [ctypes.c_void_p]
-    lib.ggml_backend_tensor_get.restype = None
-    lib.ggml_backend_tensor_get.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-        ctypes.c_size_t,
-    ]
-    return lib
-
-
-_ggml: Any = None
 
 
 class AttentionTap:
@@ -70,10 +39,6 @@ class AttentionTap:
     """
 
     def __init__(self, heads: Sequence[tuple[int, int]] = ()) -> None:
-        global _ggml
-        if _ggml is None:
-            _ggml = _load_ggml()
-        self._lib = _ggml
         self._by_layer: dict[int, list[int]] = {}
         self._order: list[tuple[int, int]] = []
         self.set_heads(heads)
@@ -85,7 +50,7 @@ class AttentionTap:
         self.reach: npt.NDArray[np.intp] = np.zeros(0, np.intp)
         self._captured: dict[int, npt.NDArray[np.float32]] = {}
         self._error: str | None = None
-        self.callback = llama_cpp.ggml_backend_sched_eval_callback(self._on_tensor)
+        self.callback = llama_native.eval_callback(self._on_tensor)
 
     def set_heads(self, heads: Sequence[tuple[int, int]]) -> None:
         by_layer: dict[int, list[int]] = {}
@@ -137,7 +102,7 @@ class AttentionTap:
         if not self._armed:
             return not ask
         try:
-            name: bytes = self._lib.ggml_get_name(tensor)
+            name = llama_native.tensor_name(tensor)
             if not name.startswith(_PREFIX):
                 return not ask
             layer = int(name[len(_PREFIX) :].split(b"-")[0])
@@ -151,9 +116,9 @@ class AttentionTap:
         return not ask
 
     def _copy(self, tensor: int, heads: list[int]) -> npt.NDArray[np.float32]:
-        head = _TensorHead.from_address(tensor)
-        n_kv, n_tokens = int(head.ne[0]), int(head.ne[1])
-        if head.type != _GGML_TYPE_F32 or head.nb[0] != 4 or head.nb[1] != 4 * n_kv:
+        layout = llama_native.tensor_layout(tensor)
+        n_kv, n_tokens = layout.ne[0], layout.ne[1]
+        if layout.type != llama_native.GGML_TYPE_F32 or layout.nb[0] != 4 or layout.nb[1] != 4 * n_kv:
             raise EngineFailure("unexpected layout of kq_soft_max")
         start, cols = min(self._first_row, n_tokens), self._cols
         if len(cols) and int(cols.max()) >= n_kv:
@@ -164,7 +129,7 @@ class AttentionTap:
             block = np.empty((n_tokens - start, n_kv), np.float32)
             for i, h in enumerate(heads):
                 offset = (h * n_tokens + start) * n_kv * 4
-                self._lib.ggml_backend_tensor_get(tensor, block.ctypes.data, offset, block.nbytes)
+                llama_native.read_tensor(tensor, block, offset)
                 out[i] = block[:, cols]
             if not len(self.reach):
                 self.reach = np.flatnonzero(block[-1] > 0.0)

@@ -1,0 +1,318 @@
+"""The one adapter to llama-cpp-python's private and low-level API.
+
+The engines need more than the high-level `Llama` class offers: several sequences
+and their KV caches (snapshot, restore, cut, shift), logits of every row, sampler
+chains switched mid-reply, and the attention scores of chosen layers. That takes
+`llama_cpp._internals` (model and context wrappers), the raw C API (`llama_decode`,
+`llama_memory_*`, `llama_state_seq_*`, samplers) and ggml's tensor calls through
+ctypes. None of it is a stable interface, so all of it lives here, behind a small
+typed surface: `NativeModel`, `NativeContext`, `Sampler` and the tensor helpers an
+eval callback uses. The rest of the project imports these, never `llama_cpp`'s
+internals, and a new llama-cpp-python is checked against this module
+(tests/engine/test_llama_native.py runs it on the pinned version).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import llama_cpp
+import numpy as np
+import numpy.typing as npt
+from llama_cpp import _internals
+from llama_cpp._logger import set_verbose
+
+from dragoman.engines.llama_backend import ggml_library, load_backend
+from dragoman.errors import EngineFailure, ModelUnavailable
+
+#: Sampling of a non-greedy reply (llama.cpp's defaults).
+TOP_K, TOP_P, MIN_P = 40, 0.95, 0.05
+#: ggml's type id of 32-bit floats (`GGML_TYPE_F32`).
+GGML_TYPE_F32 = 0
+
+#: What llama.cpp calls for each graph node: (tensor address, ask, user data) -> wanted / go on.
+EvalCallback = Callable[[int, bool, Any], bool]
+
+
+def load_model(path: Path) -> NativeModel:
+    """The GGUF model at `path`, on the CPU kernels `load_backend` picks (loaded first)."""
+    set_verbose(False)  # llama.cpp logs every load to stderr otherwise
+    load_backend()
+    try:
+        model = _internals.LlamaModel(
+            path_model=str(path), params=llama_cpp.llama_model_default_params(), verbose=False
+        )
+    except ValueError as exc:
+        raise ModelUnavailable(f"llama.cpp cannot load the GGUF model {path.name}: {exc}") from exc
+    return NativeModel(model)
+
+
+class NativeModel:
+    """A loaded GGUF model: its vocabulary and facts. Contexts are made on it (`NativeContext`)."""
+
+    def __init__(self, model: Any) -> None:
+        self._model = model
+        self.vocab = model.vocab
+        self.n_vocab = int(model.n_vocab())
+        self.n_params = int(model.n_params())
+        self.n_layer = int(llama_cpp.llama_model_n_layer(model.model))
+        self.n_head = int(llama_cpp.llama_model_n_head(model.model))
+        self.add_bos = bool(model.add_bos_token())
+        self.metadata: dict[str, str] = dict(model.metadata())
+
+    def tokenize(self, text: str, *, add_bos: bool) -> list[int]:
+        """`text`'s tokens; special tokens written as text (`<|im_start|>`) are parsed."""
+        return list(self._model.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True))
+
+    def piece(self, token: int) -> bytes:
+        """The token's bytes; control tokens (`<|im_end|>`) are empty."""
+        size = 64
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, size, 0, False)
+            if n >= 0:
+                return buf.raw[:n]
+            size = -n
+
+    def token_text(self, token: int) -> str:
+        return str(self._model.token_get_text(token))
+
+    def is_eog(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
+
+    def close(self) -> None:
+        self._model.close()
+
+
+@dataclass(frozen=True)
+class ContextSpec:
+    """How a `NativeContext` is made."""
+
+    context_tokens: int
+    threads: int
+    #: Tokens per `llama_decode` (n_batch = n_ubatch: one decode is one ubatch).
+    batch: int = 512
+    sequences: int = 1
+    #: One KV stream for all sequences: copying between them moves no data.
+    unified_kv: bool = False
+    #: Off where the softmaxed attention must exist as a tensor; None: llama.cpp's default.
+    flash_attention: bool | None = None
+
+
+class NativeContext:
+    """A llama.cpp context on a `NativeModel`: a KV cache of sequences, a batch, threads."""
+
+    def __init__(self, model: NativeModel, spec: ContextSpec, eval_callback: Any = None) -> None:
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = spec.context_tokens
+        params.n_batch = params.n_ubatch = min(spec.batch, spec.context_tokens)
+        params.n_seq_max = spec.sequences
+        if spec.unified_kv:
+            params.kv_unified = True
+        params.n_threads = params.n_threads_batch = spec.threads
+        if spec.flash_attention is not None:
+            params.flash_attn_type = (
+                llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
+                if spec.flash_attention
+                else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+            )
+        if eval_callback is not None:
+            params.cb_eval = eval_callback
+            params.cb_eval_user_data = None
+        params.no_perf = True
+        try:
+            self._context: Any = _internals.LlamaContext(model=model._model, params=params, verbose=False)
+        except ValueError as exc:
+            raise EngineFailure(f"llama.cpp cannot create a context of {spec.context_tokens} tokens") from exc
+        self.ctx = self._context.ctx
+        self._memory = llama_cpp.llama_get_memory(self.ctx)
+        self.n_ctx = int(llama_cpp.llama_n_ctx(self.ctx))
+        self.n_vocab = model.n_vocab
+        self.batch_size = int(params.n_batch)
+        self._batch: Any = llama_cpp.llama_batch_init(self.batch_size, 0, 1)
+
+    def decode(self, tokens: Sequence[int], start: int, seq: int, logits_from: int) -> None:
+        """One `llama_decode` of `tokens` (at most `batch_size`) at positions `start`.. of
+        `seq`, keeping the logits of rows `logits_from`.."""
+        batch = self._batch
+        batch.n_tokens = len(tokens)
+        for i, token in enumerate(tokens):
+            batch.token[i] = token
+            batch.pos[i] = start + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = seq
+            batch.logits[i] = i >= logits_from
+        code = llama_cpp.llama_decode(self.ctx, batch)
+        if code != 0:
+            raise EngineFailure(f"llama_decode returned {code} at position {start}")
+
+    def logits(self, row: int) -> npt.NDArray[np.float32]:
+        """The last decode's logits of `row` (a view, valid until the next decode)."""
+        pointer = llama_cpp.llama_get_logits_ith(self.ctx, row)
+        view: npt.NDArray[np.float32] = np.ctypeslib.as_array(pointer, shape=(self.n_vocab,))
+        return view
+
+    # -- the KV cache -------------------------------------------------------------------
+
+    def remove(self, seq: int, start: int, end: int = -1) -> None:
+        """Drop positions start..end-1 of `seq` (-1: every sequence, or to the end)."""
+        llama_cpp.llama_memory_seq_rm(self._memory, seq, start, end)
+
+    def shift(self, seq: int, start: int, end: int, delta: int) -> None:
+        """Move positions start..end-1 of `seq` by `delta` (keys re-rotated by llama.cpp)."""
+        llama_cpp.llama_memory_seq_add(self._memory, seq, start, end, delta)
+
+    def copy(self, source: int, target: int, start: int, end: int) -> None:
+        """Let `target` see positions start..end-1 of `source` (the same cells)."""
+        llama_cpp.llama_memory_seq_cp(self._memory, source, target, start, end)
+
+    def clear(self) -> None:
+        """Empty every sequence, and llama.cpp's cell search starts again from cell 0."""
+        llama_cpp.llama_memory_clear(self._memory, False)
+
+    def save(self, seq: int) -> bytearray:
+        """`seq`'s keys and values, as llama.cpp serialises them."""
+        size = int(llama_cpp.llama_state_seq_get_size(self.ctx, seq))
+        data = bytearray(size)
+        buf = (ctypes.c_uint8 * size).from_buffer(data)
+        written = int(llama_cpp.llama_state_seq_get_data(self.ctx, buf, size, seq))
+        if written != size:
+            raise EngineFailure(f"llama.cpp wrote {written} of {size} bytes of sequence state")
+        return data
+
+    def load(self, seq: int, data: bytes | bytearray) -> bool:
+        """Put a `save`d state into `seq` (emptied first by the caller); False if refused."""
+        if isinstance(data, bytearray):
+            buf = (ctypes.c_uint8 * len(data)).from_buffer(data)
+        else:
+            buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        return int(llama_cpp.llama_state_seq_set_data(self.ctx, buf, len(data), seq)) != 0
+
+    def close(self) -> None:
+        if self._batch is not None:
+            llama_cpp.llama_batch_free(self._batch)
+            self._batch = None
+        self._context.close()
+
+
+class Sampler:
+    """A llama.cpp sampler chain: optional bans and grammar, then greedy or temperature sampling."""
+
+    def __init__(
+        self,
+        model: NativeModel,
+        context: NativeContext,
+        *,
+        temperature: float,
+        seed: int,
+        grammar: str | None,
+        banned: Sequence[int] = (),
+    ) -> None:
+        chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+        self._chain: Any = chain
+        if banned:
+            biases = (llama_cpp.llama_logit_bias * len(banned))()
+            for slot, token in zip(biases, banned, strict=True):
+                slot.token, slot.bias = token, float("-inf")
+            llama_cpp.llama_sampler_chain_add(
+                chain, llama_cpp.llama_sampler_init_logit_bias(model.n_vocab, len(banned), biases)
+            )
+        if grammar is not None:
+            constrained = llama_cpp.llama_sampler_init_grammar(model.vocab, grammar.encode("utf-8"), b"root")
+            if not constrained:
+                self.close()
+                raise EngineFailure("llama.cpp rejected the tool-call grammar")
+            llama_cpp.llama_sampler_chain_add(chain, constrained)
+        if temperature <= 0:
+            llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_greedy())
+        else:
+            for stage in (
+                llama_cpp.llama_sampler_init_top_k(TOP_K),
+                llama_cpp.llama_sampler_init_top_p(TOP_P, 1),
+                llama_cpp.llama_sampler_init_min_p(MIN_P, 1),
+                llama_cpp.llama_sampler_init_temp(temperature),
+                llama_cpp.llama_sampler_init_dist(seed),
+            ):
+                llama_cpp.llama_sampler_chain_add(chain, stage)
+        self._ctx = context.ctx
+
+    def sample(self) -> int:
+        """The next token from the last decoded position's logits; the chain accepts it."""
+        return int(llama_cpp.llama_sampler_sample(self._chain, self._ctx, -1))
+
+    def close(self) -> None:
+        if self._chain is not None:
+            llama_cpp.llama_sampler_free(self._chain)
+            self._chain = None
+
+
+# -- ggml tensors, for an eval callback ----------------------------------------------------
+
+
+def eval_callback(on_tensor: EvalCallback) -> Any:
+    """`on_tensor` as the C callback a context's `cb_eval` takes (keep it alive with the context).
+
+    llama.cpp calls it for each graph node, first with ask=True ("is this tensor wanted?"),
+    then, for the nodes answered yes, with ask=False once computed (True: go on).
+    """
+    _ggml()  # the tensor calls the callback makes are bound now, not inside the graph
+    return llama_cpp.ggml_backend_sched_eval_callback(on_tensor)
+
+
+class _TensorHead(ctypes.Structure):
+    """The leading fields of `struct ggml_tensor` (ggml.h), stable across ggml versions."""
+
+    _fields_ = [
+        ("type", ctypes.c_int),
+        ("buffer", ctypes.c_void_p),
+        ("ne", ctypes.c_int64 * 4),
+        ("nb", ctypes.c_size_t * 4),
+    ]
+
+
+@dataclass(frozen=True)
+class TensorLayout:
+    """A ggml tensor's element type, sizes (`ne`) and strides in bytes (`nb`), innermost first."""
+
+    type: int
+    ne: tuple[int, int, int, int]
+    nb: tuple[int, int, int, int]
+
+
+@functools.cache
+def _ggml() -> Any:
+    lib = ggml_library()
+    lib.ggml_get_name.restype = ctypes.c_char_p
+    lib.ggml_get_name.argtypes = [ctypes.c_void_p]
+    lib.ggml_backend_tensor_get.restype = None
+    lib.ggml_backend_tensor_get.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_size_t,
+    ]
+    return lib
+
+
+def tensor_name(tensor: int) -> bytes:
+    name: bytes = _ggml().ggml_get_name(tensor)
+    return name
+
+
+def tensor_layout(tensor: int) -> TensorLayout:
+    head = _TensorHead.from_address(tensor)
+    return TensorLayout(
+        int(head.type),
+        (int(head.ne[0]), int(head.ne[1]), int(head.ne[2]), int(head.ne[3])),
+        (int(head.nb[0]), int(head.nb[1]), int(head.nb[2]), int(head.nb[3])),
+    )
+
+
+def read_tensor(tensor: int, out: npt.NDArray[Any], offset: int) -> None:
+    """Fill the contiguous array `out` with the tensor's bytes from `offset`."""
+    _ggml().ggml_backend_tensor_get(tensor, out.ctypes.data, offset, out.nbytes)
