@@ -11,8 +11,11 @@ from typing import Any
 import numpy as np
 import openai.types.beta.realtime as beta_types
 import openai.types.realtime as ga_types
+import pytest
 import soundfile
 import soxr
+import websockets
+from openai import AsyncOpenAI
 from pydantic import TypeAdapter
 
 from dragoman.audio.pcm import float_to_pcm16
@@ -20,6 +23,7 @@ from dragoman.protocol.realtime.server_events import SessionEvent, Transcription
 from dragoman.tools.eval_set import eval_dir
 from dragoman.tools.eval_set import reference as reference
 from dragoman.tools.wer import wer as wer
+from tests.e2e.server import Server
 
 EVAL = eval_dir()
 GA_EVENT: TypeAdapter[Any] = TypeAdapter(ga_types.RealtimeServerEvent)
@@ -105,3 +109,41 @@ async def stream(
         await conn.input_audio_buffer.append(audio=b64(audio[start : start + step]))
         if pace:
             await asyncio.sleep(piece_seconds / pace)
+
+
+# -- connecting ---------------------------------------------------------------------------
+
+
+def sdk_client(server: Server, key: str) -> AsyncOpenAI:
+    """The openai SDK on `server` with `key`, retrying nothing (a refusal is the test's answer)."""
+    return AsyncOpenAI(
+        base_url=server.http + "/v1", websocket_base_url=server.ws + "/v1", api_key=key, max_retries=0
+    )
+
+
+async def first_event(server: Server, key: str) -> dict[str, Any]:
+    """The first event of a transcription session opened with `key`, validated."""
+    async with sdk_client(server, key).realtime.connect(
+        model="whisper-base", extra_query={"intent": "transcription"}
+    ) as conn:
+        event: dict[str, Any] = json.loads(await asyncio.wait_for(conn.recv_bytes(), 30))
+    validate(event)
+    return event
+
+
+async def refused_status(server: Server, key: str) -> int:
+    """The HTTP status with which `server` refuses a transcription session opened with `key`."""
+    with pytest.raises(websockets.InvalidStatus) as refused:
+        await first_event(server, key)
+    return refused.value.response.status_code
+
+
+# -- the voice agent ----------------------------------------------------------------------
+
+
+async def answer_begins(conn: Any, log: Transcript, text: str) -> None:
+    """Ask `text` in a text message and read until the spoken answer's audio has begun."""
+    item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+    await conn.conversation.item.create(item=item)
+    await conn.response.create()
+    await read_until(conn, log, lambda e: e["type"] == "response.output_audio.delta", limit=120)

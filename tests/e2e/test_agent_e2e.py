@@ -23,7 +23,15 @@ import websockets
 from openai import AsyncOpenAI
 
 from dragoman.protocol.realtime.generation import Generation
-from tests.e2e.realtime_helpers import Transcript, load_audio, read_until, reference, stream, wer
+from tests.e2e.realtime_helpers import (
+    Transcript,
+    answer_begins,
+    load_audio,
+    read_until,
+    reference,
+    stream,
+    wer,
+)
 from tests.e2e.server import Server
 from tests.unit.realtime_sdk import validate
 
@@ -256,14 +264,7 @@ async def test_a_client_truncates_an_answer_to_what_it_played_and_deletes_an_ite
 
 async def test_response_cancel_closes_it_as_client_cancelled(server: Server) -> None:
     async with agent(server, instructions=STORYTELLER) as (conn, log):
-        item = {
-            "type": "message",
-            "role": "user",
-            "content": [{"type": "input_text", "text": "Tell a long story."}],
-        }
-        await conn.conversation.item.create(item=item)
-        await conn.response.create()
-        await read_until(conn, log, lambda e: e["type"] == "response.output_audio.delta", limit=120)
+        await answer_begins(conn, log, "Tell a long story.")
         await conn.response.cancel()
         await read_until(conn, log, response_done)
         (done,) = log.of("response.done")
@@ -296,14 +297,7 @@ async def test_a_second_response_create_while_one_is_active_is_refused(server: S
 
 async def test_barge_in_closes_the_response_before_speech_started(server: Server) -> None:
     async with agent(server, instructions=STORYTELLER) as (conn, log):
-        item = {
-            "type": "message",
-            "role": "user",
-            "content": [{"type": "input_text", "text": "Tell a long story."}],
-        }
-        await conn.conversation.item.create(item=item)
-        await conn.response.create()
-        await read_until(conn, log, lambda e: e["type"] == "response.output_audio.delta", limit=120)
+        await answer_begins(conn, log, "Tell a long story.")
         await spoken_turn(conn, INTERRUPTION)
         await read_until(conn, log, lambda e: e["type"] == "input_audio_buffer.speech_started", limit=60)
     tail = kinds(log)[kinds(log).index("response.output_audio.done") :]
@@ -325,14 +319,7 @@ async def test_with_interrupt_response_off_the_answer_plays_on_and_the_speech_is
 ) -> None:
     turns = {"type": "server_vad", "interrupt_response": False, "create_response": False}
     async with agent(server, audio={"input": {"turn_detection": turns}}) as (conn, log):
-        item = {
-            "type": "message",
-            "role": "user",
-            "content": [{"type": "input_text", "text": "Count to five."}],
-        }
-        await conn.conversation.item.create(item=item)
-        await conn.response.create()
-        await read_until(conn, log, lambda e: e["type"] == "response.output_audio.delta", limit=120)
+        await answer_begins(conn, log, "Count to five.")
         await spoken_turn(conn, INTERRUPTION)
         await read_until(
             conn,

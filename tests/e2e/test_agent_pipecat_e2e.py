@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.realtime_helpers import Transcript, read_until
+from tests.e2e.realtime_helpers import Transcript, answer_begins, read_until
 from tests.e2e.server import Server
 from tests.e2e.test_agent_e2e import (
     INTERRUPTION,
@@ -80,14 +80,7 @@ async def test_a_tool_call_and_its_answer_parse(server: Server) -> None:
 
 async def test_a_barge_in_parses(server: Server) -> None:
     async with agent(server, instructions=STORYTELLER) as (conn, log):
-        item = {
-            "type": "message",
-            "role": "user",
-            "content": [{"type": "input_text", "text": "Tell a long story."}],
-        }
-        await conn.conversation.item.create(item=item)
-        await conn.response.create()
-        await read_until(conn, log, lambda e: e["type"] == "response.output_audio.delta", limit=120)
+        await answer_begins(conn, log, "Tell a long story.")
         await spoken_turn(conn, INTERRUPTION)
         await read_until(conn, log, response_done, limit=60)
         await read_until(

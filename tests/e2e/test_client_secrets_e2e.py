@@ -12,14 +12,12 @@ import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import openai
 import pytest
 import websockets
-from openai import AsyncOpenAI
 
-from tests.e2e.realtime_helpers import validate
+from tests.e2e.realtime_helpers import first_event, refused_status, sdk_client, validate
 from tests.e2e.server import Server, start, stop
 
 pytestmark = pytest.mark.e2e
@@ -45,29 +43,8 @@ def guarded(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Iterat
     stop(running)
 
 
-def client(server: Server, key: str) -> AsyncOpenAI:
-    return AsyncOpenAI(
-        base_url=server.http + "/v1", websocket_base_url=server.ws + "/v1", api_key=key, max_retries=0
-    )
-
-
-async def first_event(server: Server, key: str) -> dict[str, Any]:
-    async with client(server, key).realtime.connect(
-        model="whisper-base", extra_query={"intent": "transcription"}
-    ) as conn:
-        event: dict[str, Any] = json.loads(await asyncio.wait_for(conn.recv_bytes(), 30))
-    validate(event)
-    return event
-
-
-async def refused_status(server: Server, key: str) -> int:
-    with pytest.raises(websockets.InvalidStatus) as refused:
-        await first_event(server, key)
-    return refused.value.response.status_code
-
-
 async def test_a_minted_key_opens_one_session_that_starts_with_the_bound_config(guarded: Server) -> None:
-    secret = await client(guarded, KEY).realtime.client_secrets.create(
+    secret = await sdk_client(guarded, KEY).realtime.client_secrets.create(
         expires_after={"anchor": "created_at", "seconds": 600},
         session=BOUND,  # type: ignore[arg-type]
     )
@@ -84,7 +61,7 @@ async def test_a_minted_key_opens_one_session_that_starts_with_the_bound_config(
 
 
 async def test_a_key_past_its_expiry_is_refused(guarded: Server) -> None:
-    secret = await client(guarded, KEY).realtime.client_secrets.create(
+    secret = await sdk_client(guarded, KEY).realtime.client_secrets.create(
         expires_after={"anchor": "created_at", "seconds": 10},
         session=BOUND,  # type: ignore[arg-type]
     )
@@ -94,16 +71,16 @@ async def test_a_key_past_its_expiry_is_refused(guarded: Server) -> None:
 
 async def test_minting_needs_the_long_lived_key(guarded: Server) -> None:
     with pytest.raises(openai.AuthenticationError):
-        await client(guarded, "sk-wrong").realtime.client_secrets.create(session=BOUND)  # type: ignore[arg-type]
-    secret = await client(guarded, KEY).realtime.client_secrets.create(session=BOUND)  # type: ignore[arg-type]
+        await sdk_client(guarded, "sk-wrong").realtime.client_secrets.create(session=BOUND)  # type: ignore[arg-type]
+    secret = await sdk_client(guarded, KEY).realtime.client_secrets.create(session=BOUND)  # type: ignore[arg-type]
     with pytest.raises(openai.AuthenticationError):
-        await client(guarded, secret.value).realtime.client_secrets.create(session=BOUND)  # type: ignore[arg-type]
+        await sdk_client(guarded, secret.value).realtime.client_secrets.create(session=BOUND)  # type: ignore[arg-type]
     with pytest.raises(openai.BadRequestError):
-        await client(guarded, KEY).realtime.client_secrets.create(expires_after={"seconds": 5})
+        await sdk_client(guarded, KEY).realtime.client_secrets.create(expires_after={"seconds": 5})
 
 
 async def test_a_browser_style_beta_client_sees_its_key_as_the_client_secret(guarded: Server) -> None:
-    secret = await client(guarded, KEY).realtime.client_secrets.create(session=BOUND)  # type: ignore[arg-type]
+    secret = await sdk_client(guarded, KEY).realtime.client_secrets.create(session=BOUND)  # type: ignore[arg-type]
     url = guarded.ws + "/v1/realtime?intent=transcription"
     protocols = ["realtime", f"openai-insecure-api-key.{secret.value}"]
     async with websockets.connect(
@@ -126,15 +103,15 @@ async def test_an_agent_session_starts_with_the_bound_instructions_and_voice(ser
         "instructions": "You are a pirate. Answer in one sentence.",
         "audio": {"output": {"voice": "joe"}},
     }
-    open_client = client(server, "local")
+    open_client = sdk_client(server, "local")
     secret = await open_client.realtime.client_secrets.create(session=bound)  # type: ignore[arg-type]
-    async with client(server, secret.value).realtime.connect(model="dragoman") as conn:
+    async with sdk_client(server, secret.value).realtime.connect(model="dragoman") as conn:
         created = json.loads(await asyncio.wait_for(conn.recv_bytes(), 30))
     validate(created)
     assert created["type"] == "session.created"
     assert created["session"]["instructions"] == bound["instructions"]
     assert created["session"]["audio"]["output"]["voice"] == "joe"
     with pytest.raises(websockets.InvalidStatus) as refused:
-        async with client(server, secret.value).realtime.connect(model="dragoman") as conn:
+        async with sdk_client(server, secret.value).realtime.connect(model="dragoman") as conn:
             await conn.recv_bytes()
     assert refused.value.response.status_code == 401

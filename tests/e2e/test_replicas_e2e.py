@@ -6,19 +6,15 @@ session in all, across replicas, with `--redis-url` naming a real `redis-server`
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import websockets
-from openai import AsyncOpenAI
 
 from dragoman.transports.client_secrets import ClientSecretStore
 from dragoman.transports.spent_keys import KeyStoreUnavailable, RedisSpentKeys
-from tests.e2e.realtime_helpers import validate
+from tests.e2e.realtime_helpers import first_event, refused_status, sdk_client
 from tests.e2e.redis_server import free_port, redis_server
 from tests.e2e.server import Server, start, stop
 
@@ -102,35 +98,14 @@ async def test_an_unreachable_redis_is_a_server_fault_with_an_error_id() -> None
 # -- two real servers ----------------------------------------------------------------------
 
 
-def client(server: Server, key: str) -> AsyncOpenAI:
-    return AsyncOpenAI(
-        base_url=server.http + "/v1", websocket_base_url=server.ws + "/v1", api_key=key, max_retries=0
-    )
-
-
-async def first_event(server: Server, key: str) -> dict[str, Any]:
-    async with client(server, key).realtime.connect(
-        model="whisper-base", extra_query={"intent": "transcription"}
-    ) as conn:
-        event: dict[str, Any] = json.loads(await asyncio.wait_for(conn.recv_bytes(), 30))
-    validate(event)
-    return event
-
-
-async def status_of(server: Server, key: str) -> int:
-    with pytest.raises(websockets.InvalidStatus) as refused:
-        await first_event(server, key)
-    return refused.value.response.status_code
-
-
 async def test_a_key_minted_on_one_replica_opens_one_session_on_any(replicas: tuple[Server, Server]) -> None:
     minting, other = replicas
-    secret = await client(minting, API_KEY).realtime.client_secrets.create(session=BOUND)  # type: ignore[arg-type]
+    secret = await sdk_client(minting, API_KEY).realtime.client_secrets.create(session=BOUND)  # type: ignore[arg-type]
     created = await first_event(other, secret.value)
     assert created["type"] == "session.created"
     assert created["session"]["audio"]["input"]["transcription"]["language"] == "de"
-    assert await status_of(minting, secret.value) == 401, "spent on the other replica: refused here too"
-    assert await status_of(other, secret.value) == 401
+    assert await refused_status(minting, secret.value) == 401, "spent on the other replica: refused here too"
+    assert await refused_status(other, secret.value) == 401
     # Both ways round: a key minted on the second opens a session on the first.
-    back = await client(other, API_KEY).realtime.client_secrets.create(session=BOUND)  # type: ignore[arg-type]
+    back = await sdk_client(other, API_KEY).realtime.client_secrets.create(session=BOUND)  # type: ignore[arg-type]
     assert (await first_event(minting, back.value))["type"] == "session.created"
