@@ -175,6 +175,28 @@ def test_read_pairs_two_columns_and_flores(tmp_path: Path) -> None:
         cal.read_pairs(tmp_path / "missing.tsv", "en-de")
 
 
+def test_reverse_directions_read_the_excerpts_the_other_way_round(tmp_path: Path) -> None:
+    """An `eng-deu` excerpt is English then German: for de-en the German is the source."""
+    excerpt = tmp_path / "tatoeba.eng-deu.first2.tsv"
+    excerpt.write_text("A cat sleeps.\tEine Katze schläft.\n", encoding="utf-8")
+    assert cal.read_pairs(excerpt, "en-de") == [("A cat sleeps.", "Eine Katze schläft.")]
+    assert cal.read_pairs(excerpt, "de-en") == [("Eine Katze schläft.", "A cat sleeps.")]
+    assert cal.DEFAULT_DATA["de-en"] == cal.DEFAULT_DATA["en-de"]
+    assert cal.DEFAULT_DATA["zh-en"] == cal.DEFAULT_DATA["en-zh"]
+
+
+def test_a_chinese_source_is_cut_one_character_a_word() -> None:
+    """As the speech front hands Chinese to MT; a whole sentence is not one word."""
+    assert hs.source_words("他有 4 个月。", "zh") == ["他", "有", "4", "个", "月", "。"]
+    assert hs.source_words("Er hat 4 Monate.", "de") == ["Er", "hat", "4", "Monate."]
+    pairs = [("汤姆和他的朋友们在公园喝醉了。", "Tom got drunk with his friends in the park.")] * 2
+    pairs.append(("我们现在有四个月大的老鼠。", "We now have four-month-old mice."))
+    assert len(hs.usable_pairs("zh-en", pairs)) == 2
+    # The full stop of a Chinese source anchors the English one to its last word.
+    words = hs.source_words("他来了。", "zh")
+    assert find_anchors(words, "He came.", [(0, 2), (2, 7), (7, 8)]) == [(2, 3)]
+
+
 def test_default_data_exists_for_shipped_directions() -> None:
     for direction in ("en-de", "en-it", "en-zh"):
         files = cal.default_data(direction)

@@ -437,6 +437,9 @@ def test_a_failed_draft_is_reported_and_the_session_goes_on() -> None:
         ("Hello world how", 15, ("Hello", "world", "how"), ()),
         ("Hello world", 0, (), ("Hello", "world")),
         ("Hello world", 3, (), ("Hello", "world")),
+        # Chinese: one character a word, as the speech front cuts them.
+        ("我们现在", 2, ("我", "们"), ("现", "在")),
+        ("有 4 个月。", 6, ("有", "4", "个", "月"), ("。",)),
     ],
 )
 def test_split_transcript_commits_whole_words_only(

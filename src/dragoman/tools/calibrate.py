@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -48,6 +49,12 @@ DEFAULT_DATA: dict[str, tuple[str, ...]] = {
         "excerpts/tatoeba-test-v2021-08-07.eng-zho.first200.tsv",
     ),
 }
+# The reverse directions read the same files the other way round (`read_pairs`).
+DEFAULT_DATA.update({f"{d[3:]}-{d[:2]}": files for d, files in list(DEFAULT_DATA.items())})
+
+#: ISO 639-3 codes in the excerpts' names (`newstest2020.eng-deu.…`): which column is which.
+_FILE_LANGS = {"eng": "en", "deu": "de", "ita": "it", "zho": "zh"}
+_FILE_PAIR = re.compile(r"\.([a-z]{3})-([a-z]{3})\.")
 
 
 def default_eval_dir() -> Path:
@@ -64,7 +71,8 @@ def default_eval_dir() -> Path:
 
 def read_pairs(path: Path, direction: str) -> list[tuple[str, str]]:
     """(source, target) pairs of a TSV: two columns, or a FLORES file with a header row
-    naming `eng_Latn`, `deu_Latn`, ... columns."""
+    naming `eng_Latn`, `deu_Latn`, ... columns. Two columns are source then target, unless
+    the file's name says the direction's reverse (`….eng-deu.….tsv` read for de-en)."""
     source_lang, target_lang = mt_heads.split_direction(direction)
     try:
         with path.open(encoding="utf-8", newline="") as handle:
@@ -79,7 +87,9 @@ def read_pairs(path: Path, direction: str) -> list[tuple[str, str]]:
         s, t = header.index(str(src_col)), header.index(str(tgt_col))
         body = rows[1:]
     else:
-        s, t = 0, 1
+        named = _FILE_PAIR.search(path.name)
+        langs = tuple(_FILE_LANGS.get(code) for code in named.groups()) if named else ()
+        s, t = (1, 0) if langs == (target_lang, source_lang) else (0, 1)
         body = rows
     return [
         (r[s].strip(), r[t].strip()) for r in body if len(r) > max(s, t) and r[s].strip() and r[t].strip()

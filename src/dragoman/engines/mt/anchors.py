@@ -44,7 +44,7 @@ _CLOSERS = " \"'”“»«’)]」』"
 
 def _final_punctuation(source_words: Sequence[str], target_text: str) -> int | None:
     """Index in `target_text` of its sentence-final mark when the source ends with one too."""
-    if not source_words or source_words[-1].rstrip(_CLOSERS)[-1:] not in tuple(".?!"):
+    if not source_words or source_words[-1].rstrip(_CLOSERS)[-1:] not in tuple(_SENTENCE_END):
         return None
     stripped = target_text.rstrip(_CLOSERS)
     if not stripped or stripped[-1] not in _SENTENCE_END:

@@ -34,8 +34,10 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from dragoman.engines.asr.word_agreement import split_words
 from dragoman.engines.mt import heads as mt_heads
 from dragoman.engines.mt.anchors import find_anchors
+from dragoman.engines.mt.base import UNSEGMENTED_LANGS
 from dragoman.errors import ConfigError
 
 #: progress(done, total, message)
@@ -68,22 +70,40 @@ class TeacherForcing(Protocol):
 # -- sentences -----------------------------------------------------------------------------
 
 
-def _plausible(source: str, target: str, target_lang: str) -> bool:
+def _unsegmented(lang: str) -> bool:
+    return lang.split("-")[0].lower() in UNSEGMENTED_LANGS
+
+
+def source_words(text: str, lang: str) -> list[str]:
+    """The source as the engine gets it from a streaming ASR: words between spaces, and in a
+    script without spaces (Chinese) one character a word, as the speech front cuts them
+    (`split_words`), so the heads are chosen on the prompts they will see."""
+    if not _unsegmented(lang):
+        return text.split()
+    return [word.strip() for word in split_words(text) if word.strip()]
+
+
+def _plausible(source: str, target: str, source_lang: str, target_lang: str) -> bool:
     """Skip very short or long sentences and pairs whose lengths disagree (cut-off lines)."""
-    n_words = len(source.split())
-    if not 4 <= n_words <= 40:
+    n_words = len(source_words(source, source_lang))
+    # A Chinese character is about half an English word.
+    most = 80 if _unsegmented(source_lang) else 40
+    if not 4 <= n_words <= most:
         return False
-    if target_lang in ("zh", "ja"):
-        return 0.1 <= len(target) / len(source) <= 1.0
-    return 0.5 <= len(target) / len(source) <= 2.0
+    ratio = len(target) / len(source)
+    if _unsegmented(target_lang):
+        return 0.1 <= ratio <= 1.0
+    if _unsegmented(source_lang):
+        return 1.0 <= ratio <= 10.0
+    return 0.5 <= ratio <= 2.0
 
 
 def usable_pairs(
     direction: str, pairs: Iterable[tuple[str, str]], origin: str = "the data"
 ) -> list[tuple[str, str]]:
     """The plausible pairs, without repeats, in order; a ConfigError when fewer than two."""
-    _source_lang, target_lang = mt_heads.split_direction(direction)
-    usable = list(dict.fromkeys(p for p in pairs if _plausible(p[0], p[1], target_lang)))
+    source_lang, target_lang = mt_heads.split_direction(direction)
+    usable = list(dict.fromkeys(p for p in pairs if _plausible(p[0], p[1], source_lang, target_lang)))
     if len(usable) < 2:
         raise ConfigError(f"too little usable parallel text in {origin}")
     return usable
@@ -254,7 +274,7 @@ def calibrate(
     for examined, (source, target) in enumerate(pairs[: READ_FACTOR * sentences], start=1):
         if len(with_anchors) >= sentences:
             break
-        words = source.split()
+        words = source_words(source, source_lang)
         attention, _ids, spans = engine.teacher_forced_attention(source_lang, target_lang, words, target)
         sample = Sample(attention, find_anchors(words, target, spans))
         (with_anchors if sample.anchors else without).append(sample)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from dragoman.engines.asr.word_agreement import split_words
 from dragoman.engines.mt.base import MTDraft
 from dragoman.errors import DragomanError, EngineFailure
 from dragoman.sessions.mt.events import Error, Init, MTJob, Translation, Update, Word
@@ -66,15 +67,24 @@ class _Segment:
 OnText = Callable[[str, str, str, bool, bool], None]
 
 
+def source_words(text: str) -> tuple[str, ...]:
+    """A transcript's words as MT takes them: between spaces, and one character a word in a
+    script written without spaces (Chinese), as the speech front's word agreement cuts them."""
+    return tuple(word for word in (w.strip() for w in split_words(text)) if word)
+
+
 def split_transcript(text: str, stable_chars: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """A partial transcript as (committed words, tail words): a word counts as committed
     only when all of it is inside the stable prefix."""
-    words = text.split()
-    stable = text[:stable_chars]
-    cut_inside_word = stable_chars < len(text) and not text[stable_chars].isspace() and stable[-1:].strip()
-    n = len(stable.split()) - (1 if cut_inside_word else 0)
-    n = max(0, min(n, len(words)))
-    return tuple(words[:n]), tuple(words[n:])
+    committed: list[str] = []
+    tail: list[str] = []
+    end = 0
+    for piece in split_words(text):
+        end += len(piece)
+        word = piece.strip()
+        if word:
+            (tail if tail or end > stable_chars else committed).append(word)
+    return tuple(committed), tuple(tail)
 
 
 class Translator:
@@ -131,7 +141,7 @@ class Translator:
             return
         del self._segments[item_id]
         self._finished.add(item_id)
-        self._send(segment, tuple(transcript.split()), (), clock_ms, final=True)
+        self._send(segment, source_words(transcript), (), clock_ms, final=True)
 
     def abandon(self, item_id: str) -> None:
         """The segment failed to transcribe: its utterance is left; the next one closes it."""
