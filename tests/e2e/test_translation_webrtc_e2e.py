@@ -141,3 +141,17 @@ async def test_an_expired_translation_key_opens_neither_a_call_nor_a_websocket(s
         async with sdk.realtime.translations.connect(model="gpt-realtime-translate"):
             pass
     assert closed.value.response.status_code == 401
+
+
+async def test_delete_on_the_location_hangs_up(server: Server) -> None:
+    caller = Caller(server.http, validate=validate)
+    try:
+        answered = await caller.call(CALLS + "?model=dragoman-interpreter")
+        assert answered.status_code == 201, answered.text
+        created = await caller.until(lambda e: e["type"] == "session.created", 60)
+        assert created["session"]["model"] == "dragoman-interpreter"
+        assert await caller.hang_up() == 204
+        await caller.track_ended(30)
+        assert await caller.hang_up() == 404, "the call is over"
+    finally:
+        await caller.close()

@@ -26,6 +26,7 @@ from aiortc import RTCIceServer
 
 from dragoman.engines.workers import DEFAULT_CALL_TIMEOUT_S
 from dragoman.logs import get_logger, log_failure
+from dragoman.sessions.base import CloseCode
 from dragoman.transports.adapters import Codec
 from dragoman.transports.connections import ConnectionPolicy
 from dragoman.transports.driver import SessionDriver
@@ -184,7 +185,12 @@ class Call:
             await self._flush_events()
         for pump in self._pumps:
             pump.cancel()
-        if self.play_out_on_close and self._session_ended_call:
+        # Only after the session's own normal close (`session.closed`): not on a shutdown or a fault.
+        if (
+            self.play_out_on_close
+            and self._session_ended_call
+            and self.session.close_code == CloseCode.NORMAL
+        ):
             await self._play_out()
         self.track.stop()
         with contextlib.suppress(Exception):
