@@ -5,13 +5,17 @@ protocol v1 sessions through its `POST /v1/chat/completions`.
 The server gives text, not attention, so the session commits by LocalAgreement between
 consecutive re-translations (`streaming/local_agreement.py`): FLORES sentences are fed word by
 word as a streaming ASR would, the committed text only ever grows, words are committed before
-the utterance ends, and the finals are held to the FLORES German by chrF.
+the utterance ends, and the finals are held to the FLORES German by chrF. With the LLM server
+gone, a draft fails with an error id and /health answers 503 `degraded`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -26,6 +30,7 @@ from dragoman.weights import resolve
 from tests.e2e.mt_fixtures import flores
 from tests.e2e.server import Server, start, stop
 from tests.llama_server import llama_server
+from tests.unit.polling import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -36,20 +41,28 @@ SENTENCES = [7, 40, 60]
 MIN_CHRF = 20.0
 
 
+@dataclass
+class Remote:
+    server: Server
+    #: Stops the llama_cpp.server (the LLM node going down).
+    stop_llm: Callable[[], None]
+
+
 @pytest.fixture(scope="module")
-def remote(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Iterator[Server]:
+def remote(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Iterator[Remote]:
     logs = tmp_path_factory.mktemp("remote-mt")
     model = resolve("qwen2.5-0.5b-instruct-gguf", cache_dir)
-    with llama_server(model, logs / "llama.log", threads=1) as base_url:
+    with ExitStack() as llm:
+        base_url = llm.enter_context(llama_server(model, logs / "llama.log", threads=1))
         args = ["serve", "--cache-dir", str(cache_dir), "--services", "mt", "--mt-directions", "en-de"]
         args += ["--mt-base-url", base_url, "--mt-remote-model", "qwen2.5-0.5b-instruct"]
         running = start(args, logs / "dragoman.log", timeout=600.0)
-        yield running
+        yield Remote(running, llm.close)
         stop(running)
 
 
-def test_health_names_the_remote_backend_and_its_reachability(remote: Server) -> None:
-    answer = httpx.get(remote.http + "/health", timeout=30)
+def test_health_names_the_remote_backend_and_its_reachability(remote: Remote) -> None:
+    answer = httpx.get(remote.server.http + "/health", timeout=30)
     body = answer.json()
     assert answer.status_code == 200, body
     [mt] = [engine for engine in body["engines"] if engine["role"] == "mt"]
@@ -80,10 +93,10 @@ def translate(
     return replies, seq
 
 
-def test_mt_protocol_v1_through_the_remote_server(remote: Server) -> None:
+def test_mt_protocol_v1_through_the_remote_server(remote: Remote) -> None:
     pairs = flores(SENTENCES)
     finals, early = [], 0
-    with connect(remote.ws + "/v1/mt") as ws:
+    with connect(remote.server.ws + "/v1/mt") as ws:
         ws.send(json.dumps({"type": "init", "protocol_version": 1, "source_lang": "en", "target_lang": "de"}))
         ok = json.loads(ws.recv(timeout=60))
         assert ok["type"] == "init_ok" and ok["direction"] == "en-de", ok
@@ -104,3 +117,23 @@ def test_mt_protocol_v1_through_the_remote_server(remote: Server) -> None:
     print(f"chrF {chrf:.1f} (English copied: {copied:.1f}); {early} of {len(pairs)} committed early")
     assert chrf >= MIN_CHRF, (chrf, finals)
     assert early >= 1, "LocalAgreement committed words before an utterance ended"
+
+
+def test_with_the_llm_server_gone_a_draft_fails_with_an_error_id(remote: Remote) -> None:
+    remote.stop_llm()
+    with connect(remote.server.ws + "/v1/mt") as ws:
+        ws.send(json.dumps({"type": "init", "protocol_version": 1, "source_lang": "en", "target_lang": "de"}))
+        assert json.loads(ws.recv(timeout=60))["type"] == "init_ok"
+        words = [["Good", 0.0, 300.0], ["morning.", 400.0, 700.0]]
+        final = {"type": "update", "seq": 1, "utterance_id": 0, "words": words, "is_final": True}
+        ws.send(json.dumps(final | {"clock_ms": 1000.0}))
+        error = json.loads(ws.recv(timeout=120))
+    assert error["type"] == "error" and "error id err_" in error["message"], error
+    assert "127.0.0.1" not in error["message"], "no server address reaches the client"
+    # The id the client got finds the cause in the server's log.
+    error_id = re.findall(r"err_[0-9a-f]+", error["message"])[0]
+    logged = [line for line in remote.server.log_tail(200_000).splitlines() if error_id in line]
+    assert logged and "mt_server_unavailable" in logged[0], logged
+    wait_for(lambda: httpx.get(remote.server.http + "/health", timeout=10).status_code == 503, 15.0)
+    body = httpx.get(remote.server.http + "/health", timeout=10).json()
+    assert body["status"] == "degraded" and not body["remotes"][0]["reachable"], body

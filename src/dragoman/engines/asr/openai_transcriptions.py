@@ -10,11 +10,10 @@ side (`word_agreement.agree`); the text before the window (`StepRequest.prompt`:
 text and the client's prompt) goes as the request's `prompt`.
 
 Every request is a call of its own (`batch_key`), and calls run at once up to `max_concurrent`
-(the worker's lanes): batching is the inference server's business. Failures: a connect is
-retried a bounded number of times (httpx retries connects only: a request that reached the
-server is never sent twice); a server that cannot be reached or does not answer within
-`timeout_s` is `ASRServerUnavailable`, one that answers with an error `ASRServerError`, both
-server faults that the worker logs with an error id, which is all a client is told.
+(the worker's lanes): batching is the inference server's business. Failures
+(`engines/remote_http.py`): a server that cannot be reached or does not answer within
+`timeout_s` is `ASRServerUnavailable`, one that answers with an error `ASRServerError`; a
+language the remote model refuses is the client's `invalid_value`.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from collections.abc import Hashable, Sequence
 from difflib import SequenceMatcher
 from typing import Any
 
-import httpx
 import numpy as np
 
 from dragoman.config import ASRSettings
@@ -40,7 +38,7 @@ from dragoman.engines.asr.base import (
 )
 from dragoman.engines.asr.word_agreement import WordTokenizer, agree, normalized, split_words
 from dragoman.engines.info import EngineInfo
-from dragoman.engines.llm.remote import safe_url
+from dragoman.engines.remote_http import RemoteServer
 from dragoman.errors import ClientError, EngineFailure, InvalidValue
 from dragoman.logs import get_logger
 
@@ -70,7 +68,6 @@ class OpenAITranscriptions(ASREngine):
         if not settings.base_url:
             raise ValueError("the remote ASR backend needs asr.base_url")
         self.name = settings.remote_model
-        self.where = safe_url(settings.base_url)
         self.capabilities = ASRCapabilities(
             max_audio_seconds=MAX_AUDIO_SECONDS,
             languages=frozenset(),
@@ -78,13 +75,15 @@ class OpenAITranscriptions(ASREngine):
             parallel_calls=settings.max_concurrent,
         )
         self.tokenizer = WordTokenizer()
-        headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
-        self._client = httpx.Client(
-            base_url=settings.base_url.rstrip("/") + "/",
-            headers=headers,
-            timeout=httpx.Timeout(settings.timeout_s, connect=min(5.0, settings.timeout_s)),
-            limits=httpx.Limits(max_connections=settings.max_concurrent),
-            transport=httpx.HTTPTransport(retries=settings.connect_retries),
+        self.server = RemoteServer(
+            "ASR",
+            settings.base_url,
+            api_key=settings.api_key,
+            timeout_s=settings.timeout_s,
+            connect_retries=settings.connect_retries,
+            unavailable=ASRServerUnavailable,
+            error=ASRServerError,
+            max_connections=settings.max_concurrent,
         )
         self._language_codes = _language_codes()
 
@@ -99,18 +98,13 @@ class OpenAITranscriptions(ASREngine):
         return [self.transcribe(request) for request in requests]
 
     def warm_up(self) -> None:
-        """One short request, so that a server that is down shows in the log at start-up; the
-        server starts anyway: sessions that need no transcription are not held up by it."""
-        try:
-            super().warm_up()
-        except EngineFailure as exc:
-            log.warning("the remote ASR server failed its warm-up", where=self.where, error=exc.message)
+        self.server.warm_up(super().warm_up)
 
     def describe(self) -> EngineInfo:
-        return EngineInfo(name=f"{self.name}@{self.where}", backend=BACKEND, device="remote")
+        return self.server.describe(self.name, BACKEND)
 
     def close(self) -> None:
-        self._client.close()
+        self.server.close()
 
     # -- one step ---------------------------------------------------------------------
 
@@ -133,7 +127,7 @@ class OpenAITranscriptions(ASREngine):
             return body
         hypothesis = body.get("text")
         if not isinstance(hypothesis, str):
-            raise ASRServerError(f"the ASR server at {self.where} answered without a text")
+            raise self.server.fault("a text")
         agreement = agree(request.prefix, hypothesis)
         if agreement.disagreed:
             log.debug(
@@ -154,25 +148,13 @@ class OpenAITranscriptions(ASREngine):
         )
 
     def _post(self, fields: dict[str, Any], files: dict[str, Any]) -> dict[str, Any] | ClientError:
-        try:
-            response = self._client.post("audio/transcriptions", data=fields, files=files)
-        except httpx.TimeoutException as exc:
-            raise ASRServerUnavailable(f"the ASR server at {self.where} did not answer in time") from exc
-        except httpx.TransportError as exc:
-            raise ASRServerUnavailable(f"the ASR server at {self.where} cannot be reached: {exc}") from exc
+        response = self.server.post("audio/transcriptions", data=fields, files=files)
         if response.status_code == 400 and "language" in fields and "language" in response.text:
             # The one refusal that is the client's: a language the remote model does not know.
             return InvalidValue(f"language {fields['language']!r} is not supported", param="language")
-        if response.status_code >= 400:
-            raise ASRServerError(
-                f"the ASR server at {self.where} answered HTTP {response.status_code}: {response.text[:300]}"
-            )
-        try:
-            body = response.json()
-        except ValueError as exc:
-            raise ASRServerError(f"the ASR server at {self.where} answered with no JSON") from exc
+        body = self.server.json_of(response)
         if not isinstance(body, dict):
-            raise ASRServerError(f"the ASR server at {self.where} answered with no JSON object")
+            raise self.server.fault("a JSON object")
         return body
 
     def _language(self, reported: object) -> str | None:

@@ -14,9 +14,8 @@ words after it. The session then commits by LocalAgreement instead of attention
 (`streaming/local_agreement.py`): what two consecutive drafts of an utterance agree on. A
 draft's tokens are words (`WordTokenizer`), with CJK characters one by one.
 
-Failures: a connect is retried a bounded number of times only; a server that cannot be reached
-or does not answer within `timeout_s` is `MTServerUnavailable`, one that answers with an error
-`MTServerError`, both server faults logged with an error id by the worker.
+Failures (`engines/remote_http.py`): a server that cannot be reached or does not answer within
+`timeout_s` is `MTServerUnavailable`, one that answers with an error `MTServerError`.
 """
 
 from __future__ import annotations
@@ -24,14 +23,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import permutations
 from pathlib import Path
-from typing import Any
-
-import httpx
 
 from dragoman.config import MTSettings
 from dragoman.engines.asr.word_agreement import WordTokenizer, agree
 from dragoman.engines.info import EngineInfo
-from dragoman.engines.llm.remote import safe_url
 from dragoman.engines.mt.base import (
     UNSEGMENTED_LANGS,
     DraftMode,
@@ -42,10 +37,8 @@ from dragoman.engines.mt.base import (
     final_token_budget,
 )
 from dragoman.engines.mt.qwen_prompt import language_name
+from dragoman.engines.remote_http import RemoteServer
 from dragoman.errors import EngineFailure
-from dragoman.logs import get_logger
-
-log = get_logger(__name__)
 
 BACKEND = "chat-translation"
 #: Directions served when `mt.directions` names none: every pair of these languages.
@@ -73,17 +66,18 @@ class ChatTranslation(MTEngine):
         if not settings.base_url:
             raise ValueError("the remote MT backend needs mt.base_url")
         self.name = settings.remote_model
-        self.where = safe_url(settings.base_url)
         self._directions = sorted(settings.directions) or sorted(
             f"{a}-{b}" for a, b in permutations(DEFAULT_LANGUAGES, 2)
         )
         self.tokenizer = WordTokenizer()
-        headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
-        self._client = httpx.Client(
-            base_url=settings.base_url.rstrip("/") + "/",
-            headers=headers,
-            timeout=httpx.Timeout(settings.timeout_s, connect=min(5.0, settings.timeout_s)),
-            transport=httpx.HTTPTransport(retries=settings.connect_retries),
+        self.server = RemoteServer(
+            "MT",
+            settings.base_url,
+            api_key=settings.api_key,
+            timeout_s=settings.timeout_s,
+            connect_retries=settings.connect_retries,
+            unavailable=MTServerUnavailable,
+            error=MTServerError,
         )
 
     def directions(self) -> list[str]:
@@ -105,42 +99,23 @@ class ChatTranslation(MTEngine):
         return self.tokenizer.decode(token_ids)
 
     def warm_up(self) -> None:
-        """The base class's drafts, so that a server that is down shows in the log at start-up;
-        the server starts anyway: sessions that need no MT are not held up by it."""
-        try:
-            super().warm_up()
-        except EngineFailure as exc:
-            log.warning("the remote MT server failed its warm-up", where=self.where, error=exc.message)
+        self.server.warm_up(super().warm_up)
 
     def describe(self) -> EngineInfo:
-        return EngineInfo(name=f"{self.name}@{self.where}", backend=BACKEND, device="remote")
+        return self.server.describe(self.name, BACKEND)
 
     def close(self) -> None:
-        self._client.close()
+        self.server.close()
 
     def _complete(self, chat: list[dict[str, str]], max_tokens: int) -> str:
-        body: dict[str, Any] = {
-            "model": self.name,
-            "messages": chat,
-            "temperature": 0,
-            "max_tokens": max_tokens,
-        }
+        body = {"model": self.name, "messages": chat, "temperature": 0, "max_tokens": max_tokens}
+        answer = self.server.json_of(self.server.post("chat/completions", json=body))
         try:
-            response = self._client.post("chat/completions", json=body)
-        except httpx.TimeoutException as exc:
-            raise MTServerUnavailable(f"the MT server at {self.where} did not answer in time") from exc
-        except httpx.TransportError as exc:
-            raise MTServerUnavailable(f"the MT server at {self.where} cannot be reached: {exc}") from exc
-        if response.status_code >= 400:
-            raise MTServerError(
-                f"the MT server at {self.where} answered HTTP {response.status_code}: {response.text[:300]}"
-            )
-        try:
-            content = response.json()["choices"][0]["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise MTServerError(f"the MT server at {self.where} answered with no translation") from exc
+            content = answer["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise self.server.fault("a translation") from exc
         if not isinstance(content, str):
-            raise MTServerError(f"the MT server at {self.where} answered with no translation")
+            raise self.server.fault("a translation")
         return content.strip()
 
 
