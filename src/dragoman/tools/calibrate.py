@@ -137,8 +137,11 @@ def calibrate_model(
     `<cache_dir>/heads/<model>/<direction>.json`, which the engine searches before
     the packaged files. The model is loaded only once the data proved usable.
     """
-    from dragoman.engines.mt.qwen_torch import QwenTorchMTEngine
-    from dragoman.engines.torch_lm.files import prepare_model
+    try:
+        from dragoman.engines.mt.qwen_torch import QwenTorchMTEngine
+        from dragoman.engines.torch_lm.files import prepare_model
+    except ImportError as exc:
+        raise ConfigError("calibration runs the model in PyTorch: pip install 'dragoman[torch]'") from exc
 
     mt_heads.split_direction(direction)
     if sentences < 2:
