@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dragoman.engines.mt.base import UNSEGMENTED_LANGS
+from dragoman.engines.mt.head_selection import source_words
 from dragoman.tools.eval_set import eval_dir
 
 EVAL_DIR = eval_dir()
@@ -70,18 +72,24 @@ def _unquote(line: str) -> str:
     return line.replace('""', '"')
 
 
-def load_flores(target: str, n: int, words_per_second: float, eval_dir: Path) -> list[Sentence]:
+def load_flores(
+    target: str, n: int, words_per_second: float, eval_dir: Path, source: str = "en"
+) -> list[Sentence]:
+    """FLORES lines of `source`, each spread evenly over the time its English line takes at
+    `words_per_second` (so a German or Chinese line is spoken as long as its English one;
+    Chinese arrives one character a word, as the speech front hands it to MT)."""
     path = eval_dir / "mt" / "flores200_devtest_first100_en-de-it-zh.tsv"
     with path.open(encoding="utf-8", newline="") as handle:
         rows = list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
     out: list[Sentence] = []
     for row in rows[:n]:
-        words = row[_FLORES_COLUMNS["en"]].split()
-        duration = 1000.0 * len(words) / words_per_second
+        duration = 1000.0 * len(row[_FLORES_COLUMNS["en"]].split()) / words_per_second
+        text = row[_FLORES_COLUMNS[source]].strip()
+        words = source_words(text, source)
         out.append(
             Sentence(
                 id=f"flores-{row['line']}",
-                source=" ".join(words),
+                source=text if source in UNSEGMENTED_LANGS else " ".join(words),
                 reference=row[_FLORES_COLUMNS[target]].strip(),
                 words=evenly_timed(words, duration),
                 duration_ms=duration,
@@ -151,10 +159,12 @@ def load(
     eval_dir: Path = EVAL_DIR,
 ) -> list[Sentence]:
     source, target = direction.split("-")
-    if source != "en" or target not in _FLORES_COLUMNS:
-        raise ValueError(f"no eval data for {direction}; en-de, en-it and en-zh are available")
+    if source not in _FLORES_COLUMNS or target not in _FLORES_COLUMNS or source == target:
+        raise ValueError(f"no eval data for {direction}; en, de, it and zh are available")
     if dataset == "flores":
-        return load_flores(target, n, words_per_second, eval_dir)
+        return load_flores(target, n, words_per_second, eval_dir, source)
+    if source != "en":
+        raise ValueError(f"{dataset} has English sources only; {direction} is measured on flores")
     if dataset == "mcif":
         return load_mcif(target, n, eval_dir)
     if dataset == "fleurs":

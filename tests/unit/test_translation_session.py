@@ -461,3 +461,14 @@ def test_observations_for_the_metrics() -> None:
     (end,) = seen[END_LAG_SECONDS]
     assert 0 < first < h.session.clock_ms / 1000 and 0 <= end < 1.5
     assert h.session.take_observations() == []
+
+
+def test_a_server_whose_speakers_speak_german_translates_into_english() -> None:
+    """The reverse directions: a server with `interpreter.source_language = "de"` serves the
+    targets of the directions from German, and refuses the rest with the list."""
+    languages = Languages.of(["en-de", "en-zh", "de-en", "zh-en"], source="de")
+    assert languages.targets == ("en",)
+    assert languages.check("en-US") == "en"
+    with pytest.raises(InvalidValue, match="de speech into en") as refused:
+        languages.check("zh")
+    assert refused.value.code == "unsupported_language"
