@@ -110,7 +110,7 @@ def test_a_step_is_sent_as_a_16_bit_wav() -> None:
 
 def test_a_base_url_chooses_the_remote_backend(tmp_path: Path) -> None:
     settings = load_settings(
-        **{"asr.base_url": "http://user:secret@127.0.0.1:9/v1?x=1", "asr.max_concurrent": 5}
+        None, **{"asr.base_url": "http://user:secret@127.0.0.1:9/v1?x=1", "asr.max_concurrent": 5}
     ).asr
     engine = create_asr_engine(settings, tmp_path)  # nothing is contacted until a step
     try:
@@ -134,3 +134,31 @@ def test_a_base_url_chooses_the_remote_backend(tmp_path: Path) -> None:
 def test_the_remote_backend_needs_a_url() -> None:
     with pytest.raises(ValueError):
         OpenAITranscriptions(load_settings().asr)
+
+
+def test_a_server_answer_that_is_no_transcript_is_a_server_fault_with_an_error_id() -> None:
+    import httpx
+
+    from dragoman.engines.asr.openai_transcriptions import ASRServerError, ASRServerUnavailable
+    from dragoman.engines.remote_http import RemoteServer
+
+    server = RemoteServer(
+        "ASR",
+        "http://user:secret@127.0.0.1:9/v1",
+        api_key="k",
+        timeout_s=1.0,
+        connect_retries=0,
+        unavailable=ASRServerUnavailable,
+        error=ASRServerError,
+    )
+    try:
+        with pytest.raises(ASRServerError) as refused:
+            server.json_of(httpx.Response(503, text="overloaded"))
+        assert refused.value.error_id.startswith("err_") and "HTTP 503: overloaded" in refused.value.message
+        assert "secret" not in refused.value.message
+        with pytest.raises(ASRServerError, match="no JSON"):
+            server.json_of(httpx.Response(200, text="<html>"))
+        assert server.json_of(httpx.Response(200, json={"text": "hi"})) == {"text": "hi"}
+        assert server.fault("a text").code == "asr_server_error"
+    finally:
+        server.close()

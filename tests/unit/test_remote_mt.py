@@ -63,7 +63,7 @@ def test_the_prompt_asks_for_the_translation_alone() -> None:
 
 
 def test_a_base_url_chooses_the_remote_backend(tmp_path: object) -> None:
-    settings = load_settings(**{"mt.base_url": "http://127.0.0.1:9/v1", "mt.directions": ["en-de"]}).mt
+    settings = load_settings(None, **{"mt.base_url": "http://127.0.0.1:9/v1", "mt.directions": ["en-de"]}).mt
     engine = create_mt_engine(settings, tmp_path)  # type: ignore[arg-type]
     try:
         assert isinstance(engine, ChatTranslation) and engine.directions() == ["en-de"]
@@ -71,7 +71,7 @@ def test_a_base_url_chooses_the_remote_backend(tmp_path: object) -> None:
         assert engine.describe().backend == BACKEND
     finally:
         engine.close()
-    every = ChatTranslation(load_settings(**{"mt.base_url": "http://127.0.0.1:9/v1"}).mt)
+    every = ChatTranslation(load_settings(None, **{"mt.base_url": "http://127.0.0.1:9/v1"}).mt)
     assert "en-de" in every.directions() and "zh-en" in every.directions()
 
 

@@ -19,12 +19,12 @@ def test_only_the_remote_engines_of_enabled_services_are_probed() -> None:
         "llm.base_url": "http://llm:8080/v1",
         "mt.base_url": "http://mt:8080/v1",
     }
-    roles = [t.role for t in remote_targets(load_settings(**everything))]
+    roles = [t.role for t in remote_targets(load_settings(None, **everything))]
     assert roles == ["asr", "mt", "llm", "tts"]
-    transcription_only = load_settings(**everything, services=["transcription"])
+    transcription_only = load_settings(None, **everything, services=["transcription"])
     assert remote_targets(transcription_only) == [RemoteTarget("asr", "http://asr:8000/v1", "k1")]
-    assert [t.role for t in remote_targets(load_settings(**everything, services=["mt"]))] == ["mt"]
-    interpreter = load_settings(**everything, services=["interpreter"])
+    assert [t.role for t in remote_targets(load_settings(None, **everything, services=["mt"]))] == ["mt"]
+    interpreter = load_settings(None, **everything, services=["interpreter"])
     assert [t.role for t in remote_targets(interpreter)] == ["asr", "mt", "tts"]
 
 
