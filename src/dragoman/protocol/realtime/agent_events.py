@@ -20,7 +20,8 @@ in the client's generation. Beta names a few events apart:
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any, Literal, cast
 
 from dragoman.protocol.realtime import server_events as shared
 from dragoman.protocol.realtime.conversation import (
@@ -36,6 +37,7 @@ from dragoman.protocol.realtime.generation import AGENT_PCM16_RATE, Generation, 
 from dragoman.protocol.realtime.server_events import ServerEvent
 from dragoman.sessions.agent import events as agent
 from dragoman.sessions.agent.config import AgentConfig, TurnDetection
+from dragoman.sessions.speech.events import SpeechEvent
 
 _BETA_NAMES = {
     "conversation.item.added": "conversation.item.created",
@@ -190,89 +192,103 @@ class ConversationItemTruncated(ServerEvent):
 
 # -- session events to the wire ----------------------------------------------------------
 
-_PLAYOUT: dict[type[Any], Any] = {
-    agent.OutputAudioStarted: "output_audio_buffer.started",
-    agent.OutputAudioStopped: "output_audio_buffer.stopped",
-    agent.OutputAudioCleared: "output_audio_buffer.cleared",
+#: The session's events whose fields are the wire event's, one for one: the wire model, and
+#: the event's GA type (beta's, where it differs, from `event_name`).
+_SAME_FIELDS: dict[type[Any], tuple[type[ServerEvent], str]] = {
+    agent.AudioDelta: (ResponseAudioDelta, "response.output_audio.delta"),
+    agent.AudioDone: (ResponseAudioDone, "response.output_audio.done"),
+    agent.AudioTranscriptDelta: (ResponseAudioTranscriptDelta, "response.output_audio_transcript.delta"),
+    agent.AudioTranscriptDone: (ResponseAudioTranscriptDone, "response.output_audio_transcript.done"),
+    agent.TextDelta: (ResponseTextDelta, "response.output_text.delta"),
+    agent.TextDone: (ResponseTextDone, "response.output_text.done"),
+    agent.FunctionArgumentsDelta: (
+        ResponseFunctionCallArgumentsDelta,
+        "response.function_call_arguments.delta",
+    ),
+    agent.ItemDeleted: (ConversationItemDeleted, "conversation.item.deleted"),
+    agent.ItemTruncated: (ConversationItemTruncated, "conversation.item.truncated"),
+    agent.OutputAudioStarted: (OutputAudioBufferEvent, "output_audio_buffer.started"),
+    agent.OutputAudioStopped: (OutputAudioBufferEvent, "output_audio_buffer.stopped"),
+    agent.OutputAudioCleared: (OutputAudioBufferEvent, "output_audio_buffer.cleared"),
+}
+
+
+def _item_added(event: agent.ItemAdded, generation: Generation) -> ServerEvent:
+    return ConversationItemAdded(
+        type=event_name("conversation.item.added", generation),
+        previous_item_id=event.previous_item_id,
+        item=item_model(event.item, generation),
+    )
+
+
+def _item_done(event: agent.ItemDone, generation: Generation) -> ServerEvent | None:
+    if generation is Generation.BETA:
+        return None  # beta has no conversation.item.done
+    return ConversationItemDone(
+        previous_item_id=event.previous_item_id, item=item_model(event.item, generation)
+    )
+
+
+def _output_item(event: agent.OutputItemAdded | agent.OutputItemDone, generation: Generation) -> ServerEvent:
+    model = ResponseOutputItemAdded if isinstance(event, agent.OutputItemAdded) else ResponseOutputItemDone
+    return model(
+        response_id=event.response_id,
+        output_index=event.output_index,
+        item=item_model(event.item, generation),
+    )
+
+
+def _content_part(
+    event: agent.ContentPartAdded | agent.ContentPartDone, generation: Generation
+) -> ServerEvent:
+    model = ResponseContentPartAdded if isinstance(event, agent.ContentPartAdded) else ResponseContentPartDone
+    fields = {key: getattr(event, key) for key in ("response_id", "item_id", "output_index", "content_index")}
+    return model(**fields, part=part_model(event.part))
+
+
+def _arguments_done(event: agent.FunctionArgumentsDone, generation: Generation) -> ServerEvent:
+    if generation is Generation.BETA:  # beta's event does not name the function
+        return BetaResponseFunctionCallArgumentsDone(
+            **{key: value for key, value in vars(event).items() if key != "name"}
+        )
+    return ResponseFunctionCallArgumentsDone(**vars(event))
+
+
+#: The session's events with an item, a part, a response or a session object in them.
+_WRITERS: dict[type[Any], Callable[[Any, Generation], ServerEvent | None]] = {
+    agent.SessionConfigured: lambda event, generation: session_event(event, generation),
+    agent.ItemAdded: _item_added,
+    agent.ItemDone: _item_done,
+    agent.ItemRetrieved: lambda event, generation: ConversationItemRetrieved(
+        item=item_model(event.item, generation)
+    ),
+    agent.ResponseCreated: lambda event, generation: ResponseCreated(
+        response=response_model(event.response, generation)
+    ),
+    agent.ResponseDone: lambda event, generation: ResponseDone(
+        response=response_model(event.response, generation)
+    ),
+    agent.OutputItemAdded: _output_item,
+    agent.OutputItemDone: _output_item,
+    agent.ContentPartAdded: _content_part,
+    agent.ContentPartDone: _content_part,
+    agent.FunctionArgumentsDone: _arguments_done,
 }
 
 
 def agent_server_event(event: agent.ServerEvent, generation: Generation) -> ServerEvent | None:
     """The wire model of an agent session's output event for a client of `generation`;
-    None where that generation has no such event (beta's `conversation.item.done`)."""
-    if isinstance(event, agent.SessionConfigured):
-        return session_event(event, generation)
-    if isinstance(event, agent.ItemAdded):
-        return ConversationItemAdded(
-            type=event_name("conversation.item.added", generation),
-            previous_item_id=event.previous_item_id,
-            item=item_model(event.item, generation),
-        )
-    if isinstance(event, agent.ItemDone):
-        if generation is Generation.BETA:
-            return None
-        return ConversationItemDone(
-            previous_item_id=event.previous_item_id, item=item_model(event.item, generation)
-        )
-    if isinstance(event, agent.ResponseCreated):
-        return ResponseCreated(response=response_model(event.response, generation))
-    if isinstance(event, agent.ResponseDone):
-        return ResponseDone(response=response_model(event.response, generation))
-    if isinstance(event, agent.OutputItemAdded | agent.OutputItemDone):
-        model = (
-            ResponseOutputItemAdded if isinstance(event, agent.OutputItemAdded) else ResponseOutputItemDone
-        )
-        return model(
-            response_id=event.response_id,
-            output_index=event.output_index,
-            item=item_model(event.item, generation),
-        )
-    if isinstance(event, agent.ContentPartAdded | agent.ContentPartDone):
-        part = (
-            ResponseContentPartAdded if isinstance(event, agent.ContentPartAdded) else ResponseContentPartDone
-        )
-        return part(**_in_part(event), part=part_model(event.part))
-    if isinstance(event, agent.AudioDelta):
-        name = event_name("response.output_audio.delta", generation)
-        return ResponseAudioDelta(type=name, **_in_part(event), delta=event.delta)
-    if isinstance(event, agent.AudioDone):
-        return ResponseAudioDone(type=event_name("response.output_audio.done", generation), **_in_part(event))
-    if isinstance(event, agent.AudioTranscriptDelta):
-        name = event_name("response.output_audio_transcript.delta", generation)
-        return ResponseAudioTranscriptDelta(type=name, **_in_part(event), delta=event.delta)
-    if isinstance(event, agent.AudioTranscriptDone):
-        name = event_name("response.output_audio_transcript.done", generation)
-        return ResponseAudioTranscriptDone(type=name, **_in_part(event), transcript=event.transcript)
-    if isinstance(event, agent.TextDelta):
-        name = event_name("response.output_text.delta", generation)
-        return ResponseTextDelta(type=name, **_in_part(event), delta=event.delta)
-    if isinstance(event, agent.TextDone):
-        name = event_name("response.output_text.done", generation)
-        return ResponseTextDone(type=name, **_in_part(event), text=event.text)
-    if isinstance(event, agent.FunctionArgumentsDelta):
-        return ResponseFunctionCallArgumentsDelta(**vars(event))
-    if isinstance(event, agent.FunctionArgumentsDone):
-        if generation is Generation.BETA:
-            return BetaResponseFunctionCallArgumentsDone(
-                **{key: value for key, value in vars(event).items() if key != "name"}
-            )
-        return ResponseFunctionCallArgumentsDone(**vars(event))
-    if isinstance(event, agent.ItemRetrieved):
-        return ConversationItemRetrieved(item=item_model(event.item, generation))
-    if isinstance(event, agent.ItemDeleted):
-        return ConversationItemDeleted(item_id=event.item_id)
-    if isinstance(event, agent.ItemTruncated):
-        return ConversationItemTruncated(**vars(event))
-    if isinstance(event, agent.OutputAudioStarted | agent.OutputAudioStopped | agent.OutputAudioCleared):
-        return OutputAudioBufferEvent(type=_PLAYOUT[type(event)], response_id=event.response_id)
-    return shared.speech_event(event)
-
-
-_IN_PART = ("response_id", "item_id", "output_index", "content_index")
-
-
-def _in_part(event: Any) -> dict[str, Any]:
-    return {key: getattr(event, key) for key in _IN_PART}
+    None where that generation has no such event (beta's `conversation.item.done`). What the
+    speech front says is written as a transcription session writes it."""
+    same = _SAME_FIELDS.get(type(event))
+    if same is not None:
+        model, ga_name = same
+        return model(type=event_name(ga_name, generation), **vars(event))
+    writer = _WRITERS.get(type(event))
+    if writer is not None:
+        return writer(event, generation)
+    # The two tables hold every event of the agent's own; the rest are the speech front's.
+    return shared.speech_event(cast(SpeechEvent, event))
 
 
 def agent_wire_event(event: agent.ServerEvent, generation: Generation) -> dict[str, Any] | None:
