@@ -162,3 +162,12 @@ def test_a_server_answer_that_is_no_transcript_is_a_server_fault_with_an_error_i
         assert server.fault("a text").code == "asr_server_error"
     finally:
         server.close()
+
+
+def test_a_long_prompt_is_cut_to_its_end_at_a_space() -> None:
+    from dragoman.engines.asr.openai_transcriptions import PROMPT_CHARS, prompt_tail
+
+    assert prompt_tail("short prompt") == "short prompt"
+    long = " ".join(f"word{i}" for i in range(1000))
+    tail = prompt_tail(long)
+    assert len(tail) <= PROMPT_CHARS and long.endswith(" " + tail) and tail.startswith("word")

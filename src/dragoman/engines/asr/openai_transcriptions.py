@@ -47,6 +47,8 @@ log = get_logger(__name__)
 BACKEND = "openai-transcriptions"
 #: Whisper's window; vLLM's Whisper takes no more in one request, so neither does a step.
 MAX_AUDIO_SECONDS = 30.0
+#: The most prompt characters sent: more than Whisper's 223 prompt tokens take in any language.
+PROMPT_CHARS = 1200
 
 
 class ASRServerUnavailable(EngineFailure):
@@ -118,7 +120,7 @@ class OpenAITranscriptions(ASREngine):
         if request.language:
             fields["language"] = request.language
         if request.prompt:
-            fields["prompt"] = request.prompt
+            fields["prompt"] = prompt_tail(request.prompt)
         if request.word_times:
             fields["timestamp_granularities[]"] = ["segment", "word"]
         files = {"file": ("step.wav", wav_bytes(request.audio), "audio/wav")}
@@ -163,6 +165,16 @@ class OpenAITranscriptions(ASREngine):
             return None
         name = reported.strip().lower()
         return self._language_codes.get(name, name if len(name) <= 3 else None)
+
+
+def prompt_tail(prompt: str) -> str:
+    """The end of `prompt` that Whisper reads (its last 223 tokens, under `PROMPT_CHARS`), cut at
+    a space: a long client prompt must not make the server refuse the step (OpenAI's and
+    dragoman's limit is 4096 characters)."""
+    if len(prompt) <= PROMPT_CHARS:
+        return prompt
+    tail = prompt[-PROMPT_CHARS:]
+    return tail.split(" ", 1)[-1] if " " in tail else tail
 
 
 def wav_bytes(audio: FloatAudio, rate: int = 16_000) -> bytes:
