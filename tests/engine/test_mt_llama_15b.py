@@ -46,7 +46,7 @@ def test_low_latency_is_the_1_5b_on_llama_cpp(engine: QwenLlamaMTEngine) -> None
     assert engine.name == QUALITY_MODEL
     assert engine.describe().backend == "qwen-llama"
     assert engine.num_layers == 28  # the 0.5B has 24
-    assert engine.directions() == ["en-de", "en-it", "en-zh"]
+    assert engine.directions() == ["de-en", "en-de", "en-it", "en-zh", "it-en", "zh-en"]
     assert engine.chosen_preset is None  # named, not chosen by `auto`
 
 

@@ -48,7 +48,7 @@ def engine(cache_dir: Path) -> Iterator[QwenTorchMTEngine]:
 def test_the_preset_loads_the_bigger_model_with_its_own_heads(engine: QwenTorchMTEngine) -> None:
     assert engine.name == QUALITY_MODEL
     assert engine.num_layers == 28  # the 0.5B has 24
-    assert engine.directions() == ["en-de", "en-it", "en-zh"]
+    assert engine.directions() == ["de-en", "en-de", "en-it", "en-zh", "it-en", "zh-en"]
     heads = engine.heads("en-de")
     assert heads is not None and heads.model == QUALITY_MODEL
 
