@@ -8,13 +8,12 @@
 
 Each voice speaks the FLORES sentences of its own language (en, de, it or zh: the same
 sentences in each), through the shared `Speaker` (the server's path, resampled to 16 kHz
-PCM16); one Whisper call with the language fixed to the voice's transcribes them back. The
-score is WER over normalised text (bench/textnorm.py), CER for Chinese, which has no
-spaces. RTF is synthesis time over audio time; time to first chunk is from the call to the
-first PCM bytes. Whisper writes Mandarin in traditional or simplified characters as it
-pleases; its transcripts are converted to simplified (zhconv) before they are scored, so the
-CER scores the voice, not the script. Backends use one onnxruntime thread each, the TTS settings' default outside
-the server. Progress to stderr, the table to stdout.
+PCM16); the project's Whisper, the language fixed to the voice's, transcribes them back
+(bench/listener.py, which converts Mandarin to simplified characters, so that the CER scores
+the voice, not the script). The score is WER over normalised text (bench/textnorm.py), CER for
+Chinese, which has no spaces. RTF is synthesis time over audio time; time to first chunk is
+from the call to the first PCM bytes. Backends use one onnxruntime thread each, the TTS
+settings' default outside the server. Progress to stderr, the table to stdout.
 """
 
 from __future__ import annotations
@@ -28,18 +27,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-import zhconv
-
 from bench import results
 from bench.asr_load import percentile
 from bench.asr_streaming import table
 from bench.audio import EVAL
+from bench.listener import load_listener, transcribe
 from bench.textnorm import wer
-from dragoman.config import ASRSettings, TTSSettings, load_settings
+from dragoman.config import TTSSettings, load_settings
 from dragoman.cpu import cpu_info
-from dragoman.engines.asr.base import ASREngine, StepRequest, StepResult
-from dragoman.engines.registry import create_asr_engine
+from dragoman.engines.asr.base import ASREngine
 from dragoman.engines.tts.speaker import Speaker
 from dragoman.engines.workers import CancelToken
 from dragoman.logs import configure as configure_logs
@@ -92,14 +88,6 @@ def speak(speaker: Speaker, voice: str, text: str) -> tuple[bytes, float, float]
     speaker.synthesize(voice, text, 1.0, CancelToken(), emit, RATE)
     total = time.perf_counter() - started
     return b"".join(chunks), first[0] if first else float("nan"), total
-
-
-def transcribe(asr: ASREngine, pcm16: bytes, language: str) -> str:
-    audio = (np.frombuffer(pcm16, dtype="<i2") / np.float32(32768)).astype(np.float32)
-    (result,) = asr.transcribe_batch([StepRequest(audio, language=language)])
-    if not isinstance(result, StepResult):
-        raise result
-    return zhconv.convert(result.text, "zh-cn") if language == "zh" else result.text
 
 
 def run_voice(speaker: Speaker, asr: ASREngine, voice: str, n: int, max_chars: int) -> VoiceRun:
@@ -217,8 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logs(level="warning")
     settings = load_settings()
     log(f"{args.sentences} sentences per voice; loading {args.asr_model}")
-    asr = create_asr_engine(ASRSettings(model=args.asr_model), settings.cache_dir)
-    asr.warm_up()
+    asr = load_listener(args.asr_model, settings.cache_dir)
     speaker = Speaker(TTSSettings(), settings.cache_dir)
     runs = [
         run_voice(speaker, asr, voice, args.sentences, args.max_chars) for voice in args.voices.split(",")
