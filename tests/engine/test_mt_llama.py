@@ -62,7 +62,7 @@ def _agreement(a: list[int], b: list[int]) -> int:
 
 def test_registered_with_the_calibrated_directions(engine: QwenLlamaMTEngine) -> None:
     assert MT_BACKENDS["qwen-llama"] == "dragoman.engines.mt.qwen_llama:create"
-    assert engine.directions() == ["en-de", "en-it", "en-zh"]
+    assert engine.directions() == ["de-en", "en-de", "en-it", "en-zh", "it-en", "zh-en"]
     assert engine.describe().backend == "qwen-llama"
     assert engine.num_layers == 24 and engine.num_heads == 14
 

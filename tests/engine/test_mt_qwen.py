@@ -45,7 +45,7 @@ def flores(n: int, max_words: int = 22) -> list[tuple[str, str]]:
 
 
 def test_directions_are_the_calibrated_ones(engine: QwenTorchMTEngine) -> None:
-    assert engine.directions() == ["en-de", "en-it", "en-zh"]
+    assert engine.directions() == ["de-en", "en-de", "en-it", "en-zh", "it-en", "zh-en"]
     heads = engine.heads("en-de")
     assert heads is not None and heads.model == engine.name
 

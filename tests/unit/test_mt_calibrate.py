@@ -303,8 +303,9 @@ def test_malformed_heads_file_is_a_config_error(tmp_path: Path) -> None:
 
 def test_packaged_heads_cover_the_default_model() -> None:
     dirs = mt_heads.search_dirs(None)
-    assert mt_heads.directions(DEFAULT_MODEL, dirs) == ["en-de", "en-it", "en-zh"]
-    for direction in ("en-de", "en-it", "en-zh"):
+    shipped = ["de-en", "en-de", "en-it", "en-zh", "it-en", "zh-en"]
+    assert mt_heads.directions(DEFAULT_MODEL, dirs) == shipped
+    for direction in shipped:
         found = mt_heads.find(DEFAULT_MODEL, direction, dirs)
         assert found is not None and found.model == DEFAULT_MODEL and len(found.heads) >= 1
 
