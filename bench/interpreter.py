@@ -1,17 +1,30 @@
 """The interpreter end to end: `python -m bench.interpreter`.
 
-    --languages de it zh   target languages (default: de)
-    --sessions 1 2 4       concurrent sessions (default: 1 2)
-    --clips 12             English clips of ../shared/eval/speech_translation.tsv (default: all; it
-                           has 6: 5 FLEURS with FLORES references, 1 CoVoST 2)
-    --url http://...       a running server (default: start `dragoman serve --services interpreter mt`)
+    --directions en-de,de-en   source-target pairs (default: en-de); en-de, en-it, en-zh and the
+                               reverse de-en, it-en, zh-en
+    --sessions 1,2,4           concurrent sessions (default: 1,2)
+    --clips 12                 clips per direction (default: all there are)
+    --asr-model whisper-base   the project's Whisper that transcribes the spoken output
+    --url http://...           a running server whose interpreter speaks the directions' one
+                               source language (default: start `dragoman serve --services
+                               interpreter mt` per source language, with
+                               DRAGOMAN_INTERPRETER__SOURCE_LANGUAGE set to it)
+
+The clips are the FLEURS recordings of `../shared/eval/speech_translation.tsv` in the source
+language with a FLORES reference in the target: 5 English ones (its CoVoST 2 clip has no
+FLORES reference), 5 German ones and 1 Mandarin one, so en→X has 5 clips, de→en 5 and zh→en
+1. There is no Italian speech with an English reference in ../shared/eval (its Italian
+recordings are Picovoice test sentences with Italian transcripts only): it→en is skipped with
+a message until such clips are added.
 
 Each clip is one translation session through the openai SDK's
 `client.realtime.translations.connect()`, streamed at real-time pace in 200 ms appends
 (each sent once its 200 ms have been "recorded"), then 2 s of silence, then
-`session.close`; the session ends at `session.closed`. With N sessions, N clips stream at
-once. Measured per clip, from the speech as spoken (Silero's first and last speech window of
-the recording, on the appends' schedule):
+`session.close`; the session ends at `session.closed`. With N sessions, N workers take the
+clips in turn, so that N sessions stream at once until the clips run out (with fewer clips
+than sessions, clips are repeated so that N sessions do run at once). Measured per clip, from
+the speech as spoken (Silero's first and last speech window of the recording, on the appends'
+schedule):
 
 - **first text / first audio**: the first `session.output_transcript.delta` /
   `session.output_audio.delta` received, after the speech began;
@@ -19,7 +32,12 @@ the recording, on the appends' schedule):
 - **BLEU** of the output transcripts against the FLORES references (sacrebleu; `zh` tokenised
   as Chinese), next to the same server's offline text MT of the gold transcripts (MT protocol
   v1 on `/v1/mt`, one final update per sentence) in the same run: the ratio is what speech and
-  simultaneity cost.
+  simultaneity cost;
+- **ASR-BLEU** of the spoken output: each session's `session.output_audio.delta` PCM (24 kHz
+  PCM16) transcribed by the project's Whisper with the language fixed to the target
+  (bench/listener.py, after the sessions, outside the timings) and scored as BLEU is. The voice
+  is the one the server speaks the target with (the voice catalog's best of the language, from
+  the same settings); BLEU - ASR-BLEU is what the voice and the listener lose.
 
 Progress goes to stderr, markdown tables to stdout. On a shared 2-core machine the lags are
 indicative only; compare figures of one run.
@@ -32,6 +50,7 @@ import asyncio
 import base64
 import csv
 import json
+import os
 import sys
 import tempfile
 import time
@@ -49,23 +68,31 @@ from websockets.asyncio.client import connect
 from bench import server as dragoman_server
 from bench.agent_latency import header, log, percentile, speech_bounds, table
 from bench.audio import EVAL, RATE, EvalRow, load
+from bench.listener import load_listener, transcribe
 from bench.results import record
 from dragoman.audio.pcm import float_to_pcm16
 from dragoman.audio.vad import SileroModel
-from dragoman.config import load_settings
+from dragoman.config import Settings, load_settings
+from dragoman.engines.asr.base import ASREngine
+from dragoman.engines.tts.voices import VoiceCatalog
+from dragoman.logs import configure as configure_logs
+from dragoman.sessions.translation.translator import source_words
 from dragoman.weights import resolve
 
 WIRE_RATE = 24_000
 FRAME_S = 0.2
 TAIL_S = 2.0
-REFERENCE = {"de": "deu", "it": "ita", "zh": "zho_Hans"}
+#: ISO 639-1 -> the column of speech_translation.tsv with that language's FLORES line.
+REFERENCE = {"en": "eng", "de": "deu", "it": "ita", "zh": "zho_Hans"}
+DIRECTIONS = ("en-de", "en-it", "en-zh", "de-en", "it-en", "zh-en")
+SOURCE_ENV = "DRAGOMAN_INTERPRETER__SOURCE_LANGUAGE"
 
 
 @dataclass(frozen=True)
 class Clip:
     name: str
     source: str
-    references: dict[str, str]
+    reference: str
     audio: np.ndarray
     onset_s: float
     end_s: float
@@ -79,20 +106,31 @@ class Run:
     first_text_s: float = float("nan")
     first_audio_s: float = float("nan")
     end_lag_s: float = float("nan")
-    audio_s: float = 0.0
+    pcm: bytearray = field(default_factory=bytearray)
+    heard: str = ""
     errors: list[dict[str, Any]] = field(default_factory=list)
 
+    @property
+    def audio_s(self) -> float:
+        return len(self.pcm) / 2 / WIRE_RATE
 
-def clips(count: int, vad: SileroModel) -> list[Clip]:
-    with (EVAL / "speech_translation.tsv").open(newline="") as handle:
-        rows = [r for r in csv.DictReader(handle, delimiter="\t") if r["src_lang"] == "en"][:count]
+
+def clips(direction: str, count: int, vad: SileroModel) -> list[Clip]:
+    """The first `count` FLEURS clips spoken in the direction's source language that have a
+    FLORES reference in its target (none: an empty list)."""
+    source, target = direction.split("-")
+    with (EVAL / "speech_translation.tsv").open(newline="", encoding="utf-8") as handle:
+        rows = [
+            r
+            for r in csv.DictReader(handle, delimiter="\t")
+            if r["src_lang"] == source and r["flores_devtest_line"] and r[REFERENCE[target]].strip()
+        ][:count]
     out = []
     for row in rows:
-        audio = load(EvalRow(row["file"], "en", None, row["src_text"], duration=0.0, notes=""))
+        audio = load(EvalRow(row["file"], source, None, row["src_text"], duration=0.0, notes=""))
         onset, end = speech_bounds(vad, audio)
         wire = np.ascontiguousarray(soxr.resample(audio, RATE, WIRE_RATE), dtype=np.float32)
-        refs = {lang: row[column] for lang, column in REFERENCE.items()}
-        out.append(Clip(Path(row["file"]).stem, row["src_text"], refs, wire, onset, end))
+        out.append(Clip(Path(row["file"]).stem, row["src_text"], row[REFERENCE[target]], wire, onset, end))
     return out
 
 
@@ -116,7 +154,7 @@ async def interpret(client: AsyncOpenAI, clip: Clip, language: str) -> Run:
                         run.first_text_s = now - onset
                     run.end_lag_s = now - end
                 elif kind == "session.output_audio.delta":
-                    run.audio_s += len(base64.b64decode(event["delta"])) / 2 / WIRE_RATE
+                    run.pcm += base64.b64decode(event["delta"])
                     if run.first_audio_s != run.first_audio_s:
                         run.first_audio_s = now - onset
                 elif kind == "error":
@@ -135,16 +173,35 @@ async def interpret(client: AsyncOpenAI, clip: Clip, language: str) -> Run:
     return run
 
 
-async def offline(ws_url: str, sources: Sequence[str], language: str) -> list[str]:
+async def concurrently(client: AsyncOpenAI, items: Sequence[Clip], language: str, sessions: int) -> list[Run]:
+    """Every clip through its own session, `sessions` at a time: each worker takes the next clip
+    when its session ends. With fewer clips than sessions the clips repeat, so that `sessions`
+    run at once."""
+    queue = [items[i % len(items)] for i in range(max(len(items), sessions))]
+    runs: list[Run] = []
+
+    async def worker() -> None:
+        while queue:
+            clip = queue.pop(0)
+            run = await interpret(client, clip, language)
+            log(f"→{language} x{sessions} {clip.name}: {run.text!r} end lag {run.end_lag_s:.2f} s")
+            runs.append(run)
+
+    await asyncio.gather(*(worker() for _ in range(sessions)))
+    return runs
+
+
+async def offline(ws_url: str, sources: Sequence[str], direction: str) -> list[str]:
     """The same server's text MT of the gold transcripts: one final update per sentence."""
+    source, target = direction.split("-")
     out = []
     async with connect(ws_url + "/v1/mt", max_size=None) as ws:
-        await ws.send(
-            json.dumps({"type": "init", "protocol_version": 1, "source_lang": "en", "target_lang": language})
-        )
+        init = {"type": "init", "protocol_version": 1, "source_lang": source, "target_lang": target}
+        await ws.send(json.dumps(init))
         json.loads(await ws.recv())
-        for seq, source in enumerate(sources, start=1):
-            words = [[w, None, None] for w in source.split()]
+        for seq, text in enumerate(sources, start=1):
+            # Words as the interpreter's translator takes a transcript (Chinese a character each).
+            words = [[w, None, None] for w in source_words(text)]
             update = {"type": "update", "seq": seq, "utterance_id": seq, "words": words, "clock_ms": 0.0}
             await ws.send(json.dumps(update | {"is_final": True}))
             while True:
@@ -155,46 +212,50 @@ async def offline(ws_url: str, sources: Sequence[str], language: str) -> list[st
     return out
 
 
-def save(
-    language: str, sessions: int, count: int, score: float, baseline: float, ms: list[list[float]]
-) -> None:
+@dataclass(frozen=True)
+class Scores:
+    """One direction at one session count."""
+
+    direction: str
+    sessions: int
+    voice: str
+    clips: int
+    bleu: float
+    asr_bleu: float
+    baseline: float
+    first_text_ms: list[float]
+    first_audio_ms: list[float]
+    end_lag_ms: list[float]
+    errors: int
+
+    @property
+    def ratio(self) -> float:
+        return self.bleu / self.baseline if self.baseline else float("nan")
+
+
+def save(scores: Scores) -> None:
     """The goals of issue 25 (`bench/results.py`): BLEU ratio >= 0.8, end lag mean <= 2.5 s, first
-    text p50 <= 3.5 s (with 2 sessions too)."""
-    goal = f"interpreter en→{language}, {sessions} session{'s' if sessions > 1 else ''}"
-    conditions = f"{count} English clips at real time; text MT BLEU {baseline:.1f}, speech BLEU {score:.1f}"
-    ratio = round(score / baseline, 2) if baseline else float("nan")
-    end_lag, first_text = round(float(np.nanmean(ms[2]))), round(percentile(ms[0], 50))
-    record(
-        "interpreter",
-        goal,
-        "BLEU speech / text MT",
-        ratio,
-        "×",
-        target="≥ 0.8×",
-        met=ratio >= 0.8,
-        conditions=conditions,
+    text p50 <= 3.5 s (with 2 sessions too); first audio and ASR-BLEU without a bound."""
+    source, target = scores.direction.split("-")
+    n = scores.sessions
+    goal = f"interpreter {source}→{target}, {n} session{'s' if n > 1 else ''}"
+    conditions = (
+        f"{scores.clips} FLEURS clips at real time; text MT BLEU {scores.baseline:.1f}, "
+        f"speech BLEU {scores.bleu:.1f}, ASR-BLEU {scores.asr_bleu:.1f} ({scores.voice})"
     )
-    record(
-        "interpreter",
-        goal,
-        "end lag, mean",
-        end_lag,
-        "ms",
-        target="≤ 2500 ms",
-        met=end_lag <= 2500,
-        conditions=conditions,
-    )
-    record(
-        "interpreter",
-        goal,
-        "first text, p50",
-        first_text,
-        "ms",
-        target="≤ 3500 ms",
-        met=first_text <= 3500,
-        conditions=conditions,
-    )
-    record("interpreter", goal, "first audio, p50", round(percentile(ms[1], 50)), "ms", conditions=conditions)
+    ratio = round(scores.ratio, 2)
+    end_lag = round(float(np.nanmean(scores.end_lag_ms)))
+    first_text = round(percentile(scores.first_text_ms, 50))
+
+    def put(metric: str, value: float, unit: str, target: str = "", met: bool | None = None) -> None:
+        record("interpreter", goal, metric, value, unit, target=target, met=met, conditions=conditions)
+
+    put("BLEU speech / text MT", ratio, "×", "≥ 0.8×", ratio >= 0.8)
+    put("end lag, mean", end_lag, "ms", "≤ 2500 ms", end_lag <= 2500)
+    put("first text, p50", first_text, "ms", "≤ 3500 ms", first_text <= 3500)
+    put("first audio, p50", round(percentile(scores.first_audio_ms, 50)), "ms")
+    # The voice in the metric's name, so that the summary table says who spoke.
+    put(f"ASR-BLEU of the spoken output ({scores.voice})", round(scores.asr_bleu, 1), "BLEU")
 
 
 def bleu(hypotheses: Sequence[str], references: Sequence[str], language: str) -> float:
@@ -202,87 +263,160 @@ def bleu(hypotheses: Sequence[str], references: Sequence[str], language: str) ->
     return float(sacrebleu.corpus_bleu(list(hypotheses), [list(references)], tokenize=tokenize).score)
 
 
+def voice_of(settings: Settings, language: str) -> str:
+    """The voice the server speaks `language` with: the catalog's best of it, as the server's."""
+    return VoiceCatalog(settings.tts.backends, settings.tts.voice).for_language(language).name
+
+
 async def measure(
-    url: str, ws_url: str, items: Sequence[Clip], languages: Sequence[str], sessions: Sequence[int]
-) -> None:
+    url: str,
+    ws_url: str,
+    work: dict[str, list[Clip]],
+    sessions: Sequence[int],
+    listener: ASREngine,
+    settings: Settings,
+) -> list[Scores]:
     client = AsyncOpenAI(
         base_url=url + "/v1", websocket_base_url=ws_url + "/v1", api_key="bench", max_retries=0
     )
-    rows = []
-    for language in languages:
-        refs = [c.references[language] for c in items]
-        text_mt = await offline(ws_url, [c.source for c in items], language)
-        baseline = bleu(text_mt, refs, language)
-        log(f"{language}: offline text MT BLEU {baseline:.1f}")
+    out = []
+    for direction, items in work.items():
+        target = direction.split("-")[1]
+        voice = voice_of(settings, target)
+        text_mt = await offline(ws_url, [c.source for c in items], direction)
+        baseline = bleu(text_mt, [c.reference for c in items], target)
+        log(f"{direction}: offline text MT BLEU {baseline:.1f}; spoken by {voice}")
         for n in sessions:
-            runs: list[Run] = []
-            for group in range(0, len(items), n):
-                batch = items[group : group + n]
-                runs += await asyncio.gather(*(interpret(client, c, language) for c in batch))
-                for run in runs[-len(batch) :]:
-                    log(f"{language} x{n} {run.clip.name}: {run.text!r} end lag {run.end_lag_s:.2f} s")
-            score = bleu([r.text for r in runs], refs, language)
-            ms = [
-                [1000 * getattr(r, name) for r in runs]
-                for name in ("first_text_s", "first_audio_s", "end_lag_s")
-            ]
-            save(language, n, len(runs), score, baseline, ms)
-            rows.append(
-                (
-                    f"en-{language}",
-                    n,
-                    len(runs),
-                    f"{score:.1f}",
-                    f"{baseline:.1f}",
-                    f"{score / baseline:.2f}" if baseline else "–",
-                    percentile(ms[0], 50),
-                    percentile(ms[1], 50),
-                    float(np.nanmean(ms[2])) if runs else float("nan"),
-                    percentile(ms[2], 95),
-                    sum(len(r.errors) for r in runs),
-                )
+            runs = await concurrently(client, items, target, n)
+            for run in runs:
+                run.heard = await asyncio.to_thread(transcribe, listener, bytes(run.pcm), target, WIRE_RATE)
+                log(f"{direction} x{n} {run.clip.name}: heard {run.heard!r} ({run.audio_s:.1f} s)")
+            refs = [r.clip.reference for r in runs]
+            scores = Scores(
+                direction,
+                n,
+                voice,
+                len(runs),
+                bleu([r.text for r in runs], refs, target),
+                bleu([r.heard for r in runs], refs, target),
+                baseline,
+                [1000 * r.first_text_s for r in runs],
+                [1000 * r.first_audio_s for r in runs],
+                [1000 * r.end_lag_s for r in runs],
+                sum(len(r.errors) for r in runs),
             )
-    print(
-        table(
-            (
-                "direction",
-                "sessions",
-                "clips",
-                "BLEU",
-                "text MT BLEU",
-                "ratio",
-                "first text p50 ms",
-                "first audio p50 ms",
-                "end lag mean ms",
-                "end lag p95 ms",
-                "errors",
-            ),
-            rows,
+            save(scores)
+            out.append(scores)
+    return out
+
+
+def report(all_scores: Sequence[Scores]) -> None:
+    rows = [
+        (
+            s.direction.replace("-", "→"),
+            s.voice,
+            s.sessions,
+            s.clips,
+            f"{s.bleu:.1f}",
+            f"{s.asr_bleu:.1f}",
+            f"{s.baseline:.1f}",
+            f"{s.ratio:.2f}" if s.baseline else "–",
+            percentile(s.first_text_ms, 50),
+            percentile(s.first_audio_ms, 50),
+            float(np.nanmean(s.end_lag_ms)),
+            percentile(s.end_lag_ms, 95),
+            s.errors,
         )
+        for s in all_scores
+    ]
+    columns = (
+        "direction",
+        "voice",
+        "sessions",
+        "clips",
+        "BLEU",
+        "ASR-BLEU",
+        "text MT BLEU",
+        "ratio",
+        "first text p50 ms",
+        "first audio p50 ms",
+        "end lag mean ms",
+        "end lag p95 ms",
+        "errors",
     )
+    print(table(columns, rows))
+
+
+def counts(text: str) -> list[int]:
+    """`1,2,4` (or one number) as a list of positive session counts."""
+    values = [int(part) for part in text.split(",") if part.strip()]
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"session counts are positive integers, not {text!r}")
+    return values
+
+
+def directions(text: str) -> list[str]:
+    """`en-de,de-en` as a list of known directions."""
+    values = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [v for v in values if v not in DIRECTIONS]
+    if unknown or not values:
+        raise argparse.ArgumentTypeError(f"unknown direction {unknown}; known: {', '.join(DIRECTIONS)}")
+    return values
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--languages", nargs="+", default=["de"], choices=sorted(REFERENCE))
-    parser.add_argument("--sessions", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--directions", type=directions, default=["en-de"])
+    parser.add_argument(
+        "--languages",
+        nargs="+",
+        choices=("de", "it", "zh"),
+        help="en→X targets (same as --directions en-X,...)",
+    )
+    parser.add_argument("--sessions", nargs="+", type=counts, default=[[1, 2]])
     parser.add_argument("--clips", type=int, default=12)
+    parser.add_argument("--asr-model", default="whisper-base")
     parser.add_argument("--url", help="a running dragoman server (http://host:port)")
     args = parser.parse_args(argv)
+    wanted = [f"en-{lang}" for lang in args.languages] if args.languages else args.directions
+    sessions = [n for group in args.sessions for n in group]
+    configure_logs(level="warning")
     settings = load_settings()
     vad = SileroModel.load(resolve("silero-vad", settings.cache_dir))
-    items = clips(args.clips, vad)
-    header("The interpreter: English clips at real-time pace through the openai SDK")
+    by_source: dict[str, dict[str, list[Clip]]] = {}
+    for direction in wanted:
+        items = clips(direction, args.clips, vad)
+        if not items:
+            log(
+                f"{direction}: skipped: ../shared/eval/speech_translation.tsv has no speech in "
+                f"{direction.split('-')[0]!r} with a FLORES reference in {direction.split('-')[1]!r}"
+            )
+            continue
+        by_source.setdefault(direction.split("-")[0], {})[direction] = items
+    if not by_source:
+        return 0
+    if args.url and len(by_source) > 1:
+        parser.error("--url serves one source language; give directions from one source")
+    log(f"loading {args.asr_model} to transcribe the spoken output")
+    listener = load_listener(args.asr_model, settings.cache_dir)
+    header("The interpreter: FLEURS clips at real-time pace through the openai SDK")
+    scores: list[Scores] = []
     if args.url:
         url = args.url.rstrip("/")
-        asyncio.run(measure(url, "ws" + url[4:], items, args.languages, args.sessions))
-        return 0
-    with tempfile.TemporaryDirectory() as tmp:
-        serve = ["serve", "--cache-dir", str(settings.cache_dir), "--services", "interpreter", "mt"]
-        with dragoman_server.running(serve, Path(tmp) / "dragoman.log") as server:
-            asyncio.run(measure(server.http, server.ws, items, args.languages, args.sessions))
+        (work,) = by_source.values()
+        scores = asyncio.run(measure(url, "ws" + url[4:], work, sessions, listener, settings))
+    else:
+        for source, work in by_source.items():
+            # One server per source language: the interpreter translates from one (docs/interpreter.md).
+            os.environ[SOURCE_ENV] = source
+            with tempfile.TemporaryDirectory() as tmp:
+                serve = ["serve", "--cache-dir", str(settings.cache_dir), "--services", "interpreter", "mt"]
+                with dragoman_server.running(serve, Path(tmp) / "dragoman.log") as server:
+                    scores += asyncio.run(measure(server.http, server.ws, work, sessions, listener, settings))
+    report(scores)
+    listener.close()
     return 0
 
 
