@@ -59,6 +59,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from bench import server as dragoman_server
 from bench.audio import RATE, Audio, EvalRow, eval_rows, load
+from bench.results import record
 from dragoman.audio.pcm import float_to_pcm16
 from dragoman.audio.vad import SileroModel, SileroVAD
 from dragoman.config import default_cache_dir
@@ -555,7 +556,7 @@ def ms(values: Sequence[float]) -> list[float]:
     return [1000 * v for v in values]
 
 
-def report_latency(turns: list[Turn]) -> None:
+def report_latency(turns: list[Turn], model: str, services: str) -> None:
     names = [mode for mode, _ in MODES]
     by_mode = {mode: [t for t in turns if t.mode == mode] for mode in names}
     count = len(by_mode[names[0]])
@@ -616,6 +617,18 @@ def report_latency(turns: list[Turn]) -> None:
                 failed,
             ]
         )
+        for name, value, aim in (("p50", p50, AIM_S), ("p95", percentile(firsts, 95), BAR_S)):
+            record(
+                "agent_latency",
+                f"voice agent latency ({model or 'auto'})",
+                f"end of speech → first answer audio, {name} ({mode})",
+                value,
+                "ms",
+                target=f"< {1000 * aim:.0f} ms",
+                met=value < 1000 * aim,
+                conditions=f"services {services}; {len(by_mode[mode])} recordings; early start fired "
+                f"{early}/{len(by_mode[mode])}; {failed} unanswered",
+            )
     print(
         table(
             [
@@ -828,7 +841,7 @@ async def run(args: argparse.Namespace, only: set[str], workdir: Path) -> None:
             print(f"## LLM: {model or 'the default'} (services: {args.services})\n")
             if "latency" in only:
                 turns = await run_latency(srv, chosen)
-                report_latency(turns)
+                report_latency(turns, model, args.services)
             if "barge_in" in only:
                 report_barge_ins(await run_barge_ins(srv, interruptions, args.barge_ins))
 
