@@ -194,6 +194,13 @@ def _access_flags(parser: argparse.ArgumentParser) -> None:
         help="on SIGTERM, let open sessions run this long while new ones are refused, then close "
         "them with 1001 (25 s)",
     )
+    parser.add_argument(
+        "--replica-id",
+        dest="replica_id",
+        metavar="NAME",
+        help="this replica's name behind a load balancer (letters, digits, -; also "
+        "DRAGOMAN_REPLICA_ID): WebRTC call ids carry it, rtc_NAME_..., for the balancer to route on",
+    )
 
 
 def _agent_flags(parser: argparse.ArgumentParser) -> None:

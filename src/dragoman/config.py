@@ -258,6 +258,10 @@ class Settings(BaseSettings):
     #: On SIGTERM, how long open sessions run on (while /health answers 503 draining and new
     #: sessions are refused) before they are closed with 1001.
     drain_seconds: float = Field(default=25.0, ge=0)
+    #: This replica's name among those behind one load balancer (letters, digits, `-`): it is
+    #: put in every WebRTC call id (`rtc_<replica>_<random>`), so that the balancer can send a
+    #: call's `DELETE` and its sideband (`?call_id=`) to the replica that holds the call.
+    replica_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9-]{1,32}$")
     asr: ASRSettings = Field(default_factory=ASRSettings)
     transcription: TranscriptionSettings = Field(default_factory=TranscriptionSettings)
     mt: MTSettings = Field(default_factory=MTSettings)

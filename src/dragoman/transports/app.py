@@ -143,7 +143,7 @@ def create_app(settings: Settings) -> FastAPI:
     # MT protocol v1; the standalone `dragoman mt-server` serves the same router at "/".
     app.include_router(mt_router(lambda: runtime.mt, path="/v1/mt", readiness=readiness))
     # The voice agent over WebRTC (`POST /v1/realtime/calls`), with the `webrtc` extra.
-    mount_webrtc(app, lambda: runtime.agent, readiness, lambda: runtime.interpreter)
+    mount_webrtc(app, lambda: runtime.agent, readiness, lambda: runtime.interpreter, settings.replica_id)
     files = settings.transcription.files
     app.include_router(audio_transcriptions_router(lambda: runtime.transcription, files, readiness))
     # OpenAI's text-to-speech, with the voices of the agent (or of the interpreter alone).

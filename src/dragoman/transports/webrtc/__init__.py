@@ -31,15 +31,17 @@ def mount_webrtc(
     agent: Callable[[], AgentService | None],
     readiness: Readiness,
     interpreter: Callable[[], InterpreterService | None] = lambda: None,
+    replica_id: str | None = None,
 ) -> None:
-    """The call routes; without the `webrtc` extra, a 501 that says how to get them."""
+    """The call routes, whose call ids name `replica_id` where it is set; without the `webrtc`
+    extra, a 501 that says how to get them."""
     if importlib.util.find_spec("aiortc") is not None:
         from dragoman.transports.webrtc.calls import Calls, calls_router
         from dragoman.transports.webrtc.peer import ice_servers
         from dragoman.transports.webrtc.translation import translation_calls_router
 
         # The running calls, where `/v1/realtime?call_id=…` finds the call it attaches to.
-        app.state.calls = Calls(ice_servers())
+        app.state.calls = Calls(ice_servers(), replica_id)
         app.include_router(calls_router(agent, readiness, app.state.calls))
         app.include_router(translation_calls_router(interpreter, readiness, app.state.calls))
         return

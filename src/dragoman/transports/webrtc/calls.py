@@ -11,6 +11,10 @@ access guard put one on `request.state.session_config` (an ephemeral key's), aft
 form's. `DELETE` on the Location hangs up. Past `--num-pipelines` a call is refused
 with 503 `session_limit_reached`. The routes sit behind the same access guard as every
 other endpoint.
+
+Behind a load balancer, the `DELETE` (and a sideband's `?call_id=`) must reach the replica that
+holds the call: a replica given an id (`--replica-id`) names itself in its call ids,
+`rtc_<replica>_<random>`, for the balancer to route on (docs/deploy.md has nginx's map).
 """
 
 from __future__ import annotations
@@ -135,9 +139,15 @@ def _release(service: AgentService, unit: PipelineUnit, drained: bool) -> None:
 class Calls:
     """The calls running now, by id."""
 
-    def __init__(self, servers: list[RTCIceServer] | None) -> None:
+    def __init__(self, servers: list[RTCIceServer] | None, replica_id: str | None = None) -> None:
         self.ice_servers = servers
         self.running: dict[str, Call] = {}
+        self._prefix = f"rtc_{replica_id}_" if replica_id else "rtc_"
+
+    def new_id(self) -> str:
+        """A fresh call id: `rtc_<replica>_<20 hex digits>`, or `rtc_<20 hex digits>` for a
+        server that is given no replica id."""
+        return self._prefix + uuid.uuid4().hex[:20]
 
     def start(self, call: Call) -> None:
         self.running[call.id] = call
@@ -172,8 +182,8 @@ def calls_router(
             offer, form_session = await read_offer(request)
         except ClientError as exc:
             return error_response(400, exc.code, exc.message, exc.param)
-        suffix = uuid.uuid4().hex[:20]
-        call_id, session_id = "rtc_" + suffix, "sess_" + suffix
+        call_id = calls.new_id()
+        session_id = "sess_" + call_id.rsplit("_", 1)[1]
         unit = await service.pool.acquire_within(session_id, ADMISSION_WAIT_S)
         if unit is None:
             service.usage["sessions_refused"] += 1

@@ -23,7 +23,6 @@ the call plays out what it still holds before it hangs up.
 from __future__ import annotations
 
 import base64
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -132,7 +131,7 @@ def translation_calls_router(
             return error_response(status, refusal.code, refusal.message, headers=headers)
         assert service is not None and model is not None
         service.sessions += 1  # before the first await: concurrent offers cannot all take the last slot
-        call_id = "rtc_" + uuid.uuid4().hex[:20]
+        call_id = calls.new_id()
 
         def build() -> Call:
             session = service.new_session(model, media_track=True)
