@@ -18,6 +18,7 @@ import pytest
 from dragoman.config import TranscriptionSettings
 from dragoman.engines.asr.base import ASRCapabilities, PrefixMode, StepResult
 from dragoman.engines.llm.base import Finished, TextPiece, ToolCall, ToolCallPiece
+from dragoman.engines.workers import JobCancelled
 from dragoman.errors import EngineFailure
 from dragoman.protocol.realtime.agent_events import agent_wire_event
 from dragoman.protocol.realtime.client_parsers import AgentClientParser
@@ -498,24 +499,14 @@ def test_create_response_false_leaves_the_answer_to_the_client(create_response: 
 # -- the early start -----------------------------------------------------------------------
 
 
-class SwitchTurnModel:
-    """P(the turn is complete), as the test sets it."""
-
-    def __init__(self, probability: float = 0.9) -> None:
-        self.probability = probability
-
-    def __call__(self, audio: np.ndarray) -> float:
-        return self.probability
-
-
-def early_agent(model: SwitchTurnModel) -> Agent:
-    agent = Agent(turn_model=model)
+def early_agent() -> Agent:
+    agent = Agent()
     agent.events()
     return agent
 
 
 def pause_then_provisional(agent: Agent, text: str) -> None:
-    """Speech, then a pause the turn model judges complete: the front decodes the turn whole."""
+    """Speech, then a pause: the front decodes the turn whole."""
     agent.send("input_audio_buffer.append", audio=b64(np.concatenate([tone(1.0, RATE), silence(0.3, RATE)])))
     job: StepJob = agent.job(ASR)
     assert job.provisional
@@ -524,7 +515,7 @@ def pause_then_provisional(agent: Agent, text: str) -> None:
 
 
 def test_an_early_start_is_held_until_the_turn_ends_and_then_comes_in_order() -> None:
-    agent = early_agent(SwitchTurnModel(0.9))
+    agent = early_agent()
     pause_then_provisional(agent, "What is the time?")
     llm: LLMJob = agent.job(LLM)
     assert llm.request.messages[-1].content == "What is the time?"
@@ -549,7 +540,7 @@ def test_an_early_start_is_held_until_the_turn_ends_and_then_comes_in_order() ->
 
 
 def test_speech_after_the_pause_drops_the_early_start_unseen() -> None:
-    agent = early_agent(SwitchTurnModel(0.9))
+    agent = early_agent()
     pause_then_provisional(agent, "Book a table")
     llm: LLMJob = agent.job(LLM)
     agent.session.job_progress(llm, TextPiece("Sure, for how many people? "))
@@ -565,7 +556,7 @@ def test_speech_after_the_pause_drops_the_early_start_unseen() -> None:
 
 def test_speech_after_the_early_decode_makes_the_turn_decode_again() -> None:
     """The pause's decode stands for the turn only while no speech came after it."""
-    agent = early_agent(SwitchTurnModel(0.9))
+    agent = early_agent()
     pause_then_provisional(agent, "Call Anna")
     first: LLMJob = agent.job(LLM)
     agent.send("input_audio_buffer.append", audio=b64(np.concatenate([tone(0.6, RATE), silence(0.8, RATE)])))
@@ -579,11 +570,45 @@ def test_speech_after_the_early_decode_makes_the_turn_decode_again() -> None:
     assert second.request.messages[-1].content == "Call Anna and Hannah"
 
 
-def test_an_incomplete_pause_starts_nothing_early() -> None:
-    agent = early_agent(SwitchTurnModel(0.1))
-    agent.send("input_audio_buffer.append", audio=b64(np.concatenate([tone(1.0, RATE), silence(0.3, RATE)])))
-    agent.no_job(ASR)
+def test_a_pause_is_decoded_the_moment_it_begins_and_its_transcript_starts_the_answer() -> None:
+    agent = early_agent()
+    # 100 ms of silence (a few VAD windows), long before the 500 ms that end the turn.
+    agent.send("input_audio_buffer.append", audio=b64(np.concatenate([tone(1.0, RATE), silence(0.1, RATE)])))
+    job: StepJob = agent.job(ASR)
+    assert job.provisional and not job.final
+    assert len(job.request.audio) >= 16_000, "the whole turn, its speech all in"
+    agent.session.job_done(job, StepResult(text="What time is it?", language="en"))
+    assert agent.job(LLM).request.messages[-1].content == "What time is it?", "at once, not at 200 ms"
+    assert not [k for k in types(agent.events()) if k.startswith("response.")], "held"
+
+
+def test_a_pause_cancels_a_partial_step_that_has_not_started() -> None:
+    agent = early_agent()
+    transcription = {"transcription": {"model": "whisper-1"}}
+    agent.send("session.update", session={"type": "realtime", "audio": {"input": transcription}})
+    agent.send("input_audio_buffer.append", audio=b64(tone(2.2, RATE)))
+    partial: StepJob = agent.job(ASR)
+    assert not partial.provisional
+    agent.send("input_audio_buffer.append", audio=b64(silence(0.1, RATE)))
+    assert partial.cancel.cancelled, "the pause's decode hears all it would, and more"
+    agent.session.job_failed(partial, JobCancelled("cancelled before it ran"))
+    pause: StepJob = agent.job(ASR)
+    assert pause.provisional and len(pause.request.audio) > len(partial.request.audio)
+
+
+def test_speech_after_a_pause_cancels_its_decode_and_the_next_pause_decodes_again() -> None:
+    agent = early_agent()
+    agent.send("input_audio_buffer.append", audio=b64(np.concatenate([tone(1.0, RATE), silence(0.1, RATE)])))
+    stale: StepJob = agent.job(ASR)
+    agent.send("input_audio_buffer.append", audio=b64(tone(0.5, RATE)))
+    assert stale.cancel.cancelled
+    agent.session.job_failed(stale, JobCancelled("cancelled before it ran"))
     agent.no_job(LLM)
+    agent.send("input_audio_buffer.append", audio=b64(silence(0.1, RATE)))
+    again: StepJob = agent.job(ASR)
+    assert again.provisional and again.resumes == 1
+    agent.session.job_done(again, StepResult(text="Call Anna now", language="en"))
+    assert agent.job(LLM).request.messages[-1].content == "Call Anna now"
 
 
 def test_a_transcript_that_arrives_while_the_user_speaks_again_waits_for_their_next_turn() -> None:

@@ -613,9 +613,9 @@ def test_a_clear_drops_an_early_start_held_for_the_cleared_turn() -> None:
     # The held answer stayed the session's response for ever: with interrupt_response off, no
     # later turn was ever answered (and response.cancel said there was none).
     from tests.unit.test_agent_session import RATE as AGENT_RATE
-    from tests.unit.test_agent_session import SwitchTurnModel, early_agent, pause_then_provisional
+    from tests.unit.test_agent_session import early_agent, pause_then_provisional
 
-    agent = early_agent(SwitchTurnModel(0.9))
+    agent = early_agent()
     turns = {"type": "server_vad", "interrupt_response": False}
     agent.send("session.update", session={"type": "realtime", "audio": {"input": {"turn_detection": turns}}})
     pause_then_provisional(agent, "Book a table")

@@ -10,7 +10,8 @@ import pytest
 
 from dragoman.streaming.turns import (
     PAUSE_MS,
-    EndLikely,
+    Paused,
+    Resumed,
     SemanticVADConfig,
     ServerVADConfig,
     SpeechStopped,
@@ -228,31 +229,36 @@ def test_turns_are_contiguous_ordered_and_keep_every_long_speech_run(seed: int) 
                 assert a == b
 
 
-# -- server_vad's early start ------------------------------------------------------------
+# -- server_vad's pauses (the early start) ---------------------------------------------------
 
 
-def early(audio: np.ndarray, model: ScriptedTurnModel) -> list[TurnOp]:
-    segmenter = TurnSegmenter(ServerVADConfig(), EnergyVAD(), turn_model=model)  # type: ignore[arg-type]
+def paused(audio: np.ndarray, model: ScriptedTurnModel | None = None) -> list[TurnOp]:
+    segmenter = TurnSegmenter(ServerVADConfig(), EnergyVAD(), turn_model=model, pauses=True)  # type: ignore[arg-type]
     return segmenter.push(audio)
 
 
-def test_server_vad_with_a_turn_model_says_early_that_the_turn_is_likely_over() -> None:
+def test_server_vad_with_pauses_says_so_the_moment_a_silence_begins() -> None:
     audio = signal(("silence", 20), ("tone", 30), ("silence", 40))
-    ops = early(audio, ScriptedTurnModel([0.9]))
+    ops = paused(audio)
     kinds = [type(op).__name__ for op in ops if not isinstance(op, TurnAudio)]
-    assert kinds == ["SpeechStarted", "EndLikely", "SpeechStopped"]
-    likely = next(op for op in ops if isinstance(op, EndLikely))
+    assert kinds == ["SpeechStarted", "Paused", "SpeechStopped"]
+    pause = next(op for op in ops if isinstance(op, Paused))
     stopped = next(op for op in ops if isinstance(op, SpeechStopped))
-    assert likely.audio_end_ms == ms((50 + PAUSE_WINDOWS) * W)
-    assert stopped.audio_end_ms > likely.audio_end_ms, "the silence still ends the turn"
+    assert pause.audio_end_ms == ms(51 * W), "at the first silent window, not after 200 ms"
+    assert stopped.audio_end_ms > pause.audio_end_ms, "the silence still ends the turn"
+    # All the speech, and the first silent window, went out before the pause.
+    before = ops[: ops.index(pause)]
+    assert sum(len(op.samples) for op in before if isinstance(op, TurnAudio)) == 51 * W - (20 * W - PAD)
     # The turn itself is where server_vad alone puts it.
     plain = TurnSegmenter(ServerVADConfig(), EnergyVAD()).push(audio)
     assert [(s, e) for s, e, _ in turns(ops)] == [(s, e) for s, e, _ in turns(plain)]
 
 
-def test_speech_after_an_early_end_resumes_the_turn_and_a_low_score_says_nothing() -> None:
+def test_speech_after_a_pause_resumes_the_turn_and_server_vad_asks_no_turn_model() -> None:
     audio = signal(("silence", 20), ("tone", 30), ("silence", 10), ("tone", 20), ("silence", 40))
-    model = ScriptedTurnModel([0.9, 0.1])
-    kinds = [type(op).__name__ for op in early(audio, model) if not isinstance(op, TurnAudio)]
-    assert kinds == ["SpeechStarted", "EndLikely", "Resumed", "SpeechStopped"]
-    assert len(model.seen) == 2, "asked once per pause"
+    model = ScriptedTurnModel([0.9])
+    kinds = [type(op).__name__ for op in paused(audio, model) if not isinstance(op, TurnAudio)]
+    assert kinds == ["SpeechStarted", "Paused", "Resumed", "Paused", "SpeechStopped"]
+    assert model.seen == [], "server_vad's pauses are the VAD's alone"
+    plain = TurnSegmenter(ServerVADConfig(), EnergyVAD()).push(audio)
+    assert not [op for op in plain if isinstance(op, Paused | Resumed)], "off by default"

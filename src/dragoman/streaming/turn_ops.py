@@ -32,16 +32,16 @@ class SpeechStopped:
 
 
 @dataclass(frozen=True)
-class EndLikely:
-    """server_vad with a turn model (the voice agent's early start): at a pause the model judged
-    the turn complete, before the silence that ends it has run out."""
+class Paused:
+    """server_vad with pauses on (the voice agent's early start): a silence began in the open
+    turn, which ends it unless speech comes back first. `audio_end_ms`: the audio so far."""
 
     audio_end_ms: int
 
 
 @dataclass(frozen=True)
 class Resumed:
-    """Speech came back after an `EndLikely`: the turn goes on."""
+    """Speech came back after a `Paused`: the turn goes on."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,4 +54,4 @@ class IdleTimeout:
     samples: NDArray[np.float32]
 
 
-TurnOp: TypeAlias = SpeechStarted | TurnAudio | SpeechStopped | EndLikely | Resumed | IdleTimeout
+TurnOp: TypeAlias = SpeechStarted | TurnAudio | SpeechStopped | Paused | Resumed | IdleTimeout

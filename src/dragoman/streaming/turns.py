@@ -43,10 +43,11 @@ running. The turn model is asked again at the next pause. A turn that has stoppe
 committed, and OpenAI's protocol cannot reopen a committed item: speech after it is a new turn
 (or a barge-in) and always needs the full `min_speech_ms`.
 
-server_vad given a turn model (the voice agent's early start) keeps its own end of turn, and
-also asks the model once per pause, at `PAUSE_MS` of silence: at P(complete) >= 0.5 it emits
-`EndLikely`, so an answer can be prepared while the silence runs out; speech that comes back
-before the end emits `Resumed`.
+server_vad with `pauses` on (the voice agent's early start) keeps its own end of turn, and also
+emits `Paused` the moment a silence begins in the open turn, so the turn can be transcribed and
+an answer prepared while the silence runs out; speech that comes back before the end emits
+`Resumed`. (A turn model judging the pause at `PAUSE_MS` came too late: the transcript of that
+judgment arrived after server_vad's 500 ms had ended the turn, and no answer started early.)
 
 server_vad's `idle_timeout_ms` (`streaming/idle_timer.py`) runs on the audio timeline, as
 everything here does: from the start, from the end of each turn, and from each start-over
@@ -82,8 +83,8 @@ from dragoman.streaming.turn_config import (
 )
 from dragoman.streaming.turn_onset import SpeechRun, TurnOnset
 from dragoman.streaming.turn_ops import (
-    EndLikely,
     IdleTimeout,
+    Paused,
     Resumed,
     SpeechStarted,
     SpeechStopped,
@@ -100,8 +101,8 @@ __all__ = [
     "PAUSE_MS",
     "TURN_CONTEXT_SECONDS",
     "Eagerness",
-    "EndLikely",
     "IdleTimeout",
+    "Paused",
     "Resumed",
     "SemanticVADConfig",
     "ServerVADConfig",
@@ -125,7 +126,10 @@ class TurnSegmenter:
         sample_rate: int = SAMPLE_RATE,
         offset_samples: int = 0,
         turn_model: TurnCompletion | None = None,
+        pauses: bool = False,
     ) -> None:
+        """`turn_model`: semantic_vad's (server_vad asks none). `pauses`: server_vad emits
+        `Paused` and `Resumed` (the early start)."""
         if sample_rate <= 0 or offset_samples < 0:
             raise ValueError("sample_rate must be positive and offset_samples non-negative")
         self.semantic = isinstance(config, SemanticVADConfig)
@@ -133,7 +137,8 @@ class TurnSegmenter:
             raise ValueError("semantic_vad needs a turn model")
         self.config = config
         self.vad = vad
-        self.turn_model = turn_model
+        self.turn_model = turn_model if self.semantic else None
+        self._pauses = pauses and not self.semantic
         self.sample_rate = sample_rate
         self._window = vad.window_samples
         if isinstance(config, SemanticVADConfig):
@@ -156,8 +161,8 @@ class TurnSegmenter:
         self._resume = SpeechRun()
         # semantic_vad: the end of the open turn's audio, for the turn model.
         self._context = RecentAudio(TURN_CONTEXT_SECONDS * sample_rate)
-        # server_vad with a turn model: whether this pause was judged, and found complete.
-        self._judged = self._likely = False
+        # server_vad with pauses: a `Paused` is out for the silence running now.
+        self._paused = False
         # server_vad's idle timeout (a length of 0 is off).
         idle_ms = config.idle_timeout_ms if isinstance(config, ServerVADConfig) else None
         self._idle = IdleTimer(self._samples(idle_ms) if idle_ms else 0, offset_samples)
@@ -274,12 +279,16 @@ class TurnSegmenter:
             return
         if speech:
             self._silence_start = None
-            if self._likely:
+            if self._paused:
+                self._paused = False
                 _flush(ops, pieces)
                 ops.append(Resumed())
-            self._judged = self._likely = False
         elif prob < self.config.negative_threshold and self._silence_start is None:
             self._silence_start = start
+            if self._pauses:
+                self._paused = True
+                _flush(ops, pieces)
+                ops.append(Paused(self.ms(self._cursor)))
         if self._silence_start is None:
             return
         silence = self._cursor - self._silence_start
@@ -287,8 +296,6 @@ class TurnSegmenter:
             self._stop(ops, pieces)
         elif self.semantic and silence >= self._pause:
             self._judge(ops, pieces)
-        elif not self.semantic and self.turn_model is not None and not self._judged:
-            self._judge_early(silence, ops, pieces)
 
     def _step_idle(
         self, window: NDArray[np.float32], start: int, ops: list[TurnOp], pieces: list[NDArray[np.float32]]
@@ -322,16 +329,6 @@ class TurnSegmenter:
             self._wait = self._samples(self.config.wait_ms(probability))
             self._resume = SpeechRun()
 
-    def _judge_early(self, silence: int, ops: list[TurnOp], pieces: list[NDArray[np.float32]]) -> None:
-        """server_vad's early start: ask the turn model once per pause, after PAUSE_MS of it."""
-        if silence < self._samples(PAUSE_MS):
-            return
-        self._judged = True
-        if self._turn_probability() >= SemanticVADConfig().completion_threshold:
-            self._likely = True
-            _flush(ops, pieces)
-            ops.append(EndLikely(self.ms(self._cursor)))
-
     def _turn_probability(self) -> float:
         assert self.turn_model is not None
         return self.turn_model(self._context.latest())
@@ -364,7 +361,7 @@ class TurnSegmenter:
         self._silence_start = self._wait = None
         self._resume = SpeechRun()
         self._context.clear()
-        self._judged = self._likely = False
+        self._paused = False
 
 
 def _flush(ops: list[TurnOp], pieces: list[NDArray[np.float32]]) -> None:

@@ -26,9 +26,9 @@ What the reference agent's event table asks of the session:
   cancelled with `turn_detected`) and only then is `speech_started` sent. With it
   off, the user's speech is still transcribed and delivered while the response
   plays on, and the turn is answered once the response ends.
-- The early start (`early_start.py`): when the turn model judges a pause the end of the
-  turn, the answer starts on the turn's transcript before the silence runs out, held from
-  the client until the turn really ends; speech that goes on drops it unseen.
+- The early start (`early_start.py`): at each pause in a turn, the answer starts on the
+  turn's transcript before the silence runs out, held from the client until the turn really
+  ends; speech that goes on drops it unseen.
 - Cancellation by generations: every response takes the next value of a monotonic
   counter, and every job carries it. A piece of a superseded generation is dropped;
   a piece of the current one always passes, so a response that did not finish

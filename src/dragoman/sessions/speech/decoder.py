@@ -51,7 +51,7 @@ class StepJob:
     #: Set when the item is cleared: a step not yet started is then dropped.
     cancel: CancelToken = field(default_factory=CancelToken, compare=False)
     priority: Priority = Priority.STREAMING
-    #: The early start's decode of a turn judged complete (`Provisional`), and the item's
+    #: The early start's whole decode of a turn at a pause (`Provisional`), and the item's
     #: `resumes` then: speech that came back since makes its transcript stale.
     provisional: bool = False
     resumes: int = 0
@@ -99,6 +99,26 @@ class ItemDecoder:
         self.committed.append(item)
         job = self._in_flight
         if job is not None and job.item is item and not job.final and not job.provisional:
+            job.cancel.cancel()
+
+    def pause(self, item: Item) -> None:
+        """A silence began in the open `item` (the early start): decode it whole now.
+
+        A partial step of it that has not started is cancelled, as at a commit: the pause's
+        decode hears all its audio, and must not queue behind a step that hears less.
+        """
+        item.provisional = True
+        job = self._in_flight
+        if job is not None and job.item is item and not job.final and not job.provisional:
+            job.cancel.cancel()
+
+    def resume(self, item: Item) -> None:
+        """Speech came back in the open `item`: a pause's decode of it is stale (one that has
+        not started is cancelled) and its transcript, if out, no longer stands."""
+        item.provisional = False
+        item.resumes += 1
+        job = self._in_flight
+        if job is not None and job.item is item and job.provisional:
             job.cancel.cancel()
 
     def next_job(self, item: Item | None) -> StepJob | None:
@@ -227,8 +247,9 @@ class ItemDecoder:
         if item.dropped:
             return
         if isinstance(error, JobCancelled) and job.cancel.cancelled and not job.final:
-            self.coalesced += 1  # skipped (`coalesce`): the next step takes its audio
-            self._observe(Observation(STEPS_COALESCED))
+            if not job.provisional:  # a pause's decode made stale by speech is no skipped step
+                self.coalesced += 1  # skipped (`coalesce`, `pause`): the next step takes its audio
+                self._observe(Observation(STEPS_COALESCED))
             return
         # Don't retry the same audio at once; the next chunk (or the commit) tries again.
         item.decoded_clock = job.clock

@@ -123,9 +123,9 @@ class Error:
 
 @dataclass(frozen=True)
 class Provisional:
-    """The voice agent's early start: the whole transcript of a turn the turn model judged
-    complete before the silence ended it. `Completed` follows, or `TurnResumed` if the user
-    goes on. Never sent to a client."""
+    """The voice agent's early start: the whole transcript of a turn at a pause, before the
+    silence ended it. `Completed` follows, or `TurnResumed` if the user goes on. Never sent
+    to a client."""
 
     item_id: str
     transcript: str

@@ -52,8 +52,9 @@ class SpeechFront:
         turn_model_factory: Callable[[], turns.TurnCompletion] | None = None,
         early_start: bool = False,
     ) -> None:
-        """`early_start` (the voice agent): with server_vad too, the turn model judges each
-        pause, and a turn it finds complete is decoded at once (`Provisional`)."""
+        """`early_start` (the voice agent): with server_vad, each pause in a turn is decoded
+        whole the moment it begins, and its transcript goes out (`Provisional`) unless speech
+        came back meanwhile."""
         self.session_id = session_id
         self.engine = engine
         self.config = config
@@ -223,13 +224,18 @@ class SpeechFront:
             self._segmenter = None
             return
         factory = self._turn_model_factory
-        wants_model = isinstance(vad, turns.SemanticVADConfig) or self._early_start
-        turn_model = factory() if wants_model and factory else None
+        semantic = isinstance(vad, turns.SemanticVADConfig)
+        turn_model = factory() if semantic and factory else None
         # A segmenter that takes over keeps the timeline where the last one left it; one
         # that starts (VAD switched on) starts at the input's clock.
         offset = self._segmenter.position if self._segmenter is not None else self._input.clock
         self._segmenter = turns.TurnSegmenter(
-            vad, self._vad_factory(), SAMPLE_RATE, offset_samples=offset, turn_model=turn_model
+            vad,
+            self._vad_factory(),
+            SAMPLE_RATE,
+            offset_samples=offset,
+            turn_model=turn_model,
+            pauses=self._early_start,
         )
         if self._idle_held:
             self._segmenter.hold_idle()
@@ -267,7 +273,7 @@ class SpeechFront:
                 item.start_ms = op.audio_start_ms
             elif isinstance(op, turns.TurnAudio):
                 self._add_turn_audio(op.samples)
-            elif isinstance(op, turns.EndLikely | turns.Resumed):
+            elif isinstance(op, turns.Paused | turns.Resumed):
                 self._early(op)
             elif isinstance(op, turns.IdleTimeout):
                 self._idle_timeout(op)
@@ -302,15 +308,14 @@ class SpeechFront:
         if self._segmenter is not None:
             self._segmenter.arm_idle(round(delay_seconds * SAMPLE_RATE))
 
-    def _early(self, op: turns.EndLikely | turns.Resumed) -> None:
+    def _early(self, op: turns.Paused | turns.Resumed) -> None:
         item = self._item
         if item is None:
             return
-        if isinstance(op, turns.EndLikely):
-            item.provisional = True
+        if isinstance(op, turns.Paused):
+            self._decoder.pause(item)
             return
-        item.provisional = False
-        item.resumes += 1
+        self._decoder.resume(item)
         if item.speculated:
             item.speculated = False
             self._emit(TurnResumed(item.item_id))

@@ -67,11 +67,11 @@ class Item:
     closed: bool = False
     #: Cleared by the client: any result still in flight for it is discarded.
     dropped: bool = False
-    #: The turn model judged the open turn complete (early start): decode it now, whole.
+    #: A silence began in the open turn (early start): decode it now, whole.
     provisional: bool = False
     #: A `Provisional` transcript of this turn went out, and no `TurnResumed` since.
     speculated: bool = False
-    #: Times speech came back after the turn model judged the turn complete.
+    #: Times speech came back after a silence began in the turn.
     resumes: int = 0
     #: `resumes` at the early start's last whole decode at a pause (None before one). While it
     #: equals `resumes`, no speech came back after that decode, only the closing silence:
