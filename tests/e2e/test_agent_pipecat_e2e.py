@@ -4,7 +4,7 @@ pipecat's `OpenAIRealtimeLLMService` reads each server frame with `parse_server_
 (`pipecat.services.openai.realtime.events`, its own pydantic models), and leaves its receive
 loop on an `error` event, apart from two codes. So in these flows every event must be one
 pipecat models (older versions raise on any other type), parse, and no `error` may come.
-The server is a real `dragoman serve`, driven by the openai SDK (`tests/e2e/test_agent_e2e.py`).
+The server is a real `dragoman serve`, driven by the openai SDK (`tests/e2e/agent_helpers.py`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.realtime_helpers import Transcript, answer_begins, read_until
-from tests.e2e.server import Server
-from tests.e2e.test_agent_e2e import (
+from tests.e2e.agent_helpers import (
     INTERRUPTION,
     QUESTION,
     STORYTELLER,
@@ -26,6 +24,8 @@ from tests.e2e.test_agent_e2e import (
     response_done,
     spoken_turn,
 )
+from tests.e2e.realtime_helpers import Transcript, answer_begins, read_until
+from tests.e2e.server import Server
 
 events = pytest.importorskip("pipecat.services.openai.realtime.events", reason="pipecat-ai is not installed")
 

@@ -18,9 +18,9 @@ import pytest
 from openai import OpenAI
 
 from dragoman.weights import resolve
+from tests.e2e.agent_helpers import agent, response_done
 from tests.e2e.realtime_helpers import read_until
 from tests.e2e.server import Server, start, stop
-from tests.e2e.test_agent_e2e import agent, response_done
 from tests.llama_server import llama_server
 
 pytestmark = pytest.mark.e2e
@@ -59,7 +59,7 @@ async def test_a_spoken_answer_comes_from_the_remote_llm(remote: Server) -> None
 
 
 async def test_a_tool_call_through_the_remote_llm(remote: Server) -> None:
-    from tests.e2e.test_agent_e2e import WEATHER, ask_in_text
+    from tests.e2e.agent_helpers import WEATHER, ask_in_text
 
     async with agent(remote, tools=[WEATHER], tool_choice={"type": "function", "name": "get_weather"}) as (
         conn,

@@ -26,10 +26,10 @@ pytest.importorskip("aiortc")
 from openai import AsyncOpenAI
 
 from dragoman.protocol.realtime.generation import Generation
+from tests.e2e.agent_helpers import INTERRUPTION, QUESTION, STORYTELLER, get, in_order, pool_free
+from tests.e2e.agent_helpers import transcribe as transcribe_24k
 from tests.e2e.realtime_helpers import load_audio, reference, wer
 from tests.e2e.server import Server, start, stop
-from tests.e2e.test_agent_e2e import INTERRUPTION, QUESTION, STORYTELLER, get, in_order, pool_free
-from tests.e2e.test_agent_e2e import transcribe as transcribe_24k
 from tests.e2e.webrtc_client import RATE, Caller, start_for_calls
 from tests.unit.realtime_sdk import validate
 
