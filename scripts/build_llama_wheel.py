@@ -7,22 +7,23 @@ one per x86 level, of which the server loads the best the CPU runs
 (`src/dragoman/engines/llama_backend.py`).
 
 ggml builds all fourteen x86 levels and has no option to choose some, and each level is a
-full compile of the CPU kernels: on 2 cores they were about 12 of the first install's 14
-minutes. So the pinned sdist (checked against its sha256) is patched before the build, in
-two places and nowhere else:
+full compile of the CPU kernels (on 2 cores about 45 CPU-seconds each, against about 175 for
+libllama and ggml's base; all fourteen were about 12 of the first install's 14 minutes). So
+the pinned sdist (checked against its sha256) is patched before the build, in two places and
+nowhere else:
 
-- ggml's variant list keeps the levels given by `--variants` (the Makefile's: `x64`, the
-  fallback any x86-64 runs; `haswell`, AVX2, which every machine here has; `skylakex`,
-  `icelake` and `zen4`, AVX-512 without and with VNNI, VBMI and BF16, which the AVX-512 Xeons
-  load). A CPU between two levels loads the lower one.
+- ggml's variant list keeps the levels given by `--variants`: the Makefile passes this
+  machine's (`src/dragoman/engines/llama_variants.py`: its best, and `haswell` below it), or
+  the portable set for a virtualenv that moves between machines. A CPU between two levels
+  loads the lower one.
 - llama.cpp's `common` library (the command-line tools' helpers, never loaded by the Python
   package) is not built; neither is `mtmd` (multimodal, `LLAVA_BUILD=OFF`).
 
-The compile runs under pip with its output in `<out>.log`; its progress and an estimate of the
-time left are printed as it goes.
+The compile runs under pip with its output in `<out>.log`; every 10 seconds it prints the
+percentage done, an estimate of the time left and what is compiling.
 
     python scripts/build_llama_wheel.py --pip .venv/bin/pip --version 0.3.36 --sha256 HEX \\
-        --variants x64,haswell,skylakex,icelake,zen4 --cmake-args "-DGGML_NATIVE=OFF ..." --out DIR
+        --variants haswell --cmake-args "-DGGML_NATIVE=OFF ..." --out DIR
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import argparse
 import hashlib
 import os
 import re
+import signal
 import subprocess
 import sys
 import tarfile
@@ -49,6 +51,8 @@ _COMMON_ON = 'set(LLAMA_BUILD_COMMON ON CACHE BOOL "Build llama.cpp common libra
 _COMMON_OFF = 'set(LLAMA_BUILD_COMMON OFF CACHE BOOL "Build llama.cpp common library" FORCE)'
 #: Ninja's status line, which the build's verbose output starts each step with.
 _STEP = re.compile(r"^\[(\d+)/(\d+)\] ")
+#: A compile of one CPU variant's kernels (its objects lie under ggml-cpu-<variant>.dir).
+_KERNEL = re.compile(r"\bggml-cpu-(\w+)\.dir/")
 
 
 def keep_variants(cmake: str, wanted: set[str]) -> str:
@@ -114,39 +118,78 @@ def _clock(seconds: float) -> str:
     return f"{minutes}m{secs:02d}s"
 
 
+class Progress:
+    """Ninja's `[done/total]` step counter as a line every `every` seconds: percent, an estimate
+    of the time left, and what is compiling (libllama and ggml's base, or a CPU variant's kernels).
+
+    The estimate assumes the remaining steps cost what the finished ones did on average; the
+    kernels' files and libllama's larger ones cost more than the rest, so it swings by a minute
+    or so on 2 cores, and says "about".
+    """
+
+    def __init__(self, every: float = 10.0) -> None:
+        self.began = time.monotonic()
+        self.every = every
+        self.shown = -every
+        self.now = "libllama and ggml"
+
+    def line(self, text: str) -> str | None:
+        """The progress line that `text` (one line of the build's output) calls for, if any."""
+        step = _STEP.match(text.strip())
+        if step is None:
+            return None
+        # Ninja prints each command as it starts it; the kernels' objects lie under their variant.
+        kernel = _KERNEL.search(text)
+        self.now = f"the {kernel.group(1)} kernels" if kernel else "libllama and ggml"
+        done, total = int(step.group(1)), int(step.group(2))
+        elapsed = time.monotonic() - self.began
+        if elapsed - self.shown < self.every and done != total:
+            return None
+        self.shown = elapsed
+        estimate = f"about {_clock(elapsed / done * (total - done))} left" if done else "estimating"
+        return (
+            f"llama.cpp: {100 * done // total:3d}% ({done}/{total} steps), {_clock(elapsed)} so far,"
+            f" {estimate} (compiling {self.now})"
+        )
+
+
 def build(pip: str, source: Path, cmake_args: str, out: Path, log_path: Path) -> None:
     """`pip wheel` the patched source into `out`, printing progress from ninja's step counter."""
     env = os.environ | {"CMAKE_ARGS": cmake_args}
     command = [pip, "wheel", "--no-deps", "--no-cache-dir", "-v", "-w", str(out), str(source)]
-    began = time.monotonic()
-    shown = -1.0
+    progress = Progress()
     with log_path.open("w", encoding="utf-8") as log:
+        # A session of its own, so that the compilers under pip, cmake and ninja stop with it
+        # when this script is interrupted or `make install` stops it.
         process = subprocess.Popen(
-            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+            command,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            start_new_session=True,
         )
         assert process.stdout is not None
-        for line in process.stdout:
-            log.write(line)
-            step = _STEP.match(line.strip())
-            if step is None:
-                continue
-            done, total = int(step.group(1)), int(step.group(2))
-            elapsed = time.monotonic() - began
-            if elapsed - shown < 15 and done != total:
-                continue
-            shown = elapsed
-            # Steps are not equal (the kernels' files are the slow ones), so this is an estimate.
-            left = elapsed / done * (total - done) if done else 0.0
-            print(
-                f"llama.cpp: {done}/{total} compiled, {_clock(elapsed)} so far, about {_clock(left)} left",
-                file=sys.stderr,
-                flush=True,
-            )
-        if process.wait() != 0:
+        try:
+            for line in process.stdout:
+                log.write(line)
+                if (shown := progress.line(line)) is not None:
+                    print(shown, file=sys.stderr, flush=True)
+            returncode = process.wait()
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+                process.wait()
+        if returncode != 0:
             tail = log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-40:]
             print("\n".join(tail), file=sys.stderr)
             raise SystemExit(f"building llama-cpp-python failed; the whole log is {log_path}")
-    print(f"llama.cpp: built in {_clock(time.monotonic() - began)}", file=sys.stderr)
+    print(f"llama.cpp: built in {_clock(time.monotonic() - progress.began)}", file=sys.stderr)
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def main() -> None:
@@ -159,6 +202,9 @@ def main() -> None:
     parser.add_argument("--out", required=True, type=Path, help="folder for the wheel")
     args = parser.parse_args()
     variants = {v.strip() for v in args.variants.split(",") if v.strip()}
+    if not variants:
+        raise SystemExit("--variants names no CPU variant")
+    signal.signal(signal.SIGTERM, _stop)
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="llama-cpp-build-") as tmp:
         sdist = fetch(args.pip, args.version, args.sha256, Path(tmp))

@@ -1,14 +1,17 @@
-"""Which llama.cpp CPU variant a CPU gets (`engines.llama_backend.choose_variant`)."""
+"""Which llama.cpp CPU variants a CPU gets built (`build_set`) and loads (`choose_variant`)."""
 
 from __future__ import annotations
 
 import pytest
 
 from dragoman.cpu import effective_flags, parse_cpuinfo
-from dragoman.engines.llama_backend import (
+from dragoman.engines.llama_variants import (
+    BEST,
     BY_NAME_ONLY,
+    FALLBACK,
     VARIANT_FLAGS,
     VARIANT_VARIABLE,
+    build_set,
     choose_variant,
 )
 from dragoman.errors import ConfigError, ModelUnavailable
@@ -71,6 +74,38 @@ def test_a_named_variant_must_exist_and_fit_the_cpu() -> None:
     assert choose_variant(ALL, flags_of(XEON), {VARIANT_VARIABLE: " haswell "})[0] == "haswell"
 
 
-def test_no_variant_that_runs_here_is_an_error() -> None:
-    with pytest.raises(ModelUnavailable):
+def test_no_variant_that_runs_here_is_an_error_that_says_how_to_get_one() -> None:
+    with pytest.raises(ModelUnavailable, match="make install"):
         choose_variant(["haswell", "icelake"], flags_of("fpu sse sse2"), {})
+    # An AVX2-only EPYC given a wheel built on an AVX-512 Xeon that kept only its own best.
+    with pytest.raises(ModelUnavailable, match="it needs haswell"):
+        choose_variant(["zen4"], flags_of(EPYC), {})
+
+
+def test_a_wheel_built_elsewhere_falls_back_to_the_best_it_holds_and_says_so() -> None:
+    # The Xeon given the EPYC's wheel runs its AVX2 kernels, and the reason names what it lacks.
+    variant, reason = choose_variant(build_set(flags_of(EPYC)), flags_of(XEON), {})
+    assert variant == "haswell"
+    assert reason.startswith(FALLBACK) and "zen4" in reason
+    assert choose_variant(build_set(flags_of(XEON)), flags_of(XEON), {}) == ("zen4", BEST)
+
+
+@pytest.mark.parametrize(
+    ("listed", "built"),
+    [
+        (EPYC, ["haswell"]),
+        (XEON, ["haswell", "zen4"]),
+        # Skylake-SP: AVX-512 without VBMI or VNNI.
+        (f"{BASE} avx512f avx512dq avx512cd avx512bw avx512vl", ["haswell", "skylakex"]),
+        ("fpu sse sse2 sse4_1 sse4_2 popcnt", ["sse42"]),
+        ("", ["x64"]),
+    ],
+)
+def test_make_install_builds_the_best_variant_and_haswell_below_it(listed: str, built: list[str]) -> None:
+    flags = flags_of(listed)
+    assert build_set(flags) == built
+    # Whatever it builds, the machine that built it loads its best, and the AVX2 caps find haswell.
+    assert choose_variant(built, flags, {}) == (built[-1], BEST)
+    if "avx2" in flags:
+        capped, _ = effective_flags(flags, {"ONEDNN_MAX_CPU_ISA": "AVX2"})
+        assert choose_variant(built, capped, {})[0] == "haswell"

@@ -2,13 +2,13 @@
 
 The llama-cpp-python wheel (Makefile, scripts/build_llama_wheel.py) is built with
 `GGML_BACKEND_DL` and `GGML_CPU_ALL_VARIANTS`: its CPU backend is one
-`libggml-cpu-<variant>.so` per x86 level it keeps (`x64`, `haswell`, `skylakex`,
-`icelake`, `zen4`; ggml's table below has all fourteen), each compiled for that
-level's instructions. One wheel then runs on every x86 machine and uses the
-highest level the machine runs: on 2 cores of an AVX-512 Xeon the AVX-512 kernels
-(`zen4`, ggml's name for AVX-512 with VBMI, VNNI and BF16) prefill the 1.5B at 1.5x
-the speed of the `haswell` (AVX2) ones; decoding, bound by memory, is the same
-(bench/history/).
+`libggml-cpu-<variant>.so` per x86 level it keeps, each compiled for that level's
+instructions, and the process uses the highest level the machine runs: on 2 cores of an
+AVX-512 Xeon the AVX-512 kernels (`zen4`, ggml's name for AVX-512 with VBMI, VNNI and
+BF16) prefill the 1.5B at 1.5x the speed of the `haswell` (AVX2) ones; decoding, bound
+by memory, is the same (bench/history/). `make install` builds the variants of the
+machine it runs on (`engines/llama_variants.py`); a wheel built elsewhere may lack this
+CPU's best, and then the best it holds runs, with a warning in the log.
 
 ggml looks for the variants beside the executable and in the working directory,
 which for Python is neither, so `load_backend` picks one here and loads it
@@ -16,7 +16,7 @@ before llama.cpp initialises. The choice follows `dragoman.cpu`'s effective
 flags, so the caps that emulate an AVX2-only machine (`ONEDNN_MAX_CPU_ISA=AVX2`
 and the others) hold for llama.cpp too.
 
-The AMX variant (which `make install` no longer builds) is left out unless asked
+The AMX variant (which `make install` does not build) is left out unless asked
 for by name: on the machines this project runs on, ggml's AMX matrix product dies
 with SIGILL at a `tilezero` (even on one thread), although a plain program loads a tile config and runs
 tile instructions there without a fault. `DRAGOMAN_LLAMA_CPU_VARIANT=<name>`
@@ -29,44 +29,37 @@ import ctypes
 import functools
 import os
 import threading
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import llama_cpp
 
 from dragoman.cpu import cpu_info
-from dragoman.errors import ConfigError, ModelUnavailable
+from dragoman.engines.llama_variants import (
+    BY_NAME_ONLY,
+    FALLBACK,
+    VARIANT_FLAGS,
+    VARIANT_VARIABLE,
+    choose_variant,
+)
+from dragoman.errors import ModelUnavailable
 from dragoman.logs import get_logger
 
+#: The variant table and choice live in llama_variants (no llama_cpp import); these are
+#: re-exported for the callers that load kernels.
+__all__ = [
+    "BY_NAME_ONLY",
+    "VARIANT_FLAGS",
+    "VARIANT_VARIABLE",
+    "Backend",
+    "choose_variant",
+    "ggml_library",
+    "library_dir",
+    "load_backend",
+    "variants_in",
+]
+
 log = get_logger(__name__)
-
-#: Names a variant to load instead of the best one this CPU allows.
-VARIANT_VARIABLE = "DRAGOMAN_LLAMA_CPU_VARIANT"
-
-_HASWELL = frozenset({"sse4_2", "avx", "f16c", "fma", "avx2", "bmi2"})
-_AVX512 = _HASWELL | {"avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw"}
-
-#: Each x86 variant ggml builds and the /proc/cpuinfo flags its kernels use, as in
-#: ggml/src/CMakeLists.txt (`ggml_add_cpu_backend_variant`).
-VARIANT_FLAGS: dict[str, frozenset[str]] = {
-    "x64": frozenset(),
-    "sse42": frozenset({"sse4_2"}),
-    "sandybridge": frozenset({"sse4_2", "avx"}),
-    "ivybridge": frozenset({"sse4_2", "avx", "f16c"}),
-    "piledriver": frozenset({"sse4_2", "avx", "f16c", "fma"}),
-    "haswell": _HASWELL,
-    "alderlake": _HASWELL | {"avx_vnni"},
-    "skylakex": _AVX512,
-    "cannonlake": _AVX512 | {"avx512vbmi"},
-    "cascadelake": _AVX512 | {"avx512_vnni"},
-    "icelake": _AVX512 | {"avx512vbmi", "avx512_vnni"},
-    "cooperlake": _AVX512 | {"avx512_vnni", "avx512_bf16"},
-    "zen4": _AVX512 | {"avx512vbmi", "avx512_vnni", "avx512_bf16"},
-    "sapphirerapids": _AVX512 | {"avx512vbmi", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8"},
-}
-#: Variants loaded only by name (see the module's docstring).
-BY_NAME_ONLY = frozenset({"sapphirerapids"})
 
 _PREFIX, _SUFFIX = "libggml-cpu-", ".so"
 
@@ -77,41 +70,11 @@ class Backend:
 
     #: The variant's name, or "built-in" for a wheel with one CPU backend linked in.
     variant: str
-    #: Why: "best for this CPU", or the variable that named it.
+    #: Why: "best for this CPU", the variable that named it, or what a wheel built elsewhere lacks.
     reason: str
 
     def describe(self) -> str:
         return f"llama.cpp {self.variant} kernels ({self.reason})"
-
-
-def choose_variant(
-    available: Sequence[str], flags: frozenset[str], environ: Mapping[str, str]
-) -> tuple[str, str]:
-    """(variant, reason): the named one, else the one using the most of `flags`.
-
-    `available` are the variants the wheel holds; `flags` the CPU's effective flags.
-    """
-    named = environ.get(VARIANT_VARIABLE, "").strip()
-    if named:
-        if named not in available:
-            raise ConfigError(
-                f"{VARIANT_VARIABLE}={named}: this llama.cpp build has {', '.join(sorted(available))}"
-            )
-        missing = VARIANT_FLAGS.get(named, frozenset()) - flags
-        if missing:
-            raise ConfigError(
-                f"{VARIANT_VARIABLE}={named} needs {' '.join(sorted(missing))}, which this CPU lacks"
-            )
-        return named, f"{VARIANT_VARIABLE}={named}"
-    usable = [
-        v for v in available if v in VARIANT_FLAGS and v not in BY_NAME_ONLY and VARIANT_FLAGS[v] <= flags
-    ]
-    if not usable:
-        raise ModelUnavailable(f"no llama.cpp CPU variant of {', '.join(sorted(available))} runs here")
-    # The most instructions wins; ties (icelake and cooperlake) go to the later in the table.
-    order = list(VARIANT_FLAGS)
-    best = max(usable, key=lambda v: (len(VARIANT_FLAGS[v]), order.index(v)))
-    return best, "best for this CPU"
 
 
 def library_dir() -> Path:
@@ -144,7 +107,10 @@ def load_backend() -> Backend:
             # A wheel built without GGML_BACKEND_DL has its CPU backend linked in.
             backend = Backend(variant="built-in", reason="this llama.cpp build has no variants")
         llama_cpp.llama_backend_init()
-        log.info("llama.cpp CPU kernels", variant=backend.variant, reason=backend.reason)
+        if backend.reason.startswith(FALLBACK):
+            log.warning("llama.cpp CPU kernels", variant=backend.variant, reason=backend.reason)
+        else:
+            log.info("llama.cpp CPU kernels", variant=backend.variant, reason=backend.reason)
         _loaded = backend
         return backend
 
