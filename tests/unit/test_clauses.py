@@ -48,6 +48,23 @@ def test_the_first_clause_breaks_between_words_before_any_mark() -> None:
     assert cut(["I think you know the answer"])[0] == "I think you know the answer"
 
 
+def test_a_spoken_answer_cuts_its_first_clause_after_two_to_four_words() -> None:
+    cutter = ClauseCutter.spoken_answer()
+    assert cutter.push("The capital") == [], "'capital' may still grow"
+    assert cutter.push(" of") == [], "'of' may still grow into 'often'"
+    assert cutter.push(" France") == ["The capital"], "two words, and a phrase opener follows"
+    assert cutter.push(" is Paris") == []
+    assert cutter.push(".") == ["of France is Paris."], "later clauses as the defaults"
+    spoken = ClauseCutter.spoken_answer()
+    assert [c for piece in ["Seven", " big", " red", " apples", " fell"] for c in spoken.push(piece)] == [
+        "Seven big red apples"
+    ], "at most 4 words, cut once the fifth begins"
+    assert cut(["Yes it is"], first_min_words=2, first_max_words=4) == ["Yes it is"]
+    # The defaults (the interpreter's) still wait for more.
+    words = ["Seven", " big", " red", " apples", " fell", " down", " today"]
+    assert cut(words)[0] == "Seven big red apples fell down"
+
+
 def test_later_clauses_do_not_break_between_words() -> None:
     clauses = cut(["Yes. The capital of France is Paris and it is big."])
     assert clauses == ["Yes.", "The capital of France is Paris and it is big."]

@@ -94,7 +94,7 @@ class ResponseRun:
         self._llm: LLMJob | None = None if request is None else LLMJob(request, self.id, generation)
         self._llm_running = False
         self._llm_finished: Finished | None = None
-        self._cutter = ClauseCutter()
+        self._cutter = ClauseCutter.spoken_answer()
         self._clauses: deque[str] = deque()
         self._clause_count = 0
         self._speech: SpeechJob | None = None
