@@ -227,7 +227,7 @@ class StageClock:
         if session is None:
             return stream(call.request, call.cancel, call.emit)
         response = _Response(session, time.time())
-        cutter = ClauseCutter()
+        cutter = ClauseCutter.spoken_answer()  # as the response cuts it (`sessions/agent/response.py`)
 
         def emit(piece: LLMPiece) -> None:
             response.pieces += 1
