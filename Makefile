@@ -77,8 +77,8 @@ serve: install
 	$(BIN)/dragoman serve $(ARGS)
 
 lint: install
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench harness
+	$(BIN)/ruff format --check src tests bench harness
 
 typecheck: install
 	$(BIN)/mypy

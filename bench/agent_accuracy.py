@@ -53,8 +53,8 @@ from bench.textnorm import normalize
 from dragoman.config import TTSSettings, default_cache_dir
 from dragoman.engines.tts.speaker import Speaker
 from dragoman.engines.workers import CancelToken
-from tests.e2e.realtime_helpers import Transcript, read_until
-from tests.e2e.server import Server
+from harness.realtime_helpers import Transcript, read_until
+from harness.server import Server
 
 QUESTIONS = Path(__file__).resolve().parent / "data" / "agent_questions.tsv"
 MODELS = ("qwen2.5-0.5b-instruct-gguf", "qwen2.5-1.5b-instruct-gguf")

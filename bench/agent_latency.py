@@ -65,7 +65,7 @@ from dragoman.audio.vad import SileroModel, SileroVAD
 from dragoman.config import default_cache_dir
 from dragoman.cpu import cpu_info
 from dragoman.weights import resolve
-from tests.e2e.server import Server
+from harness.server import Server
 
 SECTIONS = ("latency", "barge_in")
 #: The client's input rate: GA's default `audio/pcm` is 24 kHz PCM16.

@@ -43,7 +43,7 @@ from bench.agent_latency import (
 from dragoman.audio.vad import SileroModel
 from dragoman.config import default_cache_dir
 from dragoman.weights import resolve
-from tests.e2e.server import Server
+from harness.server import Server
 
 MIB = 1024 * 1024
 

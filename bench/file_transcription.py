@@ -38,7 +38,7 @@ from bench.server import running
 from dragoman.cpu import cpu_info
 from dragoman.sessions.speech.front import MAX_PENDING_ITEMS
 from dragoman.tools.wer import wer
-from tests.audio_files import encode
+from harness.audio_files import encode
 
 PAUSE_SECONDS = 0.6
 

@@ -1,6 +1,6 @@
 """A real `dragoman serve` in a subprocess on a free loopback port, for the load benchmarks.
 
-The harness is the end-to-end tests' (`tests/e2e/server.py`); this adds the context manager.
+The harness is the end-to-end tests' (`harness/server.py`); this adds the context manager.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.e2e.server import Server, start, stop
+from harness.server import Server, start, stop
 
 
 @contextmanager

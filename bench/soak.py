@@ -46,7 +46,7 @@ from bench.asr_streaming import log, table
 from bench.audio import EVAL, Audio, eval_rows, load, wer_clips
 from bench.soak_clients import Recorder, Schedule
 from dragoman.cpu import cpu_info
-from tests.e2e.server import Server
+from harness.server import Server
 
 #: Utterances longer than this are cut into parts (the server's item cap is 30 s).
 UTTERANCE_CAP_S = 20.0

@@ -7,7 +7,7 @@ STUN server (loopback needs none). Each English recording of ../shared/eval (sho
 first, as bench/agent_latency.py picks them) is asked once over each transport, in
 alternating order, each in a new session with `server_vad`:
 
-- **WebRTC**: an aiortc caller (tests/e2e/webrtc_client.py) speaks it at real time on its
+- **WebRTC**: an aiortc caller (harness/webrtc_client.py) speaks it at real time on its
   Opus microphone track. Mouth: the moment the last sample Silero scores as speech left
   the microphone track. Ear: the arrival, from the caller's jitter buffer, of the first
   frame of the answer's track with a sample above -60 dBFS, plus that sample's place in
@@ -53,8 +53,8 @@ from bench.agent_latency import (
 from dragoman.audio.vad import SileroModel
 from dragoman.config import default_cache_dir
 from dragoman.weights import resolve
-from tests.e2e.server import Server
-from tests.e2e.webrtc_client import RATE, Caller
+from harness.server import Server
+from harness.webrtc_client import RATE, Caller
 
 #: A sample above -60 dBFS is sound (bench/agent_latency.py's `first_sound`).
 SOUND_PEAK = 32 / 32768

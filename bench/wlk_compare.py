@@ -87,7 +87,7 @@ from dragoman.audio.pcm import float_to_pcm16
 from dragoman.config import default_cache_dir
 from dragoman.cpu import available_cores, cpu_info
 from dragoman.weights import resolve
-from tests.e2e.server import Server, stop
+from harness.server import Server, stop
 
 WLK_VERSION = "0.2.26"
 WLK_PYTHON = Path.home() / ".cache" / "dragoman-tools" / f"whisperlivekit-{WLK_VERSION}" / "bin" / "python"

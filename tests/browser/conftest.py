@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.server import Server, start, stop
+from harness.server import Server, start, stop
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 MISSING = (

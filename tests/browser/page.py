@@ -13,8 +13,8 @@ import numpy as np
 import soundfile
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from tests.e2e.realtime_helpers import load_audio
-from tests.e2e.server import REPO
+from harness.realtime_helpers import load_audio
+from harness.server import REPO
 
 #: Where the screenshots go (gitignored), one per test.
 ARTIFACTS = REPO / "test-artifacts" / "browser"

@@ -23,6 +23,8 @@ if not PLAYWRIGHT:
 
 from playwright.sync_api import Page
 
+from harness.realtime_helpers import EVAL, load_audio, reference
+from harness.server import Server, start, stop
 from tests.browser.page import (
     ARTIFACTS,
     RATE,
@@ -33,8 +35,6 @@ from tests.browser.page import (
     open_page,
     screenshot,
 )
-from tests.e2e.realtime_helpers import EVAL, load_audio, reference
-from tests.e2e.server import Server, start, stop
 
 pytestmark = pytest.mark.e2e
 

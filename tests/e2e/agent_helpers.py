@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 from openai import AsyncOpenAI
 
-from tests.e2e.realtime_helpers import Transcript, load_audio, read_until, stream
-from tests.e2e.server import Server
+from harness.realtime_helpers import Transcript, load_audio, read_until, stream
+from harness.server import Server
 
 RATE = 24_000
 #: One utterance each, with no pause long enough to end a turn inside it.

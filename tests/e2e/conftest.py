@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import websockets.sync.client
 
+from harness.server import Server, start, stop
 from tests.e2e.mt_fixtures import MT_MAX_SESSIONS, MT_PRESET, FrameRecorder
-from tests.e2e.server import Server, start, stop
 
 
 @pytest.fixture(scope="package")

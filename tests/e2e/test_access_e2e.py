@@ -16,7 +16,7 @@ import websockets
 from openai import AsyncOpenAI
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.server import Server, start, stop
+from harness.server import Server, start, stop
 
 pytestmark = pytest.mark.e2e
 

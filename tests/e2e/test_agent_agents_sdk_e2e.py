@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from dragoman.audio.pcm import float_to_pcm16
+from harness.realtime_helpers import load_audio, reference, wer
+from harness.server import Server
 from tests.e2e.agent_helpers import QUESTION, RATE, pool_free
-from tests.e2e.realtime_helpers import load_audio, reference, wer
-from tests.e2e.server import Server
 
 pytestmark = pytest.mark.e2e
 

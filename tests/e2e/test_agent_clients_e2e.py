@@ -18,6 +18,8 @@ import soxr
 
 from dragoman.audio import g711
 from dragoman.audio.pcm import float_to_pcm16
+from harness.realtime_helpers import Transcript, b64, load_audio, read_until, reference, stream, wer
+from harness.server import Server
 from tests.e2e.agent_helpers import (
     QUESTION,
     RATE,
@@ -28,8 +30,6 @@ from tests.e2e.agent_helpers import (
     response_done,
     transcribe,
 )
-from tests.e2e.realtime_helpers import Transcript, b64, load_audio, read_until, reference, stream, wer
-from tests.e2e.server import Server
 
 pytestmark = pytest.mark.e2e
 

@@ -16,6 +16,13 @@ import pytest
 import websockets
 
 from dragoman.protocol.realtime.generation import Generation
+from harness.realtime_helpers import (
+    answer_begins,
+    read_until,
+    reference,
+    wer,
+)
+from harness.server import Server
 from tests.e2e.agent_helpers import (
     INTERRUPTION,
     QUESTION,
@@ -33,13 +40,6 @@ from tests.e2e.agent_helpers import (
     spoken_turn,
     transcribe,
 )
-from tests.e2e.realtime_helpers import (
-    answer_begins,
-    read_until,
-    reference,
-    wer,
-)
-from tests.e2e.server import Server
 from tests.unit.realtime_sdk import validate
 
 pytestmark = pytest.mark.e2e

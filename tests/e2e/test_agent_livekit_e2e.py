@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from harness.realtime_helpers import Transcript, load_audio, read_until, reference, validate, wer
+from harness.server import Server
 from tests.e2e.agent_helpers import QUESTION, RATE, client, kinds, pool_free, response_done
-from tests.e2e.realtime_helpers import Transcript, load_audio, read_until, reference, validate, wer
-from tests.e2e.server import Server
 
 pytestmark = pytest.mark.e2e
 

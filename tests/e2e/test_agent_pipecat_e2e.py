@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from harness.realtime_helpers import Transcript, answer_begins, read_until
+from harness.server import Server
 from tests.e2e.agent_helpers import (
     INTERRUPTION,
     QUESTION,
@@ -24,8 +26,6 @@ from tests.e2e.agent_helpers import (
     response_done,
     spoken_turn,
 )
-from tests.e2e.realtime_helpers import Transcript, answer_begins, read_until
-from tests.e2e.server import Server
 
 events = pytest.importorskip("pipecat.services.openai.realtime.events", reason="pipecat-ai is not installed")
 

@@ -14,8 +14,8 @@ import pytest
 from openai import OpenAI
 
 from dragoman.audio.encoding import Format
-from tests.e2e.realtime_helpers import wer
-from tests.e2e.server import Server
+from harness.realtime_helpers import wer
+from harness.server import Server
 
 pytestmark = pytest.mark.e2e
 

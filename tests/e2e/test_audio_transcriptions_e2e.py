@@ -20,9 +20,9 @@ from openai.types.audio import Transcription, TranscriptionVerbose
 from openai.types.audio.transcription_text_delta_event import TranscriptionTextDeltaEvent
 from openai.types.audio.transcription_text_done_event import TranscriptionTextDoneEvent
 
-from tests.audio_files import FORMATS, encode
-from tests.e2e.realtime_helpers import EVAL, load_audio, reference, wer
-from tests.e2e.server import Server, start, stop
+from harness.audio_files import FORMATS, encode
+from harness.realtime_helpers import EVAL, load_audio, reference, wer
+from harness.server import Server, start, stop
 
 KEY = "test-file-key"
 #: Uploads past this get 413; the long file below (flac) stays under it.

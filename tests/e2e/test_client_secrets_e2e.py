@@ -17,8 +17,8 @@ import openai
 import pytest
 import websockets
 
-from tests.e2e.realtime_helpers import first_event, refused_status, sdk_client, validate
-from tests.e2e.server import Server, start, stop
+from harness.realtime_helpers import first_event, refused_status, sdk_client, validate
+from harness.server import Server, start, stop
 
 pytestmark = pytest.mark.e2e
 

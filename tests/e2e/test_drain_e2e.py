@@ -21,8 +21,8 @@ import pytest
 import websockets
 from websockets.asyncio.client import ClientConnection
 
-from tests.e2e.realtime_helpers import b64, load_audio, reference, validate, wer
-from tests.e2e.server import Server, start, stop
+from harness.realtime_helpers import b64, load_audio, reference, validate, wer
+from harness.server import Server, start, stop
 
 pytestmark = pytest.mark.e2e
 

@@ -19,6 +19,7 @@ import pytest
 import sacrebleu
 from websockets.sync.client import connect as raw_connect
 
+from harness.server import Server
 from tests.e2e.mt_fixtures import (
     MT_MAX_SESSIONS,
     MT_PRESET,
@@ -26,7 +27,6 @@ from tests.e2e.mt_fixtures import (
     flores,
     load_whisperlivekit_client,
 )
-from tests.e2e.server import Server
 
 pytestmark = [
     pytest.mark.e2e,

@@ -23,8 +23,8 @@ import pytest
 from openai import AsyncOpenAI
 
 from dragoman.engines.asr.openai_transcriptions import BACKEND
-from tests.e2e.realtime_helpers import Transcript, load_audio, read_until, reference, stream, wer
-from tests.e2e.server import Server, start, stop
+from harness.realtime_helpers import Transcript, load_audio, read_until, reference, stream, wer
+from harness.server import Server, start, stop
 from tests.unit.polling import wait_for
 
 pytestmark = pytest.mark.e2e

@@ -27,8 +27,8 @@ from websockets.sync.client import ClientConnection, connect
 
 from dragoman.engines.mt.chat_translation import BACKEND
 from dragoman.weights import resolve
+from harness.server import Server, start, stop
 from tests.e2e.mt_fixtures import flores
-from tests.e2e.server import Server, start, stop
 from tests.llama_server import llama_server
 from tests.unit.polling import wait_for
 

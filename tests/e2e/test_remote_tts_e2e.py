@@ -19,8 +19,8 @@ import pytest
 from openai import OpenAI
 
 from dragoman.engines.tts.openai_speech import TTSServerUnavailable
-from tests.e2e.realtime_helpers import wer
-from tests.e2e.server import Server, start, stop
+from harness.realtime_helpers import wer
+from harness.server import Server, start, stop
 
 pytestmark = pytest.mark.e2e
 

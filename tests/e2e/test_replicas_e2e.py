@@ -14,9 +14,9 @@ import pytest
 
 from dragoman.transports.client_secrets import ClientSecretStore
 from dragoman.transports.spent_keys import KeyStoreUnavailable, RedisSpentKeys
-from tests.e2e.realtime_helpers import first_event, refused_status, sdk_client
+from harness.realtime_helpers import first_event, refused_status, sdk_client
+from harness.server import Server, start, stop
 from tests.e2e.redis_server import free_port, redis_server
-from tests.e2e.server import Server, start, stop
 
 pytestmark = pytest.mark.e2e
 

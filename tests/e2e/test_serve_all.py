@@ -8,7 +8,7 @@ import urllib.request
 import pytest
 from websockets.sync.client import connect
 
-from tests.e2e.server import Server
+from harness.server import Server
 
 pytestmark = pytest.mark.e2e
 

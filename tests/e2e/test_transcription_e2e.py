@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from openai import AsyncOpenAI
 
-from tests.e2e.realtime_helpers import (
+from harness.realtime_helpers import (
     Transcript,
     b64,
     load_audio,
@@ -24,7 +24,7 @@ from tests.e2e.realtime_helpers import (
     stream,
     wer,
 )
-from tests.e2e.server import Server
+from harness.server import Server
 
 pytestmark = pytest.mark.e2e
 

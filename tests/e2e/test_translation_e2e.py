@@ -27,8 +27,8 @@ import websockets
 from openai import AsyncOpenAI
 from pydantic import BaseModel, TypeAdapter
 
-from tests.e2e.realtime_helpers import EVAL, b64, load_audio, wer
-from tests.e2e.server import Server
+from harness.realtime_helpers import EVAL, b64, load_audio, wer
+from harness.server import Server
 
 pytestmark = pytest.mark.e2e
 

@@ -18,8 +18,8 @@ import pytest
 import sacrebleu
 import websockets
 
-from tests.e2e.realtime_helpers import load_audio
-from tests.e2e.server import Server, start, stop
+from harness.realtime_helpers import load_audio
+from harness.server import Server, start, stop
 from tests.e2e.test_translation_e2e import CHRF_RATIO, RATE, Heard, client, clip, read, stream
 
 pytestmark = pytest.mark.e2e

@@ -1,7 +1,7 @@
 """The interpreter over WebRTC (`POST /v1/realtime/translations/calls`) against a real
 `dragoman serve`, the way OpenAI's "Realtime translation" guide has a browser do it.
 
-The caller (tests/e2e/webrtc_client.py, aiortc on loopback) mints an ephemeral key bound to
+The caller (harness/webrtc_client.py, aiortc on loopback) mints an ephemeral key bound to
 the translation session with the openai SDK, opens `oai-events`, POSTs its offer with the
 key, and speaks a real English FLEURS clip (../shared/eval/speech_translation.tsv) into its
 microphone track at real time. The translated speech is recorded from the server's track,
@@ -26,10 +26,10 @@ pytest.importorskip("aiortc")
 import websockets
 from openai import AsyncOpenAI
 
-from tests.e2e.realtime_helpers import load_audio, wer
-from tests.e2e.server import Server, stop
+from harness.realtime_helpers import load_audio, wer
+from harness.server import Server, stop
+from harness.webrtc_client import RATE, Caller, start_for_calls
 from tests.e2e.test_translation_e2e import assert_german, client, clip, validate
-from tests.e2e.webrtc_client import RATE, Caller, start_for_calls
 
 pytestmark = pytest.mark.e2e
 

@@ -1,6 +1,6 @@
 """The voice agent over WebRTC (`POST /v1/realtime/calls`) against a real `dragoman serve`.
 
-The caller is an aiortc peer on loopback (tests/e2e/webrtc_client.py): its microphone
+The caller is an aiortc peer on loopback (harness/webrtc_client.py): its microphone
 track speaks real recordings from ../shared/eval at real time, the answer is recorded
 from the server's track, and every event on `oai-events` is validated against
 `openai.types.realtime` as it arrives. What the answer's track says is sent back through
@@ -26,11 +26,11 @@ pytest.importorskip("aiortc")
 from openai import AsyncOpenAI
 
 from dragoman.protocol.realtime.generation import Generation
+from harness.realtime_helpers import load_audio, reference, wer
+from harness.server import Server, start, stop
+from harness.webrtc_client import RATE, Caller, start_for_calls
 from tests.e2e.agent_helpers import INTERRUPTION, QUESTION, STORYTELLER, get, in_order, pool_free
 from tests.e2e.agent_helpers import transcribe as transcribe_24k
-from tests.e2e.realtime_helpers import load_audio, reference, wer
-from tests.e2e.server import Server, start, stop
-from tests.e2e.webrtc_client import RATE, Caller, start_for_calls
 from tests.unit.realtime_sdk import validate
 
 pytestmark = pytest.mark.e2e

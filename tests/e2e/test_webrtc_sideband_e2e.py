@@ -21,8 +21,8 @@ import websockets
 
 pytest.importorskip("aiortc")
 
+from harness.server import Server
 from tests.e2e.agent_helpers import WEATHER, get
-from tests.e2e.server import Server
 from tests.e2e.test_webrtc_e2e import check, connected, server  # noqa: F401 (the module's server)
 
 pytestmark = pytest.mark.e2e

@@ -8,7 +8,7 @@ import pytest
 from dragoman.audio.files import decode_audio_file
 from dragoman.audio.rates import SAMPLE_RATE
 from dragoman.errors import InvalidFile
-from tests.audio_files import FORMATS, encode
+from harness.audio_files import FORMATS, encode
 
 
 def _tone(rate: int, seconds: float, hz: float = 440.0) -> np.ndarray:

@@ -1,6 +1,6 @@
 """A real `python -m dragoman <command>` in a subprocess on a free loopback port.
 
-The end-to-end tests start servers with this; the benchmarks reuse it (bench/server.py).
+The end-to-end tests and the benchmarks (bench/server.py) start servers with this.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 @dataclass(frozen=True)

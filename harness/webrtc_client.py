@@ -26,7 +26,7 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from av import AudioFrame
 
 from dragoman.transports.webrtc.tracks import FrameClock, mono_float
-from tests.e2e.server import Server, start
+from harness.server import Server, start
 
 RATE = 48_000
 FRAME = RATE // 50

@@ -23,7 +23,7 @@ from dragoman.protocol.realtime.server_events import SessionEvent, Transcription
 from dragoman.tools.eval_set import eval_dir
 from dragoman.tools.eval_set import reference as reference
 from dragoman.tools.wer import wer as wer
-from tests.e2e.server import Server
+from harness.server import Server
 
 EVAL = eval_dir()
 GA_EVENT: TypeAdapter[Any] = TypeAdapter(ga_types.RealtimeServerEvent)
