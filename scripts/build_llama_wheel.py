@@ -122,9 +122,9 @@ class Progress:
     """Ninja's `[done/total]` step counter as a line every `every` seconds: percent, an estimate
     of the time left, and what is compiling (libllama and ggml's base, or a CPU variant's kernels).
 
-    The estimate assumes the remaining steps cost what the finished ones did on average; the
-    kernels' files and libllama's larger ones cost more than the rest, so it swings by a minute
-    or so on 2 cores, and says "about".
+    The estimate (from a tenth done on) assumes the remaining steps cost what the finished ones
+    did on average; the kernels' files and libllama's larger ones cost more than the rest, so it
+    swings by a minute or so on 2 cores, and says "about".
     """
 
     def __init__(self, every: float = 10.0) -> None:
@@ -146,7 +146,10 @@ class Progress:
         if elapsed - self.shown < self.every and done != total:
             return None
         self.shown = elapsed
-        estimate = f"about {_clock(elapsed / done * (total - done))} left" if done else "estimating"
+        # The first steps say little of the rest: no estimate before a tenth is done.
+        estimate = (
+            f"about {_clock(elapsed / done * (total - done))} left" if done >= total / 10 else "estimating"
+        )
         return (
             f"llama.cpp: {100 * done // total:3d}% ({done}/{total} steps), {_clock(elapsed)} so far,"
             f" {estimate} (compiling {self.now})"

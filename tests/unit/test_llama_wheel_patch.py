@@ -55,3 +55,20 @@ def test_only_the_named_x86_variants_are_kept() -> None:
 def test_a_variant_ggml_does_not_have_stops_the_build() -> None:
     with pytest.raises(SystemExit, match="no x86 CPU variant icelake"):
         script().keep_variants(GGML, {"x64", "icelake"})
+
+
+def test_progress_shows_percent_an_estimate_and_what_compiles_without_flooding() -> None:
+    progress = script().Progress(every=0.0)
+    assert progress.line("-- Adding CPU backend variant ggml-cpu-haswell: -mavx2") is None
+    first = progress.line("  [1/80] /usr/bin/cc -o vendor/llama.cpp/src/CMakeFiles/llama.dir/llama.cpp.o")
+    assert first is not None and "1% (1/80 steps)" in first and "estimating" in first
+    assert "compiling libllama and ggml" in first
+    kernel = "  [40/80] /usr/bin/g++ -o ggml/src/CMakeFiles/ggml-cpu-haswell.dir/ggml-cpu/ops.cpp.o"
+    shown = progress.line(kernel)
+    assert shown is not None and "50% (40/80 steps)" in shown and "left" in shown
+    assert "compiling the haswell kernels" in shown
+    # Within its interval a line waits, except the last step's.
+    quiet = script().Progress(every=3600.0)
+    assert quiet.line("[1/80] cc") is not None
+    assert quiet.line("[2/80] cc") is None
+    assert quiet.line("[80/80] ld") is not None
