@@ -262,6 +262,20 @@ def _mt_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--mt-remote-model", dest="mt.remote_model", help="the remote model to ask for")
     parser.add_argument(
+        "--mt-node",
+        dest="mt.nodes",
+        action="append",
+        metavar="URL",
+        help="a `dragoman mt-server` node (ws://host:port/) that runs MT and AlignAtt for this server "
+        "over MT protocol v1; repeat or comma-separate for several",
+    )
+    parser.add_argument(
+        "--mt-node-balance",
+        dest="mt.node_balance",
+        choices=("round-robin", "least-loaded"),
+        help="how each MT session picks its node (least-loaded)",
+    )
+    parser.add_argument(
         "--mt-directions", dest="mt.directions", nargs="+", help="directions a seq2seq model serves (en-de …)"
     )
     parser.add_argument(

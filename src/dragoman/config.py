@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -126,6 +126,24 @@ class MTSettings(BaseModel):
     remote_model: str = "gpt-4o-mini"
     timeout_s: float = Field(default=30.0, gt=0)
     connect_retries: int = Field(default=2, ge=0, le=10)
+    #: `dragoman mt-server` nodes (`ws://host:port/`, or another dragoman's `ws://host:port/v1/mt`)
+    #: that run the MT model and AlignAtt for this server over MT protocol v1
+    #: (`engines/mt/mt_protocol_remote.py`); each MT session is opened on one, by `node_balance`
+    #: (`round-robin` or `least-loaded`). Uses `api_key`, `timeout_s` and `connect_retries`;
+    #: `max_concurrent` drafts wait on nodes at once. Unset: the local `backend`.
+    nodes: list[str] = Field(default_factory=list)
+    node_balance: Literal["round-robin", "least-loaded"] = "least-loaded"
+    max_concurrent: int = Field(default=16, ge=1, le=256)
+
+    @field_validator("nodes", mode="before")
+    @classmethod
+    def _split_nodes(cls, value: object) -> object:
+        """`--mt-node a,b` and `DRAGOMAN_MT__NODES=a,b` as well as a list."""
+        if isinstance(value, str):
+            value = [value]
+        if isinstance(value, list):
+            return [url.strip() for item in value for url in str(item).split(",") if url.strip()]
+        return value
 
 
 class LLMSettings(BaseModel):

@@ -32,7 +32,7 @@ def runtime() -> Runtime:
         tts_worker=SimpleNamespace(waiting=4),
         usage_report=lambda: {"counters": {"responses": 9}},
     )
-    mt = SimpleNamespace(sessions=0, max_sessions=4, worker=SimpleNamespace(waiting=2))
+    mt = SimpleNamespace(sessions=0, max_sessions=4, worker=SimpleNamespace(waiting=2), waiting=2)
     fake = SimpleNamespace(
         transcription=listening, listening=listening, agent=agent, mt=mt, translating=mt, interpreter=None
     )

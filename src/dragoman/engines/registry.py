@@ -34,6 +34,7 @@ MT_BACKENDS: dict[str, str] = {
     "qwen-llama": "dragoman.engines.mt.qwen_llama:create",
     "ct2-seq2seq": "dragoman.engines.mt.ct2_seq2seq:create",
     "chat-translation": "dragoman.engines.mt.chat_translation:create",
+    "mt-protocol": "dragoman.engines.mt.mt_protocol_remote:create",
 }
 
 TTS_BACKENDS: dict[str, str] = {
@@ -101,9 +102,13 @@ def create_asr_engine(settings: ASRSettings, cache_dir: Path) -> ASREngine:
 
 
 def create_mt_engine(settings: MTSettings, cache_dir: Path) -> MTEngine:
-    """Build the MT backend named by `settings.backend`, or, with `settings.base_url`, the
-    remote server that translates for it."""
-    backend = "chat-translation" if settings.base_url else settings.backend
+    """Build the MT backend named by `settings.backend`, or the remote ones that translate for
+    it: `settings.nodes` (MT protocol v1 nodes), else `settings.base_url` (chat completions)."""
+    backend = settings.backend
+    if settings.nodes:
+        backend = "mt-protocol"
+    elif settings.base_url:
+        backend = "chat-translation"
     engine = _factory("MT", backend, MT_BACKENDS)(settings, cache_dir)
     if not isinstance(engine, MTEngine):
         raise ConfigError(f"MT backend {settings.backend!r} built a {type(engine).__name__}, not an MTEngine")

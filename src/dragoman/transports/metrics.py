@@ -71,7 +71,7 @@ class RuntimeCollector(Collector):
         if listening is not None and listening.worker is not None:
             out["asr"] = listening.worker.stats.queued
         if runtime.translating is not None and runtime.translating.worker is not None:
-            out["mt"] = runtime.translating.worker.waiting
+            out["mt"] = runtime.translating.waiting
         agent = runtime.agent
         if agent is not None and agent.llm_worker is not None:
             out["llm"] = agent.llm_worker.waiting

@@ -7,7 +7,10 @@ once its backends answer again. Open sessions are not touched.
 
 A probe is one `GET {base_url}/models` with a short timeout: cheap on every OpenAI-compatible
 server (OpenAI, vLLM, llama.cpp's server, speaches, dragoman), and it checks the API key too.
-A server that answers 404 or 405 there still answers: it is up. Results are cached for
+A server that answers 404 or 405 there still answers: it is up. An MT protocol v1 node
+(`ws://host:port/...`) is probed with `GET http://host:port/health` instead: a dragoman node
+answers 503 while it loads or drains, and a node that takes no new session is down for a
+front-end that would open its sessions there. Results are cached for
 `ttl_s`, and one probe round runs at a time however many health checks come at once, so a
 load balancer's polling never turns into load on the inference servers.
 """
@@ -18,6 +21,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -40,6 +44,8 @@ class RemoteTarget:
     role: str
     base_url: str
     api_key: str = ""
+    #: The URL probed, when it is not `{base_url}/models` (an MT node's `/health`).
+    probe_url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -72,7 +78,11 @@ def remote_targets(settings: Settings) -> list[RemoteTarget]:
     targets = []
     if settings.asr.base_url and services & {"transcription", "agent", "interpreter"}:
         targets.append(RemoteTarget("asr", settings.asr.base_url, settings.asr.api_key))
-    if settings.mt.base_url and services & {"mt", "interpreter"}:
+    if settings.mt.nodes and services & {"mt", "interpreter"}:
+        targets += [
+            RemoteTarget("mt", url, settings.mt.api_key, node_health_url(url)) for url in settings.mt.nodes
+        ]
+    elif settings.mt.base_url and services & {"mt", "interpreter"}:
         targets.append(RemoteTarget("mt", settings.mt.base_url, settings.mt.api_key))
     if settings.llm.backend in REMOTE_LLM_BACKENDS and "agent" in services:
         targets.append(RemoteTarget("llm", settings.llm.base_url, settings.llm.api_key))
@@ -123,9 +133,17 @@ class RemoteProbes:
         return status, body
 
 
+def node_health_url(node: str) -> str:
+    """An MT protocol v1 node's `/health`: ws://host:port/any -> http://host:port/health."""
+    parts = urlsplit(node)
+    scheme = {"ws": "http", "wss": "https"}.get(parts.scheme, parts.scheme)
+    host = parts.netloc.rpartition("@")[2]  # no credentials: /health needs none
+    return urlunsplit((scheme, host, "/health", "", ""))
+
+
 async def probe(client: httpx.AsyncClient, target: RemoteTarget) -> ProbeResult:
-    """One `GET {base_url}/models`."""
-    url = target.base_url.rstrip("/") + "/models"
+    """One `GET {base_url}/models` (or the target's `probe_url`)."""
+    url = target.probe_url or target.base_url.rstrip("/") + "/models"
     headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else {}
     began, wall = time.perf_counter(), time.time()
     reason = ""

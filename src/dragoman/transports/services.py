@@ -117,6 +117,17 @@ class TranscriptionService:
         self.engine = self.worker = None
 
 
+def mt_worker(engine: MTEngine) -> SerialWorker[MTRequest, MTDraft] | BatchingWorker[MTRequest, MTDraft]:
+    """One engine call at a time ("the server serializes all MT work on one engine"), or, for
+    an engine whose calls wait on remote nodes, `parallel_calls` of them at once, one draft each."""
+    lanes = engine.capabilities.parallel_calls
+    if lanes <= 1:
+        return SerialWorker(engine.draft, name="mt")
+    return BatchingWorker(
+        lambda requests: [engine.draft(request) for request in requests], name="mt", max_batch=1, lanes=lanes
+    )
+
+
 def close_engine(role: str, close: Callable[[], None]) -> None:
     """Release an engine at shutdown. A failure is logged with its error id and traceback,
     and does not keep the other engines from being released."""
@@ -173,7 +184,7 @@ class MTService:
         self.max_queued_finals = max_queued_finals
         self._engine_factory = engine_factory
         self.engine: MTEngine | None = None
-        self.worker: SerialWorker[MTRequest, MTDraft] | None = None
+        self.worker: SerialWorker[MTRequest, MTDraft] | BatchingWorker[MTRequest, MTDraft] | None = None
         self.directions: list[str] = []
         self.sessions = 0
         self._housekeeping = Housekeeping()
@@ -209,7 +220,7 @@ class MTService:
         self.presets = presets
         self.engine = engine
         self.directions = list(engine.directions())
-        self.worker = SerialWorker(engine.draft, name="mt")
+        self.worker = mt_worker(engine)
         log.info(
             "mt ready", **engine.describe().as_dict(), directions=self.directions, preset=self.default_preset
         )
@@ -217,11 +228,21 @@ class MTService:
     def model_names(self) -> list[str]:
         return [self.engine.name] if self.engine is not None else []
 
+    @property
+    def waiting(self) -> int:
+        """Sessions (serial) or drafts (remote nodes) waiting for the engine now."""
+        worker = self.worker
+        if isinstance(worker, BatchingWorker):
+            return worker.stats.queued
+        return worker.waiting if worker is not None else 0
+
     def forget(self, cache_key: str) -> None:
         """Drop a closed session's engine cache, on the engine's thread, after the work that waits."""
         worker, engine = self.worker, self.engine
-        if worker is not None and engine is not None:
+        if isinstance(worker, SerialWorker) and engine is not None:
             self._housekeeping.later(worker, lambda: engine.forget(cache_key), f"mt-forget-{cache_key}")
+        elif engine is not None:  # remote nodes: closing the node session needs no engine turn
+            self._housekeeping.soon(lambda: engine.forget(cache_key), f"mt-forget-{cache_key}")
 
     async def close(self) -> None:
         self._housekeeping.cancel()

@@ -9,7 +9,7 @@ decides how much of the draft to commit; the engine never decides that.
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -41,6 +41,8 @@ class MTCapabilities:
     frontier_stop: bool
     #: One call may serve several requests; every backend so far drafts one per call.
     batching: bool = False
+    #: Calls that may run at once (a remote backend waits on the network, not on a core).
+    parallel_calls: int = 1
 
 
 class DraftMode(StrEnum):
@@ -78,6 +80,14 @@ class MTRequest:
     #: now, and a shorter draft answers sooner. None: draft `max_new_tokens`.
     frontier_word: int | None = None
     past_frontier_tokens: int = 0
+    #: The source words [0, n) a committed token may attend to (the session's frontier).
+    #: A remote node that runs the policy itself (`engines/mt/mt_protocol_remote.py`) is sent
+    #: the words before it as committed and the rest as tail.
+    accessible_words: int | None = None
+    #: The session's preset and its AlignAtt knobs as MT protocol v1 `overrides`, for a node
+    #: that runs the policy itself; local engines ignore them.
+    preset: str | None = None
+    policy: Mapping[str, object] = field(default_factory=dict)
 
 
 def final_token_budget(source_words: int, source_tokens: int) -> int:
@@ -88,6 +98,17 @@ def final_token_budget(source_words: int, source_tokens: int) -> int:
     numbers into digits).
     """
     return max(min(1024, 32 + 4 * source_words), min(256, 2 * source_tokens + 16))
+
+
+@dataclass(frozen=True)
+class Decided:
+    """A remote node's own commit of a PARTIAL draft: its first `tokens` tokens are committed,
+    the rest is its buffer; `covered` and `reason` are its `covered_source_units` and
+    `stop_reason`."""
+
+    tokens: int
+    covered: int | None
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -104,6 +125,9 @@ class MTDraft:
     #: A re-translation by an engine without attention (`MTCapabilities.attention` false): the
     #: session commits a PARTIAL one by LocalAgreement with the previous draft, not by AlignAtt.
     retranslation: bool = False
+    #: A node that ran the policy itself already decided the commit (MT protocol v1 to
+    #: `dragoman mt-server`): the session applies it as it is, with no AlignAtt of its own.
+    decided: Decided | None = None
     extra: dict[str, float] = field(default_factory=dict)
 
 

@@ -23,7 +23,17 @@ class Housekeeping:
             async with worker.turn(Priority.BACKGROUND) as slot:
                 await slot.call(fn)
 
-        task = asyncio.create_task(run(), name=name)
+        self._track(asyncio.create_task(run(), name=name))
+
+    def soon(self, fn: Callable[[], object], name: str) -> None:
+        """`fn` in a thread of its own, for an engine whose calls need no turn (remote nodes)."""
+
+        async def run() -> None:
+            await asyncio.to_thread(fn)
+
+        self._track(asyncio.create_task(run(), name=name))
+
+    def _track(self, task: asyncio.Task[None]) -> None:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

@@ -53,7 +53,7 @@ from dragoman.sessions.mt.utterance import (
     prompt_key,
 )
 from dragoman.sessions.mt.utterances import Utterances
-from dragoman.sessions.mt.validation import SessionSetup, check_update, resolve_init
+from dragoman.sessions.mt.validation import SessionSetup, as_overrides, check_update, resolve_init
 from dragoman.streaming.alignatt import AlignAttParams, build_source_accessibility_frontier
 
 #: Finals that may wait for the engine at once (`MTSettings.max_queued_finals`).
@@ -95,6 +95,8 @@ class MTSession:
         #: The job of a draft that copied the source, again with the target language forced;
         #: it runs before anything queued (`utterance.copy_redraft`).
         self._redraft: MTJob | None = None
+        #: The session's AlignAtt knobs as MT protocol v1 overrides (`MTRequest.policy`).
+        self._policy: dict[str, object] = {}
 
     # -- the caller's interface ---------------------------------------------------
 
@@ -194,6 +196,7 @@ class MTSession:
             self._close_code = CloseCode.POLICY_VIOLATION
             return
         self._setup = setup
+        self._policy = as_overrides(setup.params)
         self._utterances.start(setup.history, setup.accepted_target_prefix, setup.target_lang)
         self._outbox.append(InitOk(setup.direction, setup.preset, self._engine_name))
 
@@ -263,10 +266,11 @@ class MTSession:
             if not words:
                 self._close(update.seq, utt, utt.committed, (), forced=False)
                 return None
-            request = self._request(words, (), utt, DraftMode.FINAL, budget=0)  # the engine sizes it
             frontier = build_source_accessibility_frontier(
                 [w.end_ms for w in words], 0, clock_ms=update.clock_ms, final=True, params=setup.params
             )
+            # The engine sizes a final pass itself.
+            request = self._request(words, (), utt, DraftMode.FINAL, 0, accessible=frontier.accessible)
             kind = JobKind.FORCED_FINAL if forced else JobKind.FINAL
             return MTJob(update.seq, utt.id, kind, request, frontier)
         frontier = build_source_accessibility_frontier(
@@ -286,6 +290,7 @@ class MTSession:
             DraftMode.PARTIAL,
             setup.params.max_draft_tokens,
             frontier_word=frontier.accessible if setup.params.stop_at_frontier else None,
+            accessible=frontier.accessible,
         )
         cache = utt.cache
         if setup.params.commit_fast_path and cache and cache.serves(prompt_key(request), utt.committed):
@@ -311,6 +316,7 @@ class MTSession:
         budget: int,
         *,
         frontier_word: int | None = None,
+        accessible: int | None = None,
     ) -> MTRequest:
         setup = self._setup
         assert setup is not None
@@ -331,6 +337,9 @@ class MTSession:
             force_target_language=utt.force_language,
             frontier_word=frontier_word,
             past_frontier_tokens=setup.params.past_frontier_tokens,
+            accessible_words=accessible,
+            preset=setup.preset,
+            policy=self._policy,
         )
 
     def _apply_partial(self, job: MTJob, draft: MTDraft, utt: Utterance) -> None:

@@ -77,6 +77,8 @@ def commit_partial(
     LocalAgreement with the utterance's previous draft instead.
     Raises ValueError (and changes nothing) for a draft whose attention does not fit it.
     """
+    if draft.decided is not None:
+        return commit_decided(draft, utt, decode)
     if draft.retranslation:
         return commit_agreed(draft, utt, decode)
     n_tokens, n_words = len(draft.token_ids), len(job.request.source_words)
@@ -109,6 +111,16 @@ def commit_agreed(draft: MTDraft, utt: Utterance, decode: Decode) -> PartialComm
     return PartialCommit(committed, "".join(utt.previous).strip(), utt.covered, "local_agreement")
 
 
+def commit_decided(draft: MTDraft, utt: Utterance, decode: Decode) -> PartialCommit:
+    """Commit what a node that ran the policy itself committed (`MTDraft.decided`)."""
+    decided = draft.decided
+    assert decided is not None
+    committed = extend_target(utt.committed, decode(draft.token_ids[: decided.tokens]))
+    utt.cache = None  # the node keeps its own draft for its fast path
+    buffer = decode(draft.token_ids[decided.tokens :]).strip()
+    return PartialCommit(committed, buffer, decided.covered, decided.reason)
+
+
 def copy_redraft(
     job: MTJob, draft: MTDraft, utt: Utterance, target_lang: str, decode: Decode
 ) -> MTJob | None:
@@ -119,6 +131,8 @@ def copy_redraft(
     a forced request is never checked again. None: the draft is used as it is.
     """
     request = job.request
+    if draft.decided is not None:
+        return None  # the node that decided it ran the check itself
     if request.force_target_language or len(utt.committed.split()) >= COPY_CHECK_WORDS:
         return None
     text = extend_target(utt.committed, clean_final_text(decode(draft.token_ids)))

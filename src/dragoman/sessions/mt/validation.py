@@ -88,6 +88,11 @@ def apply_overrides(params: AlignAttParams, overrides: Mapping[str, Any]) -> Ali
     return replace(params, **changes)
 
 
+def as_overrides(params: AlignAttParams) -> dict[str, object]:
+    """`params` as MT protocol v1 `overrides`: every knob, for a node that runs the policy."""
+    return {key: getattr(params, knob.field) for key, knob in CLIENT_OVERRIDE_WHITELIST.items()}
+
+
 def language(code: str) -> str:
     """The primary subtag of a language code, lower-cased: "en-US" -> "en"."""
     return code.strip().replace("_", "-").split("-")[0].lower()
