@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dragoman.engines.mt.base import final_token_budget
-from dragoman.engines.mt.qwen_draft import frontier_limit
+from dragoman.engines.mt.draft_loop import frontier_limit
 from dragoman.engines.torch_lm.kv_cache import CacheEntry, PromptCaches, common_prefix
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
+from dragoman.engines.mt.draft_loop import cut_loop
 from dragoman.engines.mt.llama_context import TappedContext
 from dragoman.engines.mt.llama_draft import SequenceCache, draft
-from dragoman.engines.mt.qwen_draft import cut_loop
 from dragoman.engines.mt.qwen_prompt import Prompt
 from tests.unit.test_mt_insert_plan import HEAD, TAIL, HeldTokens
 

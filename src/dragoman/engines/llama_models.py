@@ -7,6 +7,9 @@ once from different threads, the weights being read only. So each engine makes i
 own context, and the model under them is loaded once (`acquire`) and freed when the
 last engine lets it go (`release`), instead of holding the 1.5B's 1.1 GB of weights
 twice (server memory with one copy and with two: bench/RESULTS.md).
+
+`ModelContext` is how an engine opens a GGUF: the CPU kernels (`llama_backend`), the
+shared model, and a context of its own on it, all let go by one `close`.
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dragoman.errors import EngineFailure
 from dragoman.logs import get_logger
 
 if TYPE_CHECKING:
-    from dragoman.engines.llama_native import NativeModel
+    from dragoman.engines.llama_backend import Backend
+    from dragoman.engines.llama_native import ContextSpec, NativeContext, NativeModel
 
 log = get_logger(__name__)
 
@@ -98,3 +103,29 @@ def acquire(path: Path) -> NativeModel:
 
 def release(model: NativeModel) -> None:
     MODELS.release(model)
+
+
+class ModelContext:
+    """A llama.cpp context on the shared model of the GGUF at `path`; `close` lets both go.
+
+    `eval_callback`: ggml's eval callback of the context (`engines.mt.llama_tap`).
+    """
+
+    def __init__(self, path: Path, spec: ContextSpec, eval_callback: Any = None) -> None:
+        from dragoman.engines.llama_backend import load_backend
+        from dragoman.engines.llama_native import NativeContext
+
+        self.backend: Backend = load_backend()
+        self.model = acquire(path)
+        try:
+            self.context: NativeContext = NativeContext(self.model, spec, eval_callback)
+        except EngineFailure:
+            release(self.model)
+            raise
+        self._open = True
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            self.context.close()
+            release(self.model)

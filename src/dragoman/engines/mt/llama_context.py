@@ -23,9 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from dragoman.engines import llama_models
-from dragoman.engines.llama_backend import load_backend
-from dragoman.engines.llama_native import ContextSpec, NativeContext, NativeModel
+from dragoman.engines.llama_models import ModelContext
+from dragoman.engines.llama_native import ContextSpec, NativeModel
 from dragoman.engines.mt.llama_cells import CellMap
 from dragoman.engines.mt.llama_tap import AttentionTap
 from dragoman.errors import EngineFailure, ModelUnavailable
@@ -85,9 +84,6 @@ class TappedContext:
     """One llama.cpp context of `context_tokens`, sequence 0 only, with an `AttentionTap`."""
 
     def __init__(self, path: Path, *, context_tokens: int, threads: int, batch: int = 512) -> None:
-        self.backend = load_backend()
-        #: Shared with any other engine on the same GGUF (`engines.llama_models`).
-        self._model = llama_models.acquire(path)
         self.tap = AttentionTap()
         spec = ContextSpec(
             context_tokens=context_tokens,
@@ -100,11 +96,10 @@ class TappedContext:
             unified_kv=True,
             flash_attention=False,
         )
-        try:
-            self._context = NativeContext(self._model, spec, self.tap.callback)
-        except EngineFailure:
-            llama_models.release(self._model)
-            raise
+        #: On the model any other engine on the same GGUF shares (`engines.llama_models`).
+        self._loaded = ModelContext(path, spec, self.tap.callback)
+        self.backend = self._loaded.backend
+        self._model, self._context = self._loaded.model, self._loaded.context
         self.n_ctx = self._context.n_ctx
         self.batch_size = self._context.batch_size
         self.threads = threads
@@ -112,9 +107,9 @@ class TappedContext:
         self.n_layer = self._model.n_layer
         self.n_head = self._model.n_head
         self.metadata: dict[str, str] = dict(self._model.metadata)
-        self._open = True
         template = self.metadata.get("tokenizer.chat_template")
         if not template:
+            self._loaded.close()
             raise ModelUnavailable(f"{path.name} has no chat template")
         self.tokenizer = GGUFTokenizer(self._model, template)
         #: Tokens the sequence holds, position by position, and the cell of each.
@@ -241,7 +236,4 @@ class TappedContext:
         self.stale_from, self.stale_tokens = state.stale_from, state.stale_tokens
 
     def close(self) -> None:
-        if self._open:
-            self._open = False
-            self._context.close()
-            llama_models.release(self._model)
+        self._loaded.close()

@@ -1,10 +1,5 @@
-"""Greedy drafting on llama.cpp, as `engines.mt.qwen_draft` does it on torch.
-
-The same contract: the KV cache of the longest common token prefix with the
-previous prompt of the same `cache_key` is reused, the previous draft beyond the
-new target prefix is verified in the prompt's own pass (speculation), and a
-PARTIAL draft stops `past_frontier` tokens after one that attends at or past the
-frontier word.
+"""Drafting on llama.cpp: which key's KV cache the one sequence holds, and the pass of
+`engines.mt.draft_loop` over a `TappedContext`.
 
 One llama.cpp context holds one sequence: the key of the last call stays in it
 (`SequenceCache.resident`); switching keys saves its state (keys and values, a few
@@ -28,9 +23,9 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from dragoman.engines.mt import draft_loop
 from dragoman.engines.mt.base import MTDraft
 from dragoman.engines.mt.llama_context import SavedSequence, TappedContext
-from dragoman.engines.mt.qwen_draft import cut_loop, frontier_limit
 from dragoman.engines.mt.qwen_prompt import Prompt
 from dragoman.engines.torch_lm.kv_cache import MAX_CACHED_PROMPTS, common_prefix
 
@@ -38,16 +33,6 @@ from dragoman.engines.torch_lm.kv_cache import MAX_CACHED_PROMPTS, common_prefix
 #: one decode step, as much as prefilling 7-8 tokens (78 ms a step, 9.6 ms a prefilled
 #: token for the 1.5B on 2 cores, bench/RESULTS.md).
 MIN_SHIFTED_TOKENS = 8
-
-
-def word_rows(
-    per_head: npt.NDArray[np.float32], membership: npt.NDArray[np.float32]
-) -> list[npt.NDArray[np.float32]]:
-    """Rows of word attention from [heads, rows, source tokens]: as `qwen_draft.word_rows`,
-    each head normalised over the words, then the mean over heads."""
-    per_word = per_head @ membership  # [heads, rows, words]
-    per_word = per_word / np.maximum(per_word.sum(axis=-1, keepdims=True), 1e-9)
-    return list(per_word.mean(axis=0).astype(np.float32))
 
 
 class SequenceCache:
@@ -137,6 +122,31 @@ class SequenceCache:
         self._ctx.truncate(0)
 
 
+class _LlamaPass:
+    """`draft_loop.DraftPass` on the context: choices and attention from `TappedContext.eval`."""
+
+    def __init__(self, ctx: TappedContext, cache: SequenceCache, key: str | None, cols: slice | None) -> None:
+        self._ctx, self._cache, self._key, self._cols = ctx, cache, key, cols
+        self.cached = 0
+        self.guess: list[int] = []
+
+    def eval(self, feed: Sequence[int], out_from: int) -> tuple[list[int], npt.NDArray[np.float32] | None]:
+        return self._ctx.eval(feed, out_from, self._cols)
+
+    def is_stop(self, token: int) -> bool:
+        return self._ctx.is_eog(token)
+
+    def drop(self, count: int) -> None:
+        self._ctx.truncate(len(self._ctx.held) - count)
+
+    def finish(self, target: list[int]) -> dict[str, float]:
+        self._cache.store(self._key, target)
+        return {
+            "inserted_tokens": float(self._cache.inserted),
+            "stale_tokens": float(self._ctx.stale_tokens),
+        }
+
+
 def draft(
     ctx: TappedContext,
     cache: SequenceCache,
@@ -150,76 +160,24 @@ def draft(
     past_frontier: int = 0,
     insert: bool = False,
 ) -> MTDraft:
-    """Up to `limit` greedy tokens after `prompt`; attention rows when `heads` is given.
+    """Up to `limit` greedy tokens after `prompt` (`draft_loop.run`); attention rows when
+    `heads` is given.
 
     With `insert`, new source tokens may go under kept cells (`SequenceCache.stale_budget`).
     """
     started = time.perf_counter()
     source_end = prompt.source_end if insert else None
-    keep, guess = cache.reuse(cache_key, prompt.ids, prompt.target_start, source_end)
-    pending = list(prompt.ids[keep:])
-    proposal = guess[:limit] if speculate else []
-    tokens: list[int] = []
-    rows: list[npt.NDArray[np.float32]] = []
-    target_prefix = prompt.ids[prompt.target_start :]
-    finished = False
-    computed = accepted = loop_cuts = 0
-    first_pass_ms = 0.0
-    membership = prompt.membership()
     cols = slice(prompt.source_start, prompt.source_end) if heads else None
+    model = _LlamaPass(ctx, cache, cache_key, cols)
+    model.cached, model.guess = cache.reuse(cache_key, prompt.ids, prompt.target_start, source_end)
     ctx.tap.set_heads(heads or [])
-    while True:
-        # Choice i follows feed[len(pending) - 1 + i]: after the pending tokens, then
-        # after each proposed token in turn.
-        feed = pending + proposal
-        choices, attention = ctx.eval(feed, len(pending) - 1, cols)
-        computed += len(feed)
-        first_pass_ms = first_pass_ms or (time.perf_counter() - started) * 1000.0
-        new: list[int] = []
-        matched = 0
-        for i, choice in enumerate(choices):
-            if ctx.is_eog(choice):
-                finished = True
-                break
-            new.append(choice)
-            if i < len(proposal) and choice == proposal[i]:
-                matched += 1
-                continue
-            break
-        if attention is not None and new:
-            rows.extend(word_rows(attention[:, : len(new), :], membership))
-            if frontier_word is not None:
-                limit = frontier_limit(rows, len(tokens), frontier_word, past_frontier, limit)
-        # Proposed tokens after the first mismatch were fed but are wrong.
-        ctx.truncate(len(ctx.held) - (len(proposal) - matched))
-        tokens.extend(new)
-        accepted += matched
-        if cut_loop(target_prefix, tokens, rows):
-            loop_cuts += 1
-            break
-        if finished or len(tokens) >= limit:
-            break
-        pending, proposal = [tokens[-1]], []
-    del tokens[limit:], rows[limit:]
-    cache.store(cache_key, target_prefix + tokens)
-    attention_out = None
-    if heads is not None:
-        words = len(prompt.word_spans)
-        attention_out = np.stack(rows).astype(np.float32) if rows else np.zeros((0, words), np.float32)
-    return MTDraft(
-        token_ids=tokens,
-        attention=attention_out,
-        finished=finished,
-        computed_tokens=computed,
-        extra={
-            "engine_ms": (time.perf_counter() - started) * 1000.0,
-            "first_pass_ms": first_pass_ms,
-            "prompt_tokens": float(len(prompt.ids)),
-            "cached_tokens": float(keep),
-            "inserted_tokens": float(cache.inserted),
-            "stale_tokens": float(ctx.stale_tokens),
-            "speculated_tokens": float(len(guess[:limit]) if speculate else 0),
-            "accepted_tokens": float(accepted),
-            "loop_cuts": float(loop_cuts),
-        },
+    return draft_loop.run(
+        model,
+        prompt,
+        heads is not None,
+        limit,
+        started=started,
+        speculate=speculate,
+        frontier_word=frontier_word,
+        past_frontier=past_frontier,
     )

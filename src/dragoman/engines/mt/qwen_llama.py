@@ -4,8 +4,8 @@ The same model, prompts (`engines.mt.qwen_prompt`), heads files and drafting
 contract as `engines.mt.qwen_torch`, which stays the reference: the GGUF runs as
 it is instead of dequantised into torch, so the 1.5B fits the latency budget on
 CPUs with AVX2 only. The alignment heads' attention comes from llama.cpp's eval
-callback (`engines.mt.llama_tap`); KV reuse, speculation and the frontier stop
-from `engines.mt.llama_draft`.
+callback (`engines.mt.llama_tap`); KV reuse from `engines.mt.llama_draft`, and
+speculation and the frontier stop from the loop both engines run (`engines.mt.draft_loop`).
 
 Differences from the torch engine: Q4_K weights (the argmax of the heads' attention
 agrees with torch's on most but not all tokens, see tests/engine/test_mt_llama.py),
@@ -14,7 +14,6 @@ and no conversion step at first start.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,16 +25,8 @@ from dragoman.config import MTSettings
 from dragoman.cpu import available_cores, cpu_info
 from dragoman.engines.info import EngineInfo
 from dragoman.engines.llama_speed import describe, pick_by_speed
-from dragoman.engines.mt import heads as mt_heads
 from dragoman.engines.mt import llama_draft
-from dragoman.engines.mt.base import (
-    DraftMode,
-    MTCapabilities,
-    MTDraft,
-    MTEngine,
-    MTRequest,
-    final_token_budget,
-)
+from dragoman.engines.mt.base import DraftMode, MTDraft, MTEngine, MTRequest
 from dragoman.engines.mt.llama_context import TappedContext
 from dragoman.engines.mt.model_choice import (
     SPEED_MEMORY_FILE,
@@ -51,9 +42,10 @@ from dragoman.engines.mt.presets import (
     model_installed,
     preset_model,
 )
+from dragoman.engines.mt.qwen_engine import QwenMTEngine
 from dragoman.engines.mt.qwen_prompt import Prompt, PromptBuilder
 from dragoman.engines.torch_lm.kv_cache import MAX_CACHED_PROMPTS
-from dragoman.errors import ClientError, ConfigError, EngineFailure
+from dragoman.errors import ConfigError, EngineFailure
 from dragoman.logs import get_logger
 
 log = get_logger(__name__)
@@ -62,10 +54,8 @@ log = get_logger(__name__)
 CONTEXT_TOKENS = 4096
 
 
-class QwenLlamaMTEngine(MTEngine):
+class QwenLlamaMTEngine(QwenMTEngine):
     """Greedy drafts with alignment-head attention on llama.cpp; KV reuse per `cache_key`."""
-
-    capabilities = MTCapabilities(attention=True, prompt_context=True, kv_reuse=True, frontier_stop=True)
 
     def __init__(
         self,
@@ -93,9 +83,7 @@ class QwenLlamaMTEngine(MTEngine):
         self.num_layers = self._ctx.n_layer
         self.num_heads = self._ctx.n_head
         self.speculate = speculate
-        self._heads_dirs = mt_heads.search_dirs(heads_dir, cache_dir)
-        self._heads: dict[str, mt_heads.HeadsFile] = {}
-        self._lock = threading.Lock()
+        self._init_heads(heads_dir, cache_dir)
         self._cache = llama_draft.SequenceCache(self._ctx, max_cached_prompts, stale_budget)
         self._prompts = PromptBuilder(self._ctx.tokenizer, memo_size=4 * self._cache.max_entries)
         self.compute_type = self._ctx.metadata.get("general.file_type", "gguf")
@@ -126,99 +114,31 @@ class QwenLlamaMTEngine(MTEngine):
             ),
         )
 
-    # -- directions and heads --------------------------------------------------------------
-
-    def directions(self) -> list[str]:
-        return mt_heads.directions(self.name, self._heads_dirs)
-
-    def heads(self, direction: str) -> mt_heads.HeadsFile | None:
-        if direction not in self._heads:
-            found = mt_heads.find(self.name, direction, self._heads_dirs)
-            if found is None:
-                return None
-            bad = [
-                (layer, h) for layer, h in found.pairs() if layer >= self.num_layers or h >= self.num_heads
-            ]
-            if bad:
-                raise ConfigError(
-                    f"alignment heads {bad} of {self.name} {direction} do not exist in the model"
-                )
-            self._heads[direction] = found
-        return self._heads[direction]
-
-    # -- prompt ----------------------------------------------------------------------------
-
-    def build_prompt(
-        self,
-        source_lang: str,
-        target_lang: str,
-        source_words: Sequence[str],
-        target_prefix: str = "",
-        context_text: str | None = None,
-        history: Sequence[tuple[str, str]] = (),
-        force_target_language: bool = False,
-    ) -> Prompt:
-        return self._prompts.build(
-            source_lang,
-            target_lang,
-            source_words,
-            target_prefix,
-            context_text,
-            history,
-            force_target_language,
-        )
-
-    # -- drafting --------------------------------------------------------------------------
-
-    def draft(self, request: MTRequest) -> MTDraft:
-        direction = f"{request.source_lang}-{request.target_lang}"
+    def _draft(
+        self, request: MTRequest, prompt: Prompt, heads: list[tuple[int, int]] | None, limit: int
+    ) -> MTDraft:
         final = request.mode is DraftMode.FINAL
-        heads = None
-        if not final:
-            found = self.heads(direction)
-            if found is None:
-                raise ClientError(f"Unsupported direction {direction}.", code="unsupported_direction")
-            heads = found.pairs()
-        words = list(request.source_words)
-        if not words:
-            return MTDraft(
-                token_ids=[], attention=None if final else np.zeros((0, 0), np.float32), finished=True
+        try:
+            return llama_draft.draft(
+                self._ctx,
+                self._cache,
+                request.cache_key,
+                prompt,
+                heads,
+                limit,
+                speculate=self.speculate,
+                frontier_word=None if final else request.frontier_word,
+                past_frontier=request.past_frontier_tokens,
+                # A final pass is exact: kept cells that missed the newest words made it
+                # end the translation early (bench/RESULTS.md).
+                insert=not final,
             )
-        prompt = self.build_prompt(
-            request.source_lang,
-            request.target_lang,
-            words,
-            request.target_prefix,
-            request.context_text,
-            request.history,
-            request.force_target_language,
-        )
-        if final:
-            limit = final_token_budget(len(words), prompt.source_end - prompt.source_start)
-        else:
-            limit = max(1, request.max_new_tokens)
-        with self._lock:
-            try:
-                return llama_draft.draft(
-                    self._ctx,
-                    self._cache,
-                    request.cache_key,
-                    prompt,
-                    heads,
-                    limit,
-                    speculate=self.speculate,
-                    frontier_word=None if final else request.frontier_word,
-                    past_frontier=request.past_frontier_tokens,
-                    # A final pass is exact: kept cells that missed the newest words made it
-                    # end the translation early (bench/RESULTS.md).
-                    insert=not final,
-                )
-            except (EngineFailure, RuntimeError, ValueError, IndexError) as exc:
-                # The sequence may hold a half-fed batch: start the next call from nothing.
-                self._cache.clear()
-                if isinstance(exc, EngineFailure):
-                    raise
-                raise EngineFailure(f"MT draft failed: {exc}") from exc
+        except (EngineFailure, RuntimeError, ValueError, IndexError) as exc:
+            # The sequence may hold a half-fed batch: start the next call from nothing.
+            self._cache.clear()
+            if isinstance(exc, EngineFailure):
+                raise
+            raise EngineFailure(f"MT draft failed: {exc}") from exc
 
     def forget(self, cache_key: str) -> None:
         with self._lock:

@@ -1,8 +1,8 @@
-"""The default MT backend: a Qwen2.5 instruct model on PyTorch, with alignment-head attention.
+"""The Qwen MT engine on PyTorch, the reference for `qwen_llama` (`mt.backend = qwen-torch`).
 
-llama.cpp exposes no attention, so AlignAtt runs the model in transformers with
-eager attention and reads the weights of the calibrated alignment heads
-(`engines.mt.heads`) through forward hooks on those layers only.
+The model runs in transformers with eager attention, and the weights of the
+calibrated alignment heads (`engines.mt.heads`) are read through forward hooks on
+those layers only. What both engines share: `engines.mt.qwen_engine`.
 
 Loading: see `engines.torch_lm.files` (the packaged GGUF is converted once to a bf16
 transformers folder in the cache). A user's own transformers folder or GGUF file
@@ -13,12 +13,11 @@ from the end of the source on. The KV cache of the longest common token prefix
 with the previous prompt of the same `cache_key` is reused (`engines.torch_lm.kv_cache`),
 so an update computes its new source tokens, the ~5-token assistant header, the
 target prefix and the draft. Drafting, with speculation on the previous draft:
-`engines.mt.qwen_draft`.
+`engines.mt.draft_loop` over `engines.mt.qwen_draft`.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,31 +28,22 @@ import numpy.typing as npt
 from dragoman.config import MTSettings
 from dragoman.cpu import cpu_info
 from dragoman.engines.info import EngineInfo
-from dragoman.engines.mt import heads as mt_heads
-from dragoman.engines.mt.base import (
-    DraftMode,
-    MTCapabilities,
-    MTDraft,
-    MTEngine,
-    MTRequest,
-    final_token_budget,
-)
+from dragoman.engines.mt.base import DraftMode, MTDraft, MTEngine, MTRequest
 from dragoman.engines.mt.presets import preset_model
 from dragoman.engines.mt.qwen_draft import Drafter
+from dragoman.engines.mt.qwen_engine import QwenMTEngine
 from dragoman.engines.mt.qwen_prompt import Prompt, PromptBuilder
 from dragoman.engines.torch_lm.files import prepare_model
 from dragoman.engines.torch_lm.kv_cache import MAX_CACHED_PROMPTS, PromptCaches
 from dragoman.engines.torch_lm.load import choose_compute_type, default_threads, load_model, widest_linear
-from dragoman.errors import ClientError, ConfigError, EngineFailure
+from dragoman.errors import EngineFailure
 from dragoman.logs import get_logger
 
 log = get_logger(__name__)
 
 
-class QwenTorchMTEngine(MTEngine):
+class QwenTorchMTEngine(QwenMTEngine):
     """Greedy drafts with alignment-head attention; KV cache reuse per `cache_key`."""
-
-    capabilities = MTCapabilities(attention=True, prompt_context=True, kv_reuse=True, frontier_stop=True)
 
     def __init__(
         self,
@@ -80,10 +70,8 @@ class QwenTorchMTEngine(MTEngine):
         self.name = model_id
         self.model_dir = model_dir
         self.model_sha256 = model_sha256
-        self._heads_dirs = mt_heads.search_dirs(heads_dir, cache_dir)
-        self._heads: dict[str, mt_heads.HeadsFile] = {}
+        self._init_heads(heads_dir, cache_dir)
         self.speculate = speculate
-        self._lock = threading.Lock()
         self.num_layers = len(self._model.model.layers)
         self.num_heads = int(self._model.config.num_attention_heads)
         # Qwen's chat turns end with <|im_end|>; other models' with their eos token(s).
@@ -113,92 +101,24 @@ class QwenTorchMTEngine(MTEngine):
             compute_reason=self.compute.reason,
         )
 
-    # -- directions and heads --------------------------------------------------------------
-
-    def directions(self) -> list[str]:
-        return mt_heads.directions(self.name, self._heads_dirs)
-
-    def heads(self, direction: str) -> mt_heads.HeadsFile | None:
-        if direction not in self._heads:
-            found = mt_heads.find(self.name, direction, self._heads_dirs)
-            if found is None:
-                return None
-            bad = [
-                (layer, h) for layer, h in found.pairs() if layer >= self.num_layers or h >= self.num_heads
-            ]
-            if bad:
-                raise ConfigError(
-                    f"alignment heads {bad} of {self.name} {direction} do not exist in the model"
-                )
-            self._heads[direction] = found
-        return self._heads[direction]
-
-    # -- prompt ----------------------------------------------------------------------------
-
-    def build_prompt(
-        self,
-        source_lang: str,
-        target_lang: str,
-        source_words: Sequence[str],
-        target_prefix: str = "",
-        context_text: str | None = None,
-        history: Sequence[tuple[str, str]] = (),
-        force_target_language: bool = False,
-    ) -> Prompt:
-        return self._prompts.build(
-            source_lang,
-            target_lang,
-            source_words,
-            target_prefix,
-            context_text,
-            history,
-            force_target_language,
-        )
-
-    # -- drafting --------------------------------------------------------------------------
-
-    def draft(self, request: MTRequest) -> MTDraft:
-        direction = f"{request.source_lang}-{request.target_lang}"
+    def _draft(
+        self, request: MTRequest, prompt: Prompt, heads: list[tuple[int, int]] | None, limit: int
+    ) -> MTDraft:
         final = request.mode is DraftMode.FINAL
-        heads = None
-        if not final:
-            found = self.heads(direction)
-            if found is None:
-                raise ClientError(f"Unsupported direction {direction}.", code="unsupported_direction")
-            heads = found.pairs()
-        words = list(request.source_words)
-        if not words:
-            return MTDraft(
-                token_ids=[], attention=None if final else np.zeros((0, 0), np.float32), finished=True
+        try:
+            return self._drafter.draft(
+                request.cache_key,
+                prompt,
+                heads,
+                limit,
+                speculate=self.speculate,
+                frontier_word=None if final else request.frontier_word,
+                past_frontier=request.past_frontier_tokens,
             )
-        prompt = self.build_prompt(
-            request.source_lang,
-            request.target_lang,
-            words,
-            request.target_prefix,
-            request.context_text,
-            request.history,
-            request.force_target_language,
-        )
-        if final:
-            limit = final_token_budget(len(words), prompt.source_end - prompt.source_start)
-        else:
-            limit = max(1, request.max_new_tokens)
-        with self._lock:
-            try:
-                return self._drafter.draft(
-                    request.cache_key,
-                    prompt,
-                    heads,
-                    limit,
-                    speculate=self.speculate,
-                    frontier_word=None if final else request.frontier_word,
-                    past_frontier=request.past_frontier_tokens,
-                )
-            except (RuntimeError, ValueError, IndexError) as exc:
-                if request.cache_key is not None:
-                    self._caches.drop(request.cache_key)
-                raise EngineFailure(f"MT draft failed: {exc}") from exc
+        except (RuntimeError, ValueError, IndexError) as exc:
+            if request.cache_key is not None:
+                self._caches.drop(request.cache_key)
+            raise EngineFailure(f"MT draft failed: {exc}") from exc
 
     def forget(self, cache_key: str) -> None:
         with self._lock:
