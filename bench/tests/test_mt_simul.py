@@ -12,7 +12,7 @@ from bench.mt_data import Sentence, SourceWord
 from bench.mt_metrics import Emission, sentence_laal
 from bench.mt_simul import asr_state, markdown, next_asr_event, run_document, simulate, summarize
 from dragoman.streaming.alignatt import AlignAttParams
-from tests.unit.mt_fakes import FakeEngine
+from harness.mt_fakes import FakeEngine
 
 REFERENCE = "Hallo Welt, wie geht es dir?"
 #: The timeline below is worked out for this policy.

@@ -27,8 +27,8 @@ from dragoman.protocol.mt import ErrorMessage, TranslationMessage, parse_server_
 from dragoman.sessions.mt.events import ErrorCode
 from dragoman.sessions.mt.session import MTSession
 from dragoman.transports.websocket.mt import MTCodec
+from harness.mt_fakes import LEXICON, FakeEngine
 from tests.unit.fuzz_strategies import Frame, frames, hostile, json_values
-from tests.unit.mt_fakes import LEXICON, FakeEngine
 from tests.unit.test_mt_session import PRESETS
 
 #: FUZZ_EXAMPLES=5000 fuzzes longer (the unit suite keeps it short).

@@ -53,12 +53,17 @@ def test_sessions_and_algorithms_touch_no_metric() -> None:
     assert found == NOT_YET
 
 
-def test_the_tests_do_not_import_the_benchmarks() -> None:
-    """Benchmarks may use the test harness (a real server, clients); the tests stand alone."""
-    found = [
+def imported_from(folder: str, package: str) -> list[str]:
+    return [
         f"{path.relative_to(REPO)} imports {module}"
-        for path in sorted((REPO / "tests").rglob("*.py"))
+        for path in sorted((REPO / folder).rglob("*.py"))
         for module in imports(path)
-        if module == "bench" or module.startswith("bench.")
+        if module == package or module.startswith(package + ".")
     ]
-    assert found == []
+
+
+def test_the_tests_and_the_benchmarks_do_not_import_each_other() -> None:
+    """What both need (real servers, clients, the MT fake) is in harness/; each stands alone."""
+    assert imported_from("tests", "bench") == []
+    assert imported_from("bench", "tests") == []
+    assert imported_from("harness", "tests") == imported_from("harness", "bench") == []

@@ -9,7 +9,7 @@ import pytest
 from dragoman.engines.mt.base import MTDraft, MTRequest
 from dragoman.sessions.mt.events import JobKind, Translation
 from dragoman.streaming.copy_check import copies_source
-from tests.unit import mt_fakes
+from harness import mt_fakes
 from tests.unit.test_mt_session import Driver
 
 SOURCE = "Dr. Ehud Ur, professor of medicine at Dalhousie University, cautioned that the research is early."

@@ -3,7 +3,7 @@
 front-end session whose drafts are relayed to a node session gives the client exactly what
 the node session gives when the client talks to it directly.
 
-The node here is the real `MTSession` with the word-for-word fake engine (tests/unit/mt_fakes),
+The node here is the real `MTSession` with the word-for-word fake engine (harness/mt_fakes.py),
 reached through the real wire codec (`protocol/mt.py`) in both directions.
 """
 
@@ -33,7 +33,7 @@ from dragoman.sessions.mt.events import Init, ServerEvent, Translation, Update, 
 from dragoman.sessions.mt.session import MTSession
 from dragoman.streaming.alignatt import AlignAttParams
 from dragoman.transports.remote_probes import node_health_url, remote_targets
-from tests.unit.mt_fakes import FakeEngine
+from harness.mt_fakes import FakeEngine
 
 PRESETS = {
     "plain": AlignAttParams(frontier_margin=1, max_draft_tokens=16, history_pairs=2),

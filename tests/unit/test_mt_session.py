@@ -23,7 +23,7 @@ from dragoman.sessions.mt.events import (
 )
 from dragoman.sessions.mt.session import MTSession
 from dragoman.streaming.alignatt import AlignAttParams
-from tests.unit.mt_fakes import FakeEngine
+from harness.mt_fakes import FakeEngine
 
 #: Margin 0 keeps the arithmetic obvious; presets are tested separately.
 PRESETS = {

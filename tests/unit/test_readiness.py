@@ -13,7 +13,7 @@ from dragoman.engines.mt.base import WARM_UP_KEY, DraftMode
 from dragoman.streaming.alignatt import AlignAttParams
 from dragoman.transports.mt_app import create_mt_app
 from dragoman.transports.services import MTService
-from tests.unit.mt_fakes import FakeEngine
+from harness.mt_fakes import FakeEngine
 from tests.unit.polling import wait_for
 
 INIT = {"type": "init", "protocol_version": 1, "source_lang": "en", "target_lang": "de"}

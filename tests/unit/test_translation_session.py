@@ -38,8 +38,8 @@ from dragoman.sessions.translation.speech_out import SpeakJob
 from dragoman.sessions.translation.translator import MTProfile, split_transcript
 from dragoman.streaming.alignatt import AlignAttParams
 from dragoman.streaming.turns import ServerVADConfig
+from harness.mt_fakes import FakeEngine
 from tests.unit.fakes import EnergyVAD, WordTokenizer
-from tests.unit.mt_fakes import FakeEngine
 
 RATE = 24_000
 SCRIPT = "Hello world, how are you? the big house is red."

@@ -1,4 +1,5 @@
-"""A deterministic word-for-word "translator" with one-hot attention, for MT unit tests.
+"""A deterministic word-for-word "translator" with one-hot attention, for the MT unit tests and
+the benchmarks' own tests (bench/tests), which share it here rather than import each other.
 
 Each source word maps to a target word through `LEXICON` (unknown words are upper-
 cased); target word i attends only to source word i. Tokens are UTF-8 byte pieces,
