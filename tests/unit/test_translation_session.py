@@ -63,6 +63,7 @@ class Harness:
         language: str = "de",
         transcription: str | None = "whisper",
         media_track: bool = False,
+        clock: Callable[[], float] = lambda: 1_999_996_400.0,
         **speech: Any,
     ) -> None:
         self.mt = FakeEngine()
@@ -98,6 +99,7 @@ class Harness:
             voices=voice_for,
             vad_factory=EnergyVAD,
             media_track=media_track,
+            clock=clock,
         )
         self.parser = TranslationParser()
         self.events: list[dict[str, Any]] = []
@@ -227,6 +229,39 @@ def test_update_changes_language_transcription_and_noise_reduction() -> None:
         "session.update", session={"audio": {"input": {"noise_reduction": None, "transcription": None}}}
     )
     assert off["session"]["audio"]["input"] == {"transcription": None, "noise_reduction": None}
+
+
+def hum(seconds: float, seed: int = 3) -> np.ndarray:
+    """Steady noise loud enough (RMS 0.08) for the energy VAD to take it for speech."""
+    return (0.08 * np.random.default_rng(seed).standard_normal(int(seconds * RATE))).astype(np.float32)
+
+
+def test_noise_reduction_filters_the_audio_before_the_vad_and_the_model() -> None:
+    """Configured noise reduction is applied to the input, not only shown: steady noise the VAD
+    would take for speech (and the fake ASR would hear words in) is cut below it, while a phrase
+    spoken over the noise is still heard and translated. Turned off again, the noise is heard."""
+
+    def phrase(h: Harness, audio: np.ndarray) -> None:
+        for start in range(0, len(audio), RATE // 2):
+            h.append(audio[start : start + RATE // 2])
+            h.run()
+        h.append(silence(1.0))
+        h.run()
+
+    plain = Harness()
+    phrase(plain, hum(3.0))
+    assert plain.mt.requests, "without noise reduction, the noise is 'heard'"
+
+    h = Harness()
+    h.send("session.update", session={"audio": {"input": {"noise_reduction": {"type": "near_field"}}}})
+    phrase(h, hum(3.0))
+    assert not h.mt.requests and not h.of("session.output_transcript.delta"), "the noise is cut"
+    phrase(h, tone(3.0) + hum(3.0, seed=4))
+    assert h.text("session.output_transcript.delta").startswith("Hallo Welt"), "speech over it is heard"
+    done = len(h.mt.requests)
+    h.send("session.update", session={"audio": {"input": {"noise_reduction": None}}})
+    phrase(h, hum(3.0, seed=6))
+    assert len(h.mt.requests) > done, "with noise reduction off, the noise is heard again"
 
 
 def test_unknown_language_is_refused_with_the_supported_ones() -> None:
@@ -390,6 +425,34 @@ def test_a_call_tracks_audio_after_close_is_dropped_and_the_close_completes() ->
     h.run()
     assert not h.of("error") and h.events[-1]["type"] == "session.closed"
     assert h.text("session.output_transcript.delta") == "Hallo Welt, wie geht es? die große Haus ist rot."
+
+
+def test_the_session_ends_at_its_expires_at() -> None:
+    """`expires_at` (60 minutes after the start) is enforced: past it the session sends OpenAI's
+    `session_expired` error and closes, whatever it was doing; nothing more is heard or said."""
+    now = [1_999_996_400.0]
+    h = Harness(clock=lambda: now[0])
+    h.append(tone(1.0))
+    h.run()
+    assert h.session.close_code is None
+    now[0] = 2_000_000_000.0
+    (error,) = h.send("session.input_audio_buffer.append", audio=b64(tone(0.2)))
+    assert error["error"]["code"] == "session_expired"
+    assert "60 minutes" in error["error"]["message"]
+    assert h.session.close_code == CloseCode.NORMAL
+    assert h.send("session.input_audio_buffer.append", audio=b64(tone(0.2))) == []
+    assert all(h.session.next_job(lane) is None for lane in (ASR, MT, TTS))
+
+
+def test_a_session_expires_while_its_jobs_run() -> None:
+    """Expiry is also seen when the engines ask for work, not only when the client sends."""
+    now = [1_999_996_400.0]
+    h = Harness(clock=lambda: now[0])
+    h.append(tone(1.0))
+    now[0] = 2_000_000_001.0
+    assert h.session.next_job(ASR) is None
+    (error,) = h.drain()
+    assert error["error"]["code"] == "session_expired" and h.session.close_code == CloseCode.NORMAL
 
 
 # -- faults ---------------------------------------------------------------------------------

@@ -74,6 +74,9 @@ class SpeechFront:
         self._idle_held = False
         #: Set by the driver while the client is too far ahead of real time (`_check_real_time`).
         self.audio_refused = False
+        #: Applied to each append's samples (at the input rate) before the VAD and the model
+        #: hear them, keeping their length: the interpreter's noise reduction.
+        self.input_filter: Callable[[FloatAudio], FloatAudio] | None = None
         self._make_segmenter()
 
     @property
@@ -121,6 +124,8 @@ class SpeechFront:
         self._check_backlog()
         self._check_real_time(payload)
         samples, odd = self._input.decode(payload)
+        if self.input_filter is not None:
+            samples = self.input_filter(samples)
         if self._segmenter is None:
             item = self._open_item()
             clock = self._input.model_samples(item.input_samples + len(samples))

@@ -19,6 +19,7 @@ translation has been said, `session.closed` goes out and the connection closes.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -48,6 +49,7 @@ from dragoman.sessions.translation.events import (
 )
 from dragoman.sessions.translation.speech_out import SpeakJob, SpokenOutput, on_grid
 from dragoman.sessions.translation.translator import MTProfile, Translator
+from dragoman.streaming.noise_reduction import NoiseSuppressor
 
 MT = "mt"
 LANES = (ASR, MT, TTS)
@@ -80,17 +82,20 @@ class TranslationSession:
         voices: Callable[[str], str],
         vad_factory: Callable[[], SpeechProbability] | None,
         media_track: bool = False,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         """`model`: the name the session was opened with; `model_names`: the names of the same
         model (an update may repeat any). `speech`: the speech front's settings (24 kHz input,
         server_vad, the source language); `voices`: the voice name for a target language
         (InvalidValue when none speaks it). `media_track`: the audio comes from a WebRTC call's
-        track, which runs on after `session.close`; what it sends then is dropped, not refused."""
+        track, which runs on after `session.close`; what it sends then is dropped, not refused.
+        `clock`: seconds since the epoch, against `expires_at`."""
         self.session_id = session_id
         self.media_track = media_track
         self.model = model
         self._model_names = model_names | {model}
         self.expires_at = expires_at
+        self._clock = clock
         self.languages = languages
         self._asr_name = asr.name
         self._voices = voices
@@ -101,6 +106,9 @@ class TranslationSession:
         self.speech = SpokenOutput(self._events.append)
         self.config = self._checked(config, config.language)
         self.translator.target = self.config.language
+        self._input_rate = speech.input_rate
+        self._suppressor: NoiseSuppressor | None = None
+        self._follow_noise_reduction()
         #: The item whose source text went out last, and whether any did.
         self._input_item: str | None = None
         self._said_input = False
@@ -112,12 +120,17 @@ class TranslationSession:
         self._transcribing = 0
         self._closing = False
         self._close_code: int | None = None
+        self._created_at = int(clock())
+        #: The session hit its `expires_at`.
+        self._ended = False
         self._emit(self._configured(created=True))
 
     # -- events in ---------------------------------------------------------------------
 
     def receive(self, event: ClientEvent) -> None:
         """Handle one client event; a client fault becomes an `error` event and changes nothing."""
+        if self._expired():
+            return
         try:
             if isinstance(event, AppendAudio):
                 if self._closing and self.media_track:
@@ -138,6 +151,26 @@ class TranslationSession:
             self._emit(Error(exc, event.event_id))
         self._maybe_closed()
 
+    def _expired(self) -> bool:
+        """Whether the session is past its `expires_at`: then it ends with an `error` at once."""
+        if self._ended:
+            return True
+        if self._close_code is not None or self._clock() < self.expires_at:
+            return False
+        # OpenAI ends a Realtime session at its maximum duration with `session_expired`.
+        minutes = max(1, round((self.expires_at - self._created_at) / 60))
+        self._emit(
+            Error(
+                InvalidValue(
+                    f"Your session hit the maximum duration of {minutes} minutes.", code="session_expired"
+                )
+            )
+        )
+        self._closing = self._ended = True
+        self.speech.cancel()
+        self._close_code = CloseCode.NORMAL
+        return True
+
     def _refuse_after_close(self, what: str) -> None:
         if self._closing:
             raise InvalidValue(
@@ -157,7 +190,21 @@ class TranslationSession:
         new = self._checked(new, values.get("language", new.language))
         self.config = new
         self.translator.target = new.language
+        self._follow_noise_reduction()
         self._emit(self._configured(created=False))
+
+    def _follow_noise_reduction(self) -> None:
+        """Filter the input as `noise_reduction` says, from the next append on. OpenAI: it "filters
+        audio added to the input audio buffer before it is sent to VAD and the model"."""
+        wanted = self.config.noise_reduction
+        if wanted is None:
+            self._suppressor = self.front.input_filter = None
+            return
+        if self._suppressor is None:
+            self._suppressor = NoiseSuppressor(self._input_rate, wanted.type, wanted.strength)
+        else:  # the noise floor learned so far is kept
+            self._suppressor.set(wanted.type, wanted.strength)
+        self.front.input_filter = self._suppressor.process
 
     def _checked(self, config: TranslationConfig, asked: str) -> TranslationConfig:
         """`config` with its language checked: a direction to it, and a voice for it."""
@@ -257,6 +304,8 @@ class TranslationSession:
 
     def next_job(self, lane: str = ASR) -> TranslationJob | None:
         job: TranslationJob | None
+        if self._expired():
+            return None
         if lane == ASR:
             job = self.front.next_job()
         elif lane == MT:
