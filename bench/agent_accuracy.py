@@ -22,7 +22,7 @@ Each question is asked in a new session, so no answer sees another:
 Responses are text (`output_modalities: ["text"]`), which the LLM writes exactly as
 it writes an audio response's transcript, and saves the CPU the answers' speech.
 A right answer contains the question's fact (`bench/data/agent_questions.tsv`), as
-whole words after the WER normalisation of bench.textnorm ("4" and "four" agree).
+whole words after the WER normalisation of dragoman.tools.wer ("4" and "four" agree).
 Reported per model and mode: accuracy, mean words of an answer, responses that ended
 `incomplete`, and median time from the request (or from the end of the appended
 audio) to `response.done`. Every wrong answer is listed with what was heard.
@@ -49,10 +49,10 @@ from openai import AsyncOpenAI
 from bench import server as dragoman_server
 from bench.agent_latency import header, log, table
 from bench.results import record
-from bench.textnorm import normalize
 from dragoman.config import TTSSettings, default_cache_dir
 from dragoman.engines.tts.speaker import Speaker
 from dragoman.engines.workers import CancelToken
+from dragoman.tools.wer import normalize
 from harness.realtime_helpers import Transcript, read_until
 from harness.server import Server
 

@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from dragoman.engines.mt.base import UNSEGMENTED_LANGS
 from dragoman.engines.mt.head_selection import source_words
+from dragoman.tools import eval_set
 from dragoman.tools.eval_set import eval_dir
 
 EVAL_DIR = eval_dir()
@@ -78,7 +79,7 @@ def load_flores(
     """FLORES lines of `source`, each spread evenly over the time its English line takes at
     `words_per_second` (so a German or Chinese line is spoken as long as its English one;
     Chinese arrives one character a word, as the speech front hands it to MT)."""
-    path = eval_dir / "mt" / "flores200_devtest_first100_en-de-it-zh.tsv"
+    path = eval_dir / eval_set.FLORES
     with path.open(encoding="utf-8", newline="") as handle:
         rows = list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
     out: list[Sentence] = []

@@ -43,16 +43,17 @@ import numpy as np
 from bench import server as dragoman_server
 from bench import soak_clients as clients
 from bench.asr_streaming import log, table
-from bench.audio import EVAL, Audio, eval_rows, load, wer_clips
+from bench.audio import Audio, eval_rows, load, wer_clips
 from bench.soak_clients import Recorder, Schedule
 from dragoman.cpu import cpu_info
+from dragoman.tools import eval_set
 from harness.server import Server
 
 #: Utterances longer than this are cut into parts (the server's item cap is 30 s).
 UTTERANCE_CAP_S = 20.0
 #: Single utterances (no inner pause long enough for server VAD to end a turn), as in the agent e2e tests.
 AGENT_SPEECH = ("asr/en/en_ls-devclean_1272-128104-0000.wav", "asr/en/en_ls-testclean_6930-75918-0000.flac")
-FLORES = EVAL / "mt" / "flores200_devtest_first100_en-de-it-zh.tsv"
+FLORES = eval_set.eval_path(eval_set.FLORES)
 KINDS = (
     ("transcription", "transcription: commit → completed"),
     ("mt partial", "MT partial: update → its translation"),

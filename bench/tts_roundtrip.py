@@ -10,7 +10,7 @@ Each voice speaks the FLORES sentences of its own language (en, de, it or zh: th
 sentences in each), through the shared `Speaker` (the server's path, resampled to 16 kHz
 PCM16); the project's Whisper, the language fixed to the voice's, transcribes them back
 (bench/listener.py, which converts Mandarin to simplified characters, so that the CER scores
-the voice, not the script). The score is WER over normalised text (bench/textnorm.py), CER for
+the voice, not the script). The score is WER over normalised text (dragoman.tools.wer), CER for
 Chinese, which has no spaces. RTF is synthesis time over audio time; time to first chunk is
 from the call to the first PCM bytes. Backends use one onnxruntime thread each, the TTS
 settings' default outside the server. Progress to stderr, the table to stdout.
@@ -30,18 +30,18 @@ from dataclasses import dataclass, field
 from bench import results
 from bench.asr_load import percentile
 from bench.asr_streaming import table
-from bench.audio import EVAL
 from bench.listener import load_listener, transcribe
-from bench.textnorm import wer
 from dragoman.config import TTSSettings, load_settings
 from dragoman.cpu import cpu_info
 from dragoman.engines.asr.base import ASREngine
 from dragoman.engines.tts.speaker import Speaker
 from dragoman.engines.workers import CancelToken
 from dragoman.logs import configure as configure_logs
+from dragoman.tools import eval_set
+from dragoman.tools.wer import wer
 
 RATE = 16_000
-FLORES = EVAL / "mt" / "flores200_devtest_first100_en-de-it-zh.tsv"
+FLORES = eval_set.eval_path(eval_set.FLORES)
 #: ISO 639-1 -> the FLORES column of that language.
 COLUMNS = {"en": "eng_Latn", "de": "deu_Latn", "it": "ita_Latn", "zh": "zho_Hans"}
 

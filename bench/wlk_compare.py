@@ -37,7 +37,7 @@ it covers had been sent. dragoman reports that audio in `audio_seconds`; WLK rep
 steps), so its partial covers the audio sent by its arrival less that. A WLK partial is a
 message whose text changed; the last change after the end of the stream is the final one, not a
 partial. Final latency: the completed event (dragoman) or `ready_to_stop` (WLK) − the commit or
-end-of-stream. WER of the final transcripts of whole recordings (bench/textnorm.py).
+end-of-stream. WER of the final transcripts of whole recordings (dragoman.tools.wer).
 
 How the two differ, which the figures carry: dragoman steps every 2 s of audio (chunk_seconds),
 re-decodes at most the last 10 s, encodes only the audio a step has, decodes greedily and batches

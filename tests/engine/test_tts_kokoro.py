@@ -4,15 +4,12 @@ cancel, long sentences past the model's context, and the catalog's choice of voi
 from __future__ import annotations
 
 import csv
-import re
 from pathlib import Path
 
-import jiwer
 import numpy as np
 import pytest
 import soxr
 import zhconv
-from transformers.models.whisper.english_normalizer import BasicTextNormalizer
 
 from dragoman.config import ASRSettings, TTSSettings
 from dragoman.engines.asr.base import ASREngine, StepRequest, StepResult
@@ -23,16 +20,12 @@ from dragoman.engines.tts.speaker import Speaker
 from dragoman.engines.tts.voices import KOKORO, KOKORO_NAMES, VoiceCatalog
 from dragoman.engines.workers import CancelToken
 from dragoman.errors import InvalidValue
+from dragoman.tools import eval_set
+from dragoman.tools.wer import wer
 
 pytestmark = pytest.mark.engine
 
-FLORES = (
-    Path(__file__).resolve().parents[3]
-    / "shared"
-    / "eval"
-    / "mt"
-    / "flores200_devtest_first100_en-de-it-zh.tsv"
-)
+FLORES = eval_set.eval_path(eval_set.FLORES)
 #: FLORES devtest lines whose Chinese has no Latin letters or digits (Kokoro's Mandarin front end
 #: reads neither); the same lines in Italian.
 LINES = ("22", "35", "40", "49", "94")
@@ -41,8 +34,6 @@ LINES = ("22", "35", "40", "49", "94")
 #: (47 % and 90 %) or what a voice with the wrong phonemes or style row would make.
 MAX_WER_IT = 0.25
 MAX_CER_ZH = 0.35
-
-_basic = BasicTextNormalizer()  # type: ignore[no-untyped-call]
 
 
 def flores(column: str) -> list[str]:
@@ -89,20 +80,15 @@ def test_capabilities(kokoro: TTSEngine) -> None:
 def test_italian_round_trip_through_whisper(kokoro: TTSEngine, whisper: ASREngine, voice: str) -> None:
     references = flores("ita_Latn")
     hypotheses = [transcribe(whisper, np.concatenate(speak(kokoro, s, voice)), "it") for s in references]
-    wer = jiwer.wer([_basic(r) for r in references], [_basic(h) for h in hypotheses])
-    assert wer < MAX_WER_IT, list(zip(references, hypotheses, strict=True))
+    assert wer(references, hypotheses, "it") < MAX_WER_IT, list(zip(references, hypotheses, strict=True))
 
 
 @pytest.mark.parametrize("voice", ["zf_xiaobei", "zm_yunxi"])
 def test_mandarin_round_trip_through_whisper(kokoro: TTSEngine, whisper: ASREngine, voice: str) -> None:
     references = flores("zho_Hans")
     hypotheses = [transcribe(whisper, np.concatenate(speak(kokoro, s, voice)), "zh") for s in references]
-
-    def chars(text: str) -> str:
-        return re.sub(r"\s+", "", _basic(text))
-
-    cer = jiwer.cer([chars(r) for r in references], [chars(h) for h in hypotheses])
-    assert cer < MAX_CER_ZH, list(zip(references, hypotheses, strict=True))
+    # Scored by characters (CER): Chinese is written without spaces.
+    assert wer(references, hypotheses, "zh") < MAX_CER_ZH, list(zip(references, hypotheses, strict=True))
 
 
 def test_streams_sentence_by_sentence_and_speed_changes_pace(kokoro: TTSEngine) -> None:

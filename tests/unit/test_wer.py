@@ -56,3 +56,40 @@ def test_the_eval_set_is_named_by_the_variable_or_found_beside_the_checkout(
     monkeypatch.setattr(eval_set, "source_checkout", lambda: None)  # as in an installed wheel
     with pytest.raises(ConfigError, match=eval_set.VARIABLE):
         eval_set.eval_dir()
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def python_files() -> list[Path]:
+    """The project's Python, less this test (which names what it looks for)."""
+    folders = ("src", "tests", "bench", "harness")
+    paths = (path for folder in folders for path in (REPO / folder).rglob("*.py"))
+    return sorted(path for path in paths if path != Path(__file__).resolve())
+
+
+def test_only_this_module_normalises_and_scores_text() -> None:
+    """Every test and benchmark scores with `dragoman.tools.wer`: nothing else normalises with
+    Whisper's normalisers or scores with jiwer, so two scores never disagree on what a word is."""
+    own = REPO / "src" / "dragoman" / "tools" / "wer.py"
+    marks = ("import jiwer", "from jiwer", "TextNormalizer(")
+    found = [
+        str(path.relative_to(REPO))
+        for path in python_files()
+        if path != own and any(mark in path.read_text(encoding="utf-8") for mark in marks)
+    ]
+    assert len(python_files()) > 100
+    assert found == []
+
+
+def test_only_eval_set_knows_where_the_eval_files_lie() -> None:
+    """Tests and benchmarks reach the eval set's files through `eval_set` (its folder, its file
+    names), never by a path of their own beside the checkout."""
+    own = REPO / "src" / "dragoman" / "tools" / "eval_set.py"
+    marks = ('"shared"', "flores200_devtest_first100")
+    found = [
+        str(path.relative_to(REPO))
+        for path in python_files()
+        if path != own and any(mark in path.read_text(encoding="utf-8") for mark in marks)
+    ]
+    assert found == []
