@@ -233,7 +233,8 @@ class InterpreterSettings(BaseModel):
     #: The target language of a session that names none (ISO 639-1).
     language: str = "de"
     #: The language spoken to the interpreter; it translates into the targets of the MT
-    #: directions from it that have calibrated heads.
+    #: directions from it that have calibrated heads. "auto": each segment's language is
+    #: detected (a multilingual Whisper), so speakers of every source language share a server.
     source_language: str = "en"
 
 
