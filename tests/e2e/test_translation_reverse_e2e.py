@@ -89,3 +89,51 @@ async def test_german_speech_in_english_text_and_speech_out(german_server: Serve
     frames = [base64.b64decode(e["delta"]) for e in heard.of("session.output_audio.delta")]
     speech = np.frombuffer(b"".join(frames), dtype=np.int16).astype(np.float32) / 32768
     assert len(speech) / RATE > 1.5 and float(np.sqrt(np.mean(speech**2))) > 0.01, "spoken in English"
+
+
+@pytest.fixture(scope="module")
+def auto_server(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Iterator[Server]:
+    """The interpreter for speakers of every source language (`source_language = "auto"`)."""
+    folder = tmp_path_factory.mktemp("serve-auto")
+    settings = folder / "dragoman.toml"
+    settings.write_text('[interpreter]\nsource_language = "auto"\n', encoding="utf-8")
+    args = ["serve", "--config", str(settings), "--cache-dir", str(cache_dir)]
+    running = start([*args, "--services", "mt", "interpreter", "--preset", "low_latency"], folder / "log")
+    yield running
+    stop(running)
+
+
+async def interpret(server: Server, audio: np.ndarray, target: str) -> Heard:
+    """One translation session of `audio` into `target`, closed after it."""
+    heard = Heard()
+    async with client(server).realtime.translations.connect(model="gpt-realtime-translate") as conn:
+        await read(conn, heard, lambda e: e["type"] == "session.created", 30)
+        await conn.session.update(session={"audio": {"output": {"language": target}}})
+        await read(conn, heard, lambda e: e["type"] in ("session.updated", "error"), 30)
+        assert heard.events[-1]["type"] == "session.updated", heard.errors()
+        reader = asyncio.create_task(read(conn, heard, lambda e: e["type"] == "session.closed", 300))
+        await stream(conn, audio)
+        await conn.session.close()
+        await reader
+    return heard
+
+
+async def test_one_server_interprets_both_sides_of_a_conversation(auto_server: Server) -> None:
+    """Two people, one server: the German speaker's session into English and the English
+    speaker's into German, each segment's language detected by Whisper."""
+    german, english = clip(GERMAN_CLIP), clip(3)
+    pause = np.zeros(int(RATE * 0.3), dtype=np.float32)
+    from_german = await interpret(
+        auto_server, np.concatenate([load_audio(german["file"], RATE), pause]), "en"
+    )
+    from_english = await interpret(
+        auto_server, np.concatenate([load_audio(english["file"], RATE), pause]), "de"
+    )
+    assert not from_german.errors() and not from_english.errors()
+    into_english = from_german.text("session.output_transcript.delta")
+    into_german = from_english.text("session.output_transcript.delta")
+    for text, row, reference in ((into_english, german, "eng"), (into_german, english, "deu")):
+        chrf = sacrebleu.corpus_chrf([text], [[row[reference]]]).score
+        copied = sacrebleu.corpus_chrf([text], [[row["src_text"]]]).score
+        # Translated, not passed through: nearer the reference than the speech's own words.
+        assert text and chrf > copied, (text, chrf, copied)

@@ -46,7 +46,7 @@ SCRIPT = "Hello world, how are you? the big house is red."
 #: 200 ms of PCM16 at 24 kHz.
 FRAME_BYTES = 9600
 SERVER_EVENT: TypeAdapter[Any] = TypeAdapter(RealtimeTranslationServerEvent)
-VOICES = {"de": "espeak-de", "it": "espeak-it", "zh": "espeak-zh"}
+VOICES = {"de": "espeak-de", "it": "espeak-it", "zh": "espeak-zh", "en": "hibari"}
 
 
 def voice_for(language: str) -> str:
@@ -64,9 +64,13 @@ class Harness:
         transcription: str | None = "whisper",
         media_track: bool = False,
         clock: Callable[[], float] = lambda: 1_999_996_400.0,
+        source: str = "en",
+        directions: tuple[str, ...] = ("en-de", "en-it", "en-zh"),
         **speech: Any,
     ) -> None:
-        self.mt = FakeEngine()
+        self.mt = FakeEngine(directions)
+        #: The language the fake ASR says it heard.
+        self.heard_language = "en"
         profile = EngineProfile(
             name="fake-asr",
             capabilities=ASRCapabilities(30.0, frozenset({"en"}), PrefixMode.DECODER_PROMPT),
@@ -76,7 +80,7 @@ class Harness:
         config = SessionConfig(
             input_rate=RATE,
             turn_detection=ServerVADConfig(),
-            language="en",
+            language=None if source == "auto" else source,
             **({"chunk_seconds": 0.5} | speech),
         )
         self.session = TranslationSession(
@@ -85,7 +89,7 @@ class Harness:
             model_names=frozenset({"dragoman-interpreter"}),
             expires_at=2_000_000_000,
             config=TranslationConfig(language, transcription),
-            languages=Languages.of(self.mt.directions()),
+            languages=Languages.of(self.mt.directions(), source),
             asr=profile,
             speech=config,
             mt=MTProfile(
@@ -104,6 +108,7 @@ class Harness:
         self.parser = TranslationParser()
         self.events: list[dict[str, Any]] = []
         self.spoken: list[SpeakJob] = []
+        self.steps: list[StepJob] = []
         self.asr_text: Callable[[StepJob], str] = heard
 
     def send(self, type_: str, /, **body: Any) -> list[dict[str, Any]]:
@@ -134,7 +139,9 @@ class Harness:
                     continue
                 busy = True
                 if isinstance(job, StepJob):
-                    self.session.job_done(job, StepResult(text=self.asr_text(job), language="en"))
+                    self.steps.append(job)
+                    result = StepResult(text=self.asr_text(job), language=self.heard_language)
+                    self.session.job_done(job, result)
                 elif isinstance(job, MTJob):
                     self.session.job_done(job, self.mt.draft(job.request))
                 else:
@@ -535,3 +542,61 @@ def test_a_server_whose_speakers_speak_german_translates_into_english() -> None:
     with pytest.raises(InvalidValue, match="de speech into en") as refused:
         languages.check("zh")
     assert refused.value.code == "unsupported_language"
+
+
+# -- the source language, per segment ("auto") ----------------------------------------------
+
+BOTH_WAYS = ("en-de", "de-en", "en-it")
+
+
+def test_a_server_for_every_source_language_serves_both_sides_of_a_conversation() -> None:
+    """`interpreter.source_language = "auto"`: each segment's language is the one the speech
+    model detects, so an English speaker's session into German and a German speaker's session
+    into English run on one server, each on its own direction."""
+    english = Harness(source="auto", directions=BOTH_WAYS)
+    speak_segment(english)
+    assert english.steps[0].request.language is None, "the first step detects the language"
+    assert {r.source_lang for r in english.mt.requests} == {"en"}
+    assert {r.target_lang for r in english.mt.requests} == {"de"}
+    assert english.text("session.output_transcript.delta").startswith("Hallo Welt")
+
+    german = Harness(language="en", source="auto", directions=BOTH_WAYS)
+    german.heard_language = "de"
+    speak_segment(german)
+    assert {(r.source_lang, r.target_lang) for r in german.mt.requests} == {("de", "en")}
+    assert german.of("session.output_transcript.delta") and not german.of("error")
+    assert {job.request.voice for job in german.spoken} == {"hibari"}
+
+
+def test_speech_already_in_the_target_language_is_passed_through() -> None:
+    h = Harness(language="en", source="auto", directions=BOTH_WAYS)
+    speak_segment(h)
+    assert not h.mt.requests and not h.of("error")
+    assert h.text("session.output_transcript.delta") == SCRIPT
+    assert " ".join(job.request.text for job in h.spoken) == SCRIPT
+
+
+def test_speech_in_a_language_not_translated_is_a_clear_error_and_the_session_goes_on() -> None:
+    h = Harness(language="de", source="auto", directions=BOTH_WAYS)
+    h.heard_language = "fr"
+    speak_segment(h)
+    errors = h.of("error")
+    assert len(errors) == 1, "one error for the segment, not one per step"
+    assert errors[0]["error"]["code"] == "unsupported_language"
+    assert "'fr'" in errors[0]["error"]["message"] and "en speech into de" in errors[0]["error"]["message"]
+    assert not h.mt.requests and not h.of("session.output_transcript.delta")
+    h.heard_language = "en"
+    speak_segment(h)
+    assert h.text("session.output_transcript.delta").startswith("Hallo Welt"), "the next segment is heard"
+
+
+def test_the_languages_of_a_server_for_every_source_language() -> None:
+    languages = Languages.of(["en-de", "de-en", "en-it", "zh-en"], source="auto")
+    assert languages.targets == ("de", "en", "it") and languages.sources == ("de", "en", "zh")
+    with pytest.raises(InvalidValue, match="de, en, zh speech into de, en, it"):
+        languages.check("fr")
+    assert languages.heard("zh-CN", "en") == "zh" and languages.heard("en", "en") == "en"
+    with pytest.raises(InvalidValue, match="en speech into it"):
+        languages.heard("de", "it")
+    # A server of one source language takes every segment as that language.
+    assert Languages.of(["en-de", "de-en"], source="en").heard("de", "de") == "en"

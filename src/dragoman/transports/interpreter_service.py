@@ -30,7 +30,7 @@ from dragoman.protocol.realtime.translation_client import (
 )
 from dragoman.sessions.agent.jobs import ASR, TTS, SpeakRequest
 from dragoman.sessions.speech.config import SessionConfig
-from dragoman.sessions.translation.config import Languages, TranslationConfig
+from dragoman.sessions.translation.config import AUTO, Languages, TranslationConfig
 from dragoman.sessions.translation.session import MT, TranslationSession
 from dragoman.sessions.translation.speech_out import OUTPUT_RATE
 from dragoman.sessions.translation.translator import MTProfile
@@ -119,11 +119,19 @@ class InterpreterService:
                 raise
             self.speaker, self._owns_voices = speaker, True
             self.tts_worker = SerialWorker(functools.partial(_tts_call, speaker), name="tts")
-        languages = Languages.of(self.mt.directions, self.settings.source_language)
+        source = self.settings.source_language
+        profile = self.listening.profile
+        heard = profile.capabilities.languages if profile is not None else frozenset()
+        if source == AUTO and heard == frozenset({"en"}):
+            # An English-only speech model detects no language: its speakers speak English.
+            log.warning("interpreter: the transcription model hears English only; source language en")
+            source = "en"
+        languages = Languages.of(self.mt.directions, source)
         spoken = tuple(lang for lang in languages.targets if self._speaks(lang))
         self.languages = replace(languages, targets=spoken)
         log.info(
             "interpreter ready",
+            sources=list(self.languages.sources),
             languages=list(self.languages.targets),
             voices={lang: self.voice(lang) for lang in self.languages.targets},
             shared_voices=not self._owns_voices,
@@ -151,7 +159,8 @@ class InterpreterService:
         assert profile is not None and engine is not None, "served once started"
         speech = replace(
             SessionConfig.defaults(self.listening.settings, OUTPUT_RATE),
-            language=self.settings.source_language,
+            # Left open ("auto"), each segment's language is detected by the speech model.
+            language=None if self.languages.source == AUTO else self.languages.source,
             turn_detection=ServerVADConfig(),
         )
         mt = MTProfile(

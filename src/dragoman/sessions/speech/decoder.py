@@ -222,6 +222,7 @@ class ItemDecoder:
                 text=text,
                 stable_chars=len(firm),
                 audio_seconds=round(job.clock / SAMPLE_RATE, 3),
+                language=item.language,
             )
         )
 
@@ -277,5 +278,6 @@ class ItemDecoder:
                 item_id=item.item_id,
                 transcript=transcript,
                 seconds=round(item.samples / SAMPLE_RATE, 3),
+                language=item.language,
             )
         )

@@ -92,6 +92,8 @@ class Completed:
     transcript: str
     #: The item's audio on the client's timeline.
     seconds: float
+    #: The language the engine heard (detected when the session left it open).
+    language: str | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,8 @@ class Partial:
     stable_chars: int
     #: Audio the hypothesis covers, from the item's start, on the client's timeline.
     audio_seconds: float
+    #: The language the engine heard (detected when the session left it open).
+    language: str | None = None
 
 
 @dataclass(frozen=True)

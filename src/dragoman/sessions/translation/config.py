@@ -63,17 +63,50 @@ class TranslationConfig:
         return dataclasses.replace(self, **changes)
 
 
+#: `interpreter.source_language` for speakers of any language the server translates from: each
+#: segment's language is detected (OpenAI's translation session takes no input language).
+AUTO = "auto"
+
+
 @dataclass(frozen=True)
 class Languages:
-    """The target languages a server serves from one source language, from its MT directions."""
+    """The languages a server translates, from its MT directions: from one source language,
+    or (`AUTO`) from whichever one each segment is heard in."""
 
     source: str
     targets: tuple[str, ...]
+    #: (source, target) of each direction served.
+    pairs: frozenset[tuple[str, str]] = frozenset()
 
     @classmethod
     def of(cls, directions: Sequence[str], source: str = "en") -> Languages:
-        targets = sorted({d.split("-", 1)[1] for d in directions if d.split("-", 1)[0] == source})
-        return cls(source, tuple(targets))
+        pairs = {(d.split("-", 1)[0], d.split("-", 1)[1]) for d in directions}
+        if source != AUTO:
+            pairs = {(s, t) for s, t in pairs if s == source}
+        return cls(source, tuple(sorted({t for _, t in pairs})), frozenset(pairs))
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """The languages speech is translated from."""
+        if self.source != AUTO:
+            return (self.source,)
+        return tuple(sorted({s for s, t in self.pairs if t in self.targets}))
+
+    def heard(self, language: str | None, target: str) -> str:
+        """The source of a segment heard in `language` (None: the engine did not say) that is
+        translated into `target`: that language when a direction serves it or it is the target
+        itself; InvalidValue naming the languages translated into `target` for any other."""
+        if self.source != AUTO:
+            return self.source
+        code = primary_language(language) if language and language.strip() else ""
+        if code == target or (code, target) in self.pairs:
+            return code
+        froms = sorted({s for s, t in self.pairs if t == target})
+        raise InvalidValue(
+            f"The speech was heard as {code or 'an unknown language'!r}: this server translates "
+            f"{', '.join(froms) or 'no language'} speech into {target}. The segment is not translated.",
+            code="unsupported_language",
+        )
 
     def check(self, language: str) -> str:
         """The ISO 639-1 code of a target `language` ("de-DE" -> "de"); InvalidValue naming the
@@ -82,7 +115,8 @@ class Languages:
         if code not in self.targets:
             raise InvalidValue(
                 f"Unsupported output language {language[:40]!r}: this server translates "
-                f"{self.source} speech into {', '.join(self.targets) or 'no language'}.",
+                f"{', '.join(self.sources) or 'no language'} speech into "
+                f"{', '.join(self.targets) or 'no language'}.",
                 code="unsupported_language",
                 param=LANGUAGE_PARAM,
             )

@@ -102,7 +102,7 @@ class TranslationSession:
         self._events: list[ServerEvent] = []
         self._observations: list[Observation] = []
         self.front = SpeechFront(session_id, asr, speech, vad_factory, self._heard)
-        self.translator = Translator(session_id, mt, languages.source, self._translated, self._error)
+        self.translator = Translator(session_id, mt, languages, self._translated, self._error)
         self.speech = SpokenOutput(self._events.append)
         self.config = self._checked(config, config.language)
         self.translator.target = self.config.language
@@ -244,7 +244,9 @@ class TranslationSession:
 
     def _heard(self, event: speech.FrontEvent) -> None:
         if isinstance(event, speech.Partial):
-            self.translator.partial(event.item_id, event.text, event.stable_chars, self.clock_ms)
+            self.translator.partial(
+                event.item_id, event.text, event.stable_chars, self.clock_ms, event.language
+            )
         elif isinstance(event, speech.Delta):
             self._source_text(event.item_id, event.delta)
         elif isinstance(event, speech.Committed):
@@ -257,7 +259,7 @@ class TranslationSession:
             self._ends[event.item_id] = float(event.audio_end_ms)
         elif isinstance(event, speech.Completed):
             self._transcribing -= 1
-            self.translator.final(event.item_id, event.transcript, self.clock_ms)
+            self.translator.final(event.item_id, event.transcript, self.clock_ms, event.language)
         elif isinstance(event, speech.Failed):
             self._transcribing -= 1
             self._starts.pop(event.item_id, None)

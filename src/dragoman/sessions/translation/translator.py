@@ -8,8 +8,11 @@ converts the ASR commit latency into MT speculation time"); the segment's final
 transcript closes the utterance with a sticky `is_final`. The MT session does the rest:
 AlignAtt, the commit fast path, coalescing (latest wins) and the final pass.
 
-One `MTSession` per target language: a switch of language applies from the next
-segment, while the segments already under way finish in the language they began in.
+One `MTSession` per direction: a switch of language applies from the next segment, while
+the segments already under way finish in the language they began in. A segment's source is
+the server's source language, or (`Languages.source` "auto") the language the speech front
+heard it in; speech already in the target language is passed through as heard, and speech in
+a language nothing translates into the target is an error, its segment left untranslated.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ from dataclasses import dataclass, field
 
 from dragoman.engines.asr.word_agreement import split_words
 from dragoman.engines.mt.base import MTDraft
-from dragoman.errors import DragomanError, EngineFailure
+from dragoman.errors import ClientError, DragomanError, EngineFailure
 from dragoman.sessions.mt.events import Error, Init, MTJob, Translation, Update, Word
 from dragoman.sessions.mt.session import MTSession
 from dragoman.sessions.mt.utterance import Decode
+from dragoman.sessions.translation.config import Languages
 from dragoman.streaming.alignatt import AlignAttParams
 
 
@@ -40,6 +44,7 @@ class MTProfile:
 
 @dataclass
 class _Direction:
+    source: str
     target: str
     mt: MTSession
     seq: int = 0
@@ -56,8 +61,15 @@ class _Direction:
 
 @dataclass
 class _Segment:
-    direction: _Direction
-    utterance: int
+    #: The target the segment is bound to from its first speech.
+    target: str
+    #: Its direction and utterance, once its source language is known (its first transcript).
+    direction: _Direction | None = None
+    utterance: int = -1
+    #: Heard in the target language itself: its final transcript is the translation.
+    passed: bool = False
+    #: Heard in a language nothing translates into the target: dropped.
+    refused: bool = False
     #: The segment's words sent last (its full state), to skip an update that changes nothing.
     last: tuple[tuple[str, ...], tuple[str, ...]] | None = None
 
@@ -92,16 +104,16 @@ class Translator:
         self,
         session_id: str,
         profile: MTProfile,
-        source: str,
+        languages: Languages,
         on_text: OnText,
         on_error: Callable[[DragomanError], None],
     ) -> None:
         self.session_id = session_id
         self.profile = profile
-        self.source = source
+        self.languages = languages
         self._on_text = on_text
         self._on_error = on_error
-        self._directions: dict[str, _Direction] = {}
+        self._directions: dict[tuple[str, str], _Direction] = {}
         self._segments: dict[str, _Segment] = {}
         #: Segments whose final transcript went out: a late partial of one is not a new segment.
         self._finished: set[str] = set()
@@ -125,9 +137,11 @@ class Translator:
         comes before its first transcript."""
         self._segment(item_id)
 
-    def partial(self, item_id: str, text: str, stable_chars: int, clock_ms: float) -> None:
-        segment = self._segment(item_id)
-        if segment is None:
+    def partial(
+        self, item_id: str, text: str, stable_chars: int, clock_ms: float, language: str | None = None
+    ) -> None:
+        segment = self._bound(item_id, language)
+        if segment is None or segment.direction is None:
             return
         words, tail = split_transcript(text, stable_chars)
         if (words, tail) == segment.last or not (words or tail):
@@ -135,27 +149,48 @@ class Translator:
         segment.last = (words, tail)
         self._send(segment, words, tail, clock_ms, final=False)
 
-    def final(self, item_id: str, transcript: str, clock_ms: float) -> None:
-        segment = self._segment(item_id)
-        if segment is None:
-            return
-        del self._segments[item_id]
+    def final(self, item_id: str, transcript: str, clock_ms: float, language: str | None = None) -> None:
+        segment = self._bound(item_id, language)
+        self._segments.pop(item_id, None)
         self._finished.add(item_id)
+        if segment is None or segment.refused:
+            return
+        if segment.passed:
+            # Already in the target language: what was heard is what is said.
+            self._on_text(segment.target, item_id, transcript.strip(), True, True)
+            return
+        assert segment.direction is not None
         self._send(segment, source_words(transcript), (), clock_ms, final=True)
 
     def abandon(self, item_id: str) -> None:
         """The segment failed to transcribe: its utterance is left; the next one closes it."""
         segment = self._segments.pop(item_id, None)
         self._finished.add(item_id)
-        if segment is not None:
+        if segment is not None and segment.direction is not None:
             segment.direction.closed.add(segment.utterance)
 
     def _segment(self, item_id: str) -> _Segment | None:
         segment = self._segments.get(item_id)
         if segment is None and self.target is not None and item_id not in self._finished:
-            direction = self._direction(self.target)
-            segment = _Segment(direction, self._new_utterance(direction, item_id))
-            self._segments[item_id] = segment
+            segment = self._segments[item_id] = _Segment(self.target)
+        return segment
+
+    def _bound(self, item_id: str, language: str | None) -> _Segment | None:
+        """The segment, its direction chosen by the language it was heard in (once)."""
+        segment = self._segment(item_id)
+        if segment is None or segment.direction is not None or segment.passed or segment.refused:
+            return segment
+        try:
+            source = self.languages.heard(language, segment.target)
+        except ClientError as exc:
+            segment.refused = True
+            self._on_error(exc)
+            return segment
+        if source == segment.target:
+            segment.passed = True
+            return segment
+        direction = self._direction(source, segment.target)
+        segment.direction, segment.utterance = direction, self._new_utterance(direction, item_id)
         return segment
 
     @staticmethod
@@ -165,12 +200,12 @@ class Translator:
         direction.items[utterance] = item_id
         return utterance
 
-    def _direction(self, target: str) -> _Direction:
-        direction = self._directions.get(target)
+    def _direction(self, source: str, target: str) -> _Direction:
+        direction = self._directions.get((source, target))
         if direction is None:
             profile = self.profile
             mt = MTSession(
-                session_id=f"{self.session_id}-{target}",
+                session_id=f"{self.session_id}-{source}-{target}",
                 engine_name=profile.engine_name,
                 directions=profile.directions,
                 decode=profile.decode,
@@ -178,8 +213,8 @@ class Translator:
                 max_utterance_words=profile.max_utterance_words,
                 presets=profile.presets,
             )
-            mt.receive(Init(protocol_version=1, source_lang=self.source, target_lang=target))
-            direction = self._directions[target] = _Direction(target, mt)
+            mt.receive(Init(protocol_version=1, source_lang=source, target_lang=target))
+            direction = self._directions[source, target] = _Direction(source, target, mt)
             self._drain(direction)
         return direction
 
@@ -193,6 +228,7 @@ class Translator:
         final: bool,
     ) -> None:
         direction = segment.direction
+        assert direction is not None, "bound before its first update"
         direction.seq += 1
         if final:
             direction.pending_finals.add(direction.seq)
