@@ -70,7 +70,7 @@ class Harness:
     ) -> None:
         self.mt = FakeEngine(directions)
         #: The language the fake ASR says it heard.
-        self.heard_language = "en"
+        self.heard_language: str | None = "en"
         profile = EngineProfile(
             name="fake-asr",
             capabilities=ASRCapabilities(30.0, frozenset({"en"}), PrefixMode.DECODER_PROMPT),
@@ -588,6 +588,18 @@ def test_speech_in_a_language_not_translated_is_a_clear_error_and_the_session_go
     h.heard_language = "en"
     speak_segment(h)
     assert h.text("session.output_transcript.delta").startswith("Hallo Welt"), "the next segment is heard"
+
+
+def test_a_segment_waits_for_the_language_to_be_heard() -> None:
+    """An engine that does not say which language it heard: partials wait, and the final that
+    still does not say is refused with the reason, not guessed."""
+    h = Harness(language="de", source="auto", directions=BOTH_WAYS)
+    h.heard_language = None
+    speak_segment(h)
+    assert not h.mt.requests
+    (error,) = h.of("error")
+    assert error["error"]["code"] == "unsupported_language"
+    assert "unknown language" in error["error"]["message"]
 
 
 def test_the_languages_of_a_server_for_every_source_language() -> None:

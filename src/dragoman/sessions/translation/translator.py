@@ -26,7 +26,7 @@ from dragoman.errors import ClientError, DragomanError, EngineFailure
 from dragoman.sessions.mt.events import Error, Init, MTJob, Translation, Update, Word
 from dragoman.sessions.mt.session import MTSession
 from dragoman.sessions.mt.utterance import Decode
-from dragoman.sessions.translation.config import Languages
+from dragoman.sessions.translation.config import AUTO, Languages
 from dragoman.streaming.alignatt import AlignAttParams
 
 
@@ -140,6 +140,8 @@ class Translator:
     def partial(
         self, item_id: str, text: str, stable_chars: int, clock_ms: float, language: str | None = None
     ) -> None:
+        if language is None and self.languages.source == AUTO:
+            return  # not bound before the engine says what it heard (at the latest, the final)
         segment = self._bound(item_id, language)
         if segment is None or segment.direction is None:
             return
