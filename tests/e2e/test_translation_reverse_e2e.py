@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 import sacrebleu
@@ -121,6 +122,10 @@ async def interpret(server: Server, audio: np.ndarray, target: str) -> Heard:
 async def test_one_server_interprets_both_sides_of_a_conversation(auto_server: Server) -> None:
     """Two people, one server: the German speaker's session into English and the English
     speaker's into German, each segment's language detected by Whisper."""
+    async with httpx.AsyncClient() as http:
+        offered = (await http.get(auto_server.http + "/health")).json()["interpreter_languages"]
+    # What the demo page offers: every source with a direction, every target with a voice.
+    assert {"en", "de"} <= set(offered["sources"]) and {"en", "de"} <= set(offered["targets"]), offered
     german, english = clip(GERMAN_CLIP), clip(3)
     pause = np.zeros(int(RATE * 0.3), dtype=np.float32)
     from_german = await interpret(

@@ -45,6 +45,15 @@ def create_app(settings: Settings) -> FastAPI:
                 "interpreter": runtime.interpreter is not None,
             },
             "engines": runtime.engines(),
+            # The demo page offers these: the languages spoken to the interpreter, and into.
+            "interpreter_languages": (
+                {
+                    "sources": list(runtime.interpreter.languages.sources),
+                    "targets": list(runtime.interpreter.languages.targets),
+                }
+                if runtime.interpreter is not None
+                else None
+            ),
         },
         remotes=RemoteProbes(remote_targets(settings)).health,
         host=settings.host,

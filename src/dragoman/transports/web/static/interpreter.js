@@ -32,6 +32,28 @@ export function interpreterPanel(showError) {
     microphones.value = [...microphones.options].some((o) => o.value === chosen) ? chosen : "";
   }
 
+  /** The languages this server interprets (`/health`): the target list, and what to speak. */
+  async function listLanguages() {
+    const body = await fetch("/health", { cache: "no-store" })
+      .then((r) => r.json())
+      .catch(() => ({}));
+    const languages = body.interpreter_languages;
+    if (!languages?.targets?.length) return;
+    const names = new Intl.DisplayNames(["en"], { type: "language" });
+    const name = (code) => names.of(code) || code;
+    const targets = document.getElementById("interpreter-target");
+    const chosen = targets.value;
+    targets.replaceChildren(
+      ...languages.targets.map((code) => {
+        const option = el("option", "", name(code));
+        option.value = code;
+        return option;
+      }),
+    );
+    targets.value = languages.targets.includes(chosen) ? chosen : languages.targets[0];
+    document.getElementById("interpreter-speak").textContent = `Speak ${languages.sources.map(name).join(" or ")}`;
+  }
+
   async function start() {
     setState("connecting", "connecting…");
     const language = document.getElementById("interpreter-target").value;
@@ -161,4 +183,5 @@ export function interpreterPanel(showError) {
     }
   });
   listMicrophones();
+  listLanguages();
 }
