@@ -158,7 +158,12 @@ async def test_the_interpreter_translates_through_the_node(fleet: Fleet) -> None
     heard = Heard()
     async with client(fleet.front).realtime.translations.connect(model="gpt-realtime-translate") as conn:
         await read(conn, heard, lambda e: e["type"] == "session.created", 30)
-        await conn.session.update(session={"audio": {"output": {"language": "de"}}})
+        # The source transcript comes only when asked for.
+        await conn.session.update(
+            session={
+                "audio": {"output": {"language": "de"}, "input": {"transcription": {"model": "whisper"}}}
+            }
+        )
         await read(conn, heard, lambda e: e["type"] in ("session.updated", "error"), 30)
         assert heard.events[-1]["type"] == "session.updated", heard.events[-1]
         reader = asyncio.create_task(read(conn, heard, lambda e: e["type"] == "session.closed", 300))
