@@ -590,6 +590,24 @@ def test_speech_in_a_language_not_translated_is_a_clear_error_and_the_session_go
     assert h.text("session.output_transcript.delta").startswith("Hallo Welt"), "the next segment is heard"
 
 
+def test_chinese_source_text_of_two_segments_joins_without_a_space() -> None:
+    h = Harness(language="en", source="auto", directions=("zh-en", "en-de"))
+    h.heard_language = "zh"
+    h.asr_text = lambda job: "你好世界"
+    speak_segment(h)
+    h.asr_text = lambda job: "谢谢"
+    speak_segment(h)
+    source = h.text("session.input_transcript.delta")
+    assert source == "你好世界谢谢", source
+    # The same two segments in English are joined by a space.
+    english = Harness(language="de")
+    english.asr_text = lambda job: "Hello world"
+    speak_segment(english)
+    english.asr_text = lambda job: "thanks"
+    speak_segment(english)
+    assert english.text("session.input_transcript.delta") == "Hello world thanks"
+
+
 def test_a_segment_waits_for_the_language_to_be_heard() -> None:
     """An engine that does not say which language it heard: partials wait, and the final that
     still does not say is refused with the reason, not guessed."""

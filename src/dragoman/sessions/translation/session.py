@@ -66,6 +66,13 @@ TranslationJob = StepJob | MTJob | SpeakJob
 TranslationResult = StepResult | MTDraft | None
 
 
+def unspaced(char: str) -> bool:
+    """Whether `char` is of a script written without spaces between words (CJK)."""
+    return bool(char) and (
+        "\u3000" <= char <= "\u9fff" or "\uf900" <= char <= "\ufaff" or "\uff00" <= char <= "\uffef"
+    )
+
+
 class TranslationSession:
     def __init__(
         self,
@@ -112,6 +119,9 @@ class TranslationSession:
         #: The item whose source text went out last, and whether any did.
         self._input_item: str | None = None
         self._said_input = False
+        #: The last character of source text sent (a segment's text joins it with a space, or,
+        #: in a script written without spaces, none).
+        self._input_tail = ""
         self._said_output = False
         #: Where each segment's speech began and ended (input clock, ms), for its lags.
         self._starts: dict[str, float] = {}
@@ -274,9 +284,10 @@ class TranslationSession:
         """A segment's firm source text, sent while transcription is configured."""
         if self.config.transcription is None or not delta:
             return
-        if item_id != self._input_item and self._said_input and not delta[:1].isspace():
+        joins = item_id != self._input_item and self._said_input and not delta[:1].isspace()
+        if joins and not (unspaced(self._input_tail) or unspaced(delta[:1])):
             delta = " " + delta
-        self._input_item, self._said_input = item_id, True
+        self._input_item, self._said_input, self._input_tail = item_id, True, delta[-1:]
         self._emit(InputTranscriptDelta(delta, on_grid(self.clock_ms)))
 
     # -- the translator's output ------------------------------------------------------
