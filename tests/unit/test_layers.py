@@ -41,11 +41,12 @@ def test_each_layer_imports_only_the_layers_below_it() -> None:
 NOT_YET: frozenset[str] = frozenset()
 
 
-def test_sessions_and_algorithms_touch_no_metric() -> None:
-    """Sans-I/O: a session hands its observations to the driver (`sessions/base.py`)."""
+def test_sessions_wire_models_and_algorithms_touch_no_metric() -> None:
+    """Sans-I/O: a session hands its observations to the driver (`sessions/base.py`), and the
+    transport counts what it sends (`transports/outbox.py`)."""
     found = {
         str(path.relative_to(SRC))
-        for layer in ("sessions", "streaming")
+        for layer in ("protocol", "sessions", "streaming")
         for path in sorted((SRC / layer).rglob("*.py"))
         for module in imports(path)
         if module == "dragoman.metrics" or module.startswith("prometheus_client")

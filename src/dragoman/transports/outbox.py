@@ -13,12 +13,22 @@ import contextlib
 from collections.abc import Callable
 from typing import Any, Generic
 
-from dragoman.errors import EngineFailure
+from dragoman.errors import DragomanError, EngineFailure
 from dragoman.logs import log_failure
+from dragoman.metrics import ERRORS
 from dragoman.sessions.base import Observed, Session
 from dragoman.transports.adapters import Channel, ClientEventT, Codec, ServerEventT
 from dragoman.transports.observations import record
 from dragoman.transports.send_queue import SendQueue
+
+
+def count_error(event: object) -> None:
+    """Count an error a session says (`dragoman_errors_total`): its error events and failed
+    items carry the `DragomanError` as `error`. Counted here, as it goes out, so that sessions
+    and the wire models stay free of metrics."""
+    error = getattr(event, "error", None)
+    if isinstance(error, DragomanError):
+        ERRORS.labels(error.code).inc()
 
 
 class Outbox(Generic[ClientEventT, ServerEventT]):
@@ -63,14 +73,17 @@ class Outbox(Generic[ClientEventT, ServerEventT]):
             self.send(event)
 
     def send(self, event: ServerEventT) -> None:
+        sent = event
         try:
             frame = self.codec.write(event)
         except Exception as exc:  # a bug in the protocol layer must not end the connection either
             error_id = log_failure(self.log, "event writing failed", exc, kind=type(event).__name__)
-            frame = self.codec.write(
-                self.codec.failure(EngineFailure("event writing failed", error_id=error_id), None)
-            )
-        if frame is not None and not self.queue.put(frame, self._tag(event)):
+            sent = self.codec.failure(EngineFailure("event writing failed", error_id=error_id), None)
+            frame = self.codec.write(sent)
+        if frame is None:
+            return
+        count_error(sent)
+        if not self.queue.put(frame, self._tag(event)):
             # A client `send_limit` frames behind is not reading: close it now rather than
             # buffer without end, even while it sends nothing that would wake the receive loop.
             self._on_full()

@@ -20,7 +20,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from dragoman.errors import DragomanError, ServerError
-from dragoman.metrics import ERRORS
 from dragoman.protocol.realtime.generation import Generation, format_for
 from dragoman.sessions.speech import events as speech
 from dragoman.sessions.transcription import events as out
@@ -214,7 +213,6 @@ def wire_event(
 
 def error_detail(error: DragomanError, event_id: str | None) -> ErrorDetail:
     """A client fault is quoted; a server fault shows only its error id (errors.py)."""
-    ERRORS.labels(error.code).inc()
     if isinstance(error, ServerError):
         return ErrorDetail(
             type="server_error", code=error.code, message=error.public_message, event_id=event_id

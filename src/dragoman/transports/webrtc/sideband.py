@@ -23,6 +23,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from dragoman.errors import MessageTooBig
 from dragoman.logs import get_logger
+from dragoman.metrics import ERRORS
 from dragoman.protocol.realtime.server_events import ErrorEvent, error_detail
 from dragoman.sessions.base import CloseCode
 from dragoman.transports.send_queue import DEFAULT_SEND_LIMIT, SendQueue
@@ -68,6 +69,7 @@ async def serve_sideband(websocket: WebSocket, call_id: str) -> None:
             frame = text if text is not None else message.get("bytes") or b""
             if limit is not None and len(frame) > limit:
                 error = MessageTooBig(f"The message is larger than this server's limit of {limit} bytes.")
+                ERRORS.labels(error.code).inc()
                 await websocket.send_text(json.dumps(ErrorEvent(error=error_detail(error, None)).wire()))
                 too_big = True
                 return
