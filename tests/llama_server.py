@@ -35,11 +35,14 @@ def free_port() -> int:
 
 
 @contextmanager
-def llama_server(model: Path, log_path: Path, threads: int = 2) -> Iterator[str]:
-    """Serve `model` until the block ends; yields the server's `/v1` base URL."""
+def llama_server(model: Path, log_path: Path, threads: int = 2, interrupt: bool = True) -> Iterator[str]:
+    """Serve `model` until the block ends; yields the server's `/v1` base URL. With `interrupt`
+    (llama_cpp.server's default) a new request ends the stream under way; without, requests
+    wait their turn, as several clients of one server need."""
     port = free_port()
     command = [sys.executable, "-c", _SERVE, "--model", str(model)]
     command += ["--host", "127.0.0.1", "--port", str(port), "--n_threads", str(threads), "--n_ctx", "4096"]
+    command += ["--interrupt_requests", str(interrupt)]
     with log_path.open("wb") as log:
         server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"

@@ -1,83 +1,63 @@
-"""Two `dragoman serve` front-ends behind a real nginx, sharing a client-secret key and a real
-Redis, all on loopback: sessions through nginx land on both; an `ek_` key minted through the
-balancer opens one session, wherever it lands; stopping one front-end closes its own clients
-cleanly (an error event, then 1001) and leaves the other's sessions transcribing.
+"""Replicas behind a real load balancer, with every engine remote (issue 27, item 3): nginx in
+front of two `dragoman serve` front-ends whose ASR and voices are on a third dragoman and whose
+LLM is a real `llama_cpp.server` (tests/e2e/fleet.py), all on loopback.
+
+Transcription and agent sessions through nginx land on both front-ends and are served by the
+remote engines; an `ek_` key minted on one replica opens a session on the other, once; a WebRTC
+call placed through nginx is reached there by its sideband and hung up by a `DELETE` that nginx
+sends to the replica the call id names; and a front-end stopped while its clients speak drains:
+each item its clients committed gets its transcript before the error event and the 1001 close,
+while the other front-end's sessions go on transcribing and take the new ones. Every event is
+validated against the openai SDK's types.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
-import re
-import secrets
 import signal
+import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import websockets
 from websockets.asyncio.client import ClientConnection
 
-from tests.e2e.nginx_server import nginx
-from tests.e2e.realtime_helpers import b64, load_audio, reference, validate, wer
-from tests.e2e.redis_server import redis_server
-from tests.e2e.server import Server, start, stop
+from harness.realtime_helpers import b64, load_audio, reference, validate, wer
+from harness.server import Server
+from tests.e2e.fleet import API_KEY, REPLICAS, Fleet, fleet, metric, sessions
 
 pytestmark = pytest.mark.e2e
 
-KEY = "sk-balanced"
-EN = "asr/en/en_ls-testclean_1995-1837-0001.wav"
-AUTH = {"Authorization": f"Bearer {KEY}"}
+#: How long a stopped front-end lets its sessions run on: its clients' two clips (15 s of
+#: speech) and their transcripts, from a loaded 2-core machine's remote ASR, fit well within.
+DRAIN_S = 30.0
+CLIPS = ("asr/en/en_ls-testclean_1995-1837-0001.wav", "asr/en/en_ls-devclean_1272-128104-0000.wav")
+PUSH_TO_TALK = {"type": "transcription", "audio": {"input": {"turn_detection": None}}}
+COMPLETED = "conversation.item.input_audio_transcription.completed"
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Iterator[tuple[str, list[Server]]]:
-    folder = tmp_path_factory.mktemp("fleet")
-    with redis_server(folder) as redis_url:
-        args = ["serve", "--cache-dir", str(cache_dir), "--services", "transcription", "--api-key", KEY]
-        args += [
-            "--client-secret-key",
-            secrets.token_urlsafe(32),
-            "--redis-url",
-            redis_url,
-            "--drain-seconds",
-            "3",
-        ]
-        fronts: list[Server] = []
-        try:
-            for name in ("a", "b"):
-                fronts.append(start(args, folder / f"{name}.log", timeout=600.0))
-            with nginx(folder, [front.port for front in fronts]) as url:
-                yield url, fronts
-        finally:
-            for front in fronts:
-                stop(front)
+def deployed(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Iterator[Fleet]:
+    with fleet(tmp_path_factory.mktemp("fleet"), cache_dir, DRAIN_S) as running:
+        yield running
 
 
-def sessions_on(front: Server) -> float:
-    request = urllib.request.Request(front.http + "/metrics", headers=AUTH)
-    with urllib.request.urlopen(request, timeout=10) as response:
-        text = response.read().decode()
-    found = re.search(r'^dragoman_sessions\{service="transcription"\} (\S+)$', text, re.M)
-    assert found, text[:2000]
-    return float(found.group(1))
+@functools.cache
+def speech(clip: str) -> np.ndarray:
+    return load_audio(clip, 24_000)
 
 
-def mint(url: str) -> str:
-    request = urllib.request.Request(
-        url + "/v1/realtime/client_secrets",
-        data=json.dumps({"session": {"type": "transcription"}}).encode(),
-        headers=AUTH | {"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return str(json.loads(response.read())["value"])
-
-
-async def connect(url: str, key: str = KEY) -> ClientConnection:
+async def connect(url: str, query: str = "intent=transcription", key: str = API_KEY) -> ClientConnection:
+    """A Realtime session at `url` (nginx or a replica), its `session.created` read."""
     ws = await websockets.connect(
-        url.replace("http", "ws", 1) + "/v1/realtime?intent=transcription",
+        url.replace("http", "ws", 1) + "/v1/realtime?" + query,
         additional_headers={"Authorization": f"Bearer {key}"},
     )
     created = await next_event(ws)
@@ -85,59 +65,271 @@ async def connect(url: str, key: str = KEY) -> ClientConnection:
     return ws
 
 
-async def next_event(ws: ClientConnection, limit: float = 120.0) -> dict[str, Any]:
+async def next_event(ws: ClientConnection, limit: float = 180.0) -> dict[str, Any]:
     event: dict[str, Any] = json.loads(await asyncio.wait_for(ws.recv(), limit))
     validate(event)
     return event
 
 
-async def transcribe(ws: ClientConnection) -> str:
-    """One utterance the client commits (server_vad, the session's default, off)."""
-    push_to_talk = {"type": "transcription", "audio": {"input": {"turn_detection": None}}}
-    await ws.send(json.dumps({"type": "session.update", "session": push_to_talk}))
-    audio = load_audio(EN, 24_000)
+async def until(ws: ClientConnection, kind: str, limit: float = 180.0) -> dict[str, Any]:
+    while (event := await next_event(ws, limit))["type"] != kind:
+        assert event["type"] != "error", event
+    return event
+
+
+async def transcribe(ws: ClientConnection, clip: str = CLIPS[0]) -> str:
+    """One utterance, sent at once and committed by the client."""
+    await ws.send(json.dumps({"type": "session.update", "session": PUSH_TO_TALK}))
+    audio = speech(clip)
     for at in range(0, len(audio), 4800):
         await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": b64(audio[at : at + 4800])}))
     await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
-    while True:
-        event = await next_event(ws)
-        if event["type"] == "conversation.item.input_audio_transcription.completed":
-            return str(event["transcript"])
+    return str((await until(ws, COMPLETED))["transcript"])
 
 
-async def test_sessions_land_on_both_and_a_stopped_front_end_leaves_the_other_untouched(
-    fleet: tuple[str, list[Server]],
-) -> None:
-    url, (first, second) = fleet
-    clients = [await connect(url) for _ in range(4)]
+async def answer(ws: ClientConnection) -> dict[str, Any]:
+    """The voice agent's spoken answer to a typed question: its `response.done`, once audio came."""
+    item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Say hello."}]}
+    await ws.send(json.dumps({"type": "conversation.item.create", "item": item}))
+    await ws.send(json.dumps({"type": "response.create"}))
+    audio = 0
+    while (event := await next_event(ws))["type"] != "response.done":
+        assert event["type"] != "error", event
+        audio += event["type"] == "response.output_audio.delta"
+    assert audio, f"no audio before {event}"
+    return event
+
+
+def health(server: Server) -> dict[str, Any]:
+    with urllib.request.urlopen(server.http + "/health", timeout=10) as response:
+        return dict(json.loads(response.read()))
+
+
+def mint(server: Server) -> str:
+    request = urllib.request.Request(
+        server.http + "/v1/realtime/client_secrets",
+        data=json.dumps({"session": {"type": "transcription"}}).encode(),
+        headers={"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return str(json.loads(response.read())["value"])
+
+
+# -- sessions on both replicas, on remote engines ------------------------------------------
+
+
+async def test_sessions_land_on_both_front_ends_and_run_on_the_remote_engines(deployed: Fleet) -> None:
+    for front in deployed.fronts.values():
+        remotes = {remote["role"]: remote for remote in health(front)["remotes"]}
+        assert set(remotes) >= {"asr", "tts", "llm"} and all(r["reachable"] for r in remotes.values()), (
+            remotes
+        )
+    listeners = [await connect(deployed.url) for _ in REPLICAS]
+    agents = [await connect(deployed.url, "model=dragoman-agent") for _ in REPLICAS]
     try:
-        counts = await asyncio.to_thread(lambda: [sessions_on(first), sessions_on(second)])
-        assert counts == [2.0, 2.0], counts
-
-        # An ephemeral key minted through the balancer opens one session, on whichever replica.
-        ephemeral = await asyncio.to_thread(mint, url)
-        await (await connect(url, ephemeral)).close()
-        for _ in range(2):  # both replicas refuse it now, whichever the balancer picks
-            with pytest.raises(websockets.InvalidStatus) as refused:
-                await connect(url, ephemeral)
-            assert refused.value.response.status_code == 401
-
-        # The first replica drains (3 s), closes its sessions and exits.
-        first.process.send_signal(signal.SIGTERM)
-        assert await asyncio.to_thread(first.process.wait, 60) == 0
-        closed_codes = []
-        for ws in clients:
-            try:
-                text = await asyncio.wait_for(transcribe(ws), 60)
-                assert wer([reference(EN)], [text]) < 0.3, text
-            except websockets.ConnectionClosed as closed:
-                assert closed.rcvd is not None
-                closed_codes.append(closed.rcvd.code)
-        assert closed_codes == [1001, 1001], "the stopped replica's two clients closed cleanly"
-        # New sessions through the balancer land on the replica that is left.
-        survivor = await connect(url)
-        assert wer([reference(EN)], [await transcribe(survivor)]) < 0.3
-        await survivor.close()
+        for front in deployed.fronts.values():
+            # Capacity, as an autoscaler reads it: open, allowed, and the engines' queues.
+            assert sessions(front, "transcription") == 1 and sessions(front, "agent") == 1
+            assert metric(front, "dragoman_sessions_allowed", service="agent") == 2
+            assert (metric(front, "dragoman_sessions_allowed", service="transcription") or 0) >= 2
+            for engine in ("asr", "llm", "tts"):
+                depth = metric(front, "dragoman_engine_queue_depth", service="agent", engine=engine)
+                assert depth is not None and depth >= 0, engine
+        transcripts = await asyncio.gather(*(transcribe(ws) for ws in listeners))
+        for text in transcripts:
+            assert wer([reference(CLIPS[0])], [text]) < 0.3, text
+        for done in await asyncio.gather(*(answer(ws) for ws in agents)):
+            assert done["response"]["status"] == "completed", done
     finally:
-        for ws in clients:
+        for ws in listeners + agents:
             await ws.close()
+    served = deployed.node.log_tail(2_000_000)
+    assert "POST /v1/audio/transcriptions" in served and "POST /v1/audio/speech" in served
+
+
+async def test_a_key_minted_on_one_replica_opens_one_session_on_the_other(deployed: Fleet) -> None:
+    first, second = deployed.fronts.values()
+    key = await asyncio.to_thread(mint, first)
+    await (await connect(second.http, key=key)).close()
+    for url in (first.http, second.http, deployed.url):  # spent in Redis, for every replica
+        with pytest.raises(websockets.InvalidStatus) as refused:
+            await connect(url, key=key)
+        assert refused.value.response.status_code == 401
+
+
+async def test_a_webrtc_call_is_reached_and_hung_up_on_its_replica_through_nginx(deployed: Fleet) -> None:
+    pytest.importorskip("aiortc")
+    from harness.webrtc_client import Caller
+
+    callers = [Caller(deployed.url, API_KEY, validate=validate) for _ in REPLICAS]
+    try:
+        for caller in callers:
+            assert (await caller.call()).status_code == 201
+            await caller.until(lambda e: e["type"] == "session.created", 60)
+        call_ids = [str(caller.location).rsplit("/", 1)[1] for caller in callers]
+        assert sorted(call_id.split("_")[1] for call_id in call_ids) == sorted(REPLICAS), call_ids
+        for call_id in call_ids * 2:  # round robin would send every other one to the wrong replica
+            async with websockets.connect(
+                f"{deployed.ws}/v1/realtime?call_id={call_id}",
+                additional_headers={"Authorization": f"Bearer {API_KEY}"},
+            ) as sideband:
+                update = {
+                    "type": "session.update",
+                    "session": {"type": "realtime", "instructions": "Be brief."},
+                }
+                await sideband.send(json.dumps(update))
+                assert (await until(sideband, "session.updated", 30))["session"][
+                    "instructions"
+                ] == "Be brief."
+        for caller in callers:
+            assert await caller.hang_up() == 204
+            await caller.track_ended(30)
+            assert await caller.hang_up() == 404, "the call is over on the replica that held it"
+        for front in deployed.fronts.values():
+            assert sessions(front, "agent") == 0
+    finally:
+        for caller in callers:
+            await caller.close()
+
+
+# -- one front-end stopped under load ------------------------------------------------------
+
+
+@dataclass
+class Speaker:
+    """A transcription session through nginx that speaks clips at real time, the client
+    committing each, until it has spoken its clips, is told to stop, or is closed by the server;
+    it stays connected when done."""
+
+    ws: ClientConnection
+    #: The replica its session is on, read off the replicas' `/metrics` as it opened.
+    replica: str
+    #: The clip of each commit, in order, and the items the server committed, in order.
+    sent: list[str] = field(default_factory=list)
+    committed: list[str] = field(default_factory=list)
+    completed: dict[str, str] = field(default_factory=dict)
+    #: `time.monotonic()` of each item's commit, and of the close.
+    committed_at: dict[str, float] = field(default_factory=dict)
+    closed_at: float | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    close_code: int | None = None
+    #: Set once a second of its first clip is out: it is mid-speech.
+    speaking: asyncio.Event = field(default_factory=asyncio.Event)
+    _news: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def listen(self) -> None:
+        try:
+            while True:
+                event = await next_event(self.ws, 300.0)
+                self.events.append(event)
+                if event["type"] == "input_audio_buffer.committed":
+                    self.committed.append(event["item_id"])
+                    self.committed_at[event["item_id"]] = time.monotonic()
+                elif event["type"] == COMPLETED:
+                    self.completed[event["item_id"]] = event["transcript"]
+                self._news.set()
+        except websockets.ConnectionClosed as closed:
+            self.close_code = closed.rcvd.code if closed.rcvd is not None else None
+            self.closed_at = time.monotonic()
+        finally:
+            self._news.set()
+
+    async def wait(self, done: Callable[[Speaker], bool], limit: float = 180.0) -> None:
+        """Until `done(self)` holds after an event, or `limit` seconds pass (a TimeoutError)."""
+        async with asyncio.timeout(limit):
+            while not done(self):
+                if self.closed_at is not None:
+                    raise AssertionError(f"closed ({self.close_code}) before that: {self.events[-3:]}")
+                self._news.clear()
+                await self._news.wait()
+
+    async def speak(self, stop: asyncio.Event, clips: int | None = None) -> None:
+        await self.ws.send(json.dumps({"type": "session.update", "session": PUSH_TO_TALK}))
+        try:
+            while not stop.is_set() and (clips is None or len(self.sent) < clips):
+                clip = CLIPS[len(self.sent) % len(CLIPS)]
+                audio = speech(clip)
+                for at in range(0, len(audio), 2400):
+                    piece = b64(audio[at : at + 2400])
+                    await self.ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": piece}))
+                    if at >= 24_000:
+                        self.speaking.set()
+                    await asyncio.sleep(0.1)  # real time: 100 ms of audio each 100 ms
+                self.sent.append(clip)
+                await self.ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+        except websockets.ConnectionClosed:
+            pass
+
+    def check_transcripts(self) -> None:
+        """Every committed item has its transcript, and each is what its clip says."""
+        missing = [item for item in self.committed if item not in self.completed]
+        assert not missing, f"committed but never transcribed: {missing}; {[e['type'] for e in self.events]}"
+        assert len(self.committed) == len(self.sent), (self.committed, self.sent)
+        for item, clip in zip(self.committed, self.sent, strict=True):
+            assert wer([reference(clip)], [self.completed[item]]) < 0.3, (clip, self.completed[item])
+
+
+async def open_speaker(deployed: Fleet) -> Speaker:
+    """A transcription session through nginx, and the replica it landed on."""
+    before = {name: sessions(front, "transcription") or 0 for name, front in deployed.fronts.items()}
+    ws = await connect(deployed.url)
+    after = {name: sessions(front, "transcription") or 0 for name, front in deployed.fronts.items()}
+    [replica] = [name for name in before if after[name] == before[name] + 1]
+    return Speaker(ws, replica)
+
+
+async def test_a_front_end_stopped_under_load_loses_no_committed_item_and_spares_the_other(
+    deployed: Fleet,
+) -> None:
+    stopped, kept = deployed.fronts["a"], deployed.fronts["b"]
+    speakers = [await open_speaker(deployed) for _ in range(4)]
+    assert sorted(s.replica for s in speakers) == ["a", "a", "b", "b"], "round robin"
+    draining = [s for s in speakers if s.replica == "a"]
+    survivors = [s for s in speakers if s.replica == "b"]
+    stop = asyncio.Event()
+    listening = [asyncio.create_task(s.listen()) for s in speakers]
+    # Replica a's clients say two clips, the first begun before the SIGTERM and both committed
+    # during the drain, then stay connected: the drain runs to its deadline. Replica b's talk on.
+    speaking = [asyncio.create_task(s.speak(stop, 2 if s.replica == "a" else None)) for s in speakers]
+    try:
+        await asyncio.wait_for(asyncio.gather(*(s.speaking.wait() for s in speakers)), 60)
+        term_at = time.monotonic()
+        stopped.process.send_signal(signal.SIGTERM)
+        exited = await asyncio.to_thread(stopped.process.wait, DRAIN_S + 60)
+        gone_at = time.monotonic()
+        assert exited == 0
+
+        # Its clients: every item committed during the drain transcribed, then a clean close.
+        for speaker in draining:
+            await speaker.wait(lambda s: s.closed_at is not None, 30)
+        for speaker in draining:
+            assert speaker.close_code == 1001, speaker.close_code
+            assert speaker.closed_at is not None and speaker.closed_at - term_at >= DRAIN_S - 1.0
+            last = speaker.events[-1]
+            assert last["type"] == "error" and last["error"]["code"] == "server_shutting_down", last
+            assert len(speaker.committed) == 2, "both clips were committed during the drain"
+            assert all(at > term_at for at in speaker.committed_at.values())
+            speaker.check_transcripts()
+
+        # The other replica's sessions never noticed: each goes on to commit and transcribe.
+        assert all(s.close_code is None and s.closed_at is None for s in survivors)
+        assert sessions(kept, "transcription") == 2
+        for speaker in survivors:
+            await speaker.wait(lambda s: any(t > gone_at for t in s.committed_at.values()))
+        stop.set()
+        await asyncio.gather(*speaking)
+        for speaker in survivors:
+            await speaker.wait(lambda s: len(s.completed) == len(s.committed) == len(s.sent))
+            speaker.check_transcripts()
+            assert not [e for e in speaker.events if e["type"] == "error"], speaker.events
+
+        # New sessions land on the replica that is left.
+        newcomer = await connect(deployed.url)
+        assert sessions(kept, "transcription") == 3
+        assert wer([reference(CLIPS[0])], [await transcribe(newcomer)]) < 0.3
+        await newcomer.close()
+    finally:
+        stop.set()
+        for speaker in speakers:
+            await speaker.ws.close()
+        await asyncio.gather(*listening, *speaking, return_exceptions=True)
