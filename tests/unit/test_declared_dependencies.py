@@ -11,6 +11,8 @@ import tomllib
 from importlib.metadata import packages_distributions, requires
 from pathlib import Path
 
+from packaging.requirements import Requirement
+
 REPO = Path(__file__).resolve().parents[2]
 #: Extras a product module may need: the qwen-torch backend and calibration; the WebRTC transport.
 PRODUCT_EXTRAS = ("torch", "webrtc")
@@ -68,3 +70,26 @@ def test_what_is_carried_is_required_by_a_declared_distribution() -> None:
         assert carrier in names, module
         needs = {distribution_of(requirement) for requirement in requires(carrier) or []}
         assert distribution in needs, f"{carrier} does not require {distribution} (for {module})"
+
+
+def test_the_lock_pins_every_declared_requirement_at_a_version_it_allows() -> None:
+    """`make install` installs constraints.txt (the versions the tests passed with): a requirement
+    added or moved in pyproject without `make constraints` would reach a new machine unpinned."""
+    pins: dict[str, str] = {}
+    for line in (REPO / "constraints.txt").read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            pins[normal(name.strip())] = version.strip()
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    wanted = [
+        *project["dependencies"],
+        *(r for extra in project["optional-dependencies"].values() for r in extra),
+    ]
+    assert len(wanted) > 40
+    unpinned = [
+        str(requirement)
+        for requirement in map(Requirement, wanted)
+        if (pin := pins.get(normal(requirement.name))) is None
+        or not requirement.specifier.contains(pin, prereleases=True)
+    ]
+    assert unpinned == []
