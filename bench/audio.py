@@ -6,19 +6,17 @@ copies into the project: read it from ../shared/eval/").
 
 from __future__ import annotations
 
-import base64
 import csv
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import soundfile
-import soxr
 from numpy.typing import NDArray
 
-from dragoman.audio.pcm import float_to_pcm16
 from dragoman.tools.eval_set import eval_dir
+from harness.realtime_helpers import b64 as b64
+from harness.realtime_helpers import load_audio
 
 EVAL = eval_dir()
 RATE = 16_000
@@ -84,11 +82,7 @@ def eval_rows(language: str | None = None) -> list[EvalRow]:
 
 def load(row: EvalRow, rate: int = RATE) -> Audio:
     """The row's audio (its `channel`, or the mean of all channels) as float32 mono at `rate`."""
-    data, source_rate = soundfile.read(EVAL / row.file, dtype="float32", always_2d=True)
-    mono = data[:, row.channel] if row.channel is not None else data.mean(axis=1)
-    if source_rate != rate:
-        mono = soxr.resample(mono, source_rate, rate)
-    return np.ascontiguousarray(mono, dtype=np.float32)
+    return np.ascontiguousarray(load_audio(row.file, rate, row.channel), dtype=np.float32)
 
 
 def split(audio: Audio, cap_seconds: float) -> tuple[Audio, ...]:
@@ -109,11 +103,6 @@ def wer_clips(cap_seconds: float, *, shortest: float = 0.0, longest: float = mat
     ]
     rows.sort(key=lambda r: r.duration)
     return [Clip(row, split(load(row), cap_seconds)) for row in rows]
-
-
-def b64(audio: Audio) -> str:
-    """Base64 PCM16, the wire form of an append."""
-    return base64.b64encode(float_to_pcm16(audio)).decode("ascii")
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,10 @@ EVAL = eval_dir()
 GA_EVENT: TypeAdapter[Any] = TypeAdapter(ga_types.RealtimeServerEvent)
 
 
-def load_audio(file: str, rate: int = 16_000) -> np.ndarray:
+def load_audio(file: str, rate: int = 16_000, channel: int | None = None) -> np.ndarray:
+    """An eval-set recording as float32 mono at `rate`: its `channel`, or the mean of all."""
     data, source_rate = soundfile.read(EVAL / file, dtype="float32", always_2d=True)
-    mono = data.mean(axis=1)
+    mono = data[:, channel] if channel is not None else data.mean(axis=1)
     return np.asarray(
         soxr.resample(mono, source_rate, rate) if source_rate != rate else mono, dtype=np.float32
     )
