@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from openai.types.realtime import RealtimeTranslationClientSecretCreateResponse
 from starlette.websockets import WebSocketDisconnect
 
+from dragoman.sessions.translation.config import Languages
 from dragoman.transports.client_secrets import ClientSecretStore, client_secrets_router
 from dragoman.transports.guard import SPENT_MESSAGE, AccessGuard
 from tests.unit.test_client_secrets import Clock
@@ -48,6 +49,20 @@ def test_a_key_binds_the_translation_session() -> None:
     bound = asyncio.run(store.redeem(secret.value))
     assert bound is not None and bound.session["type"] == "translation"
     assert bound.session["audio"]["output"] == {"language": "it"}
+
+
+def test_a_language_the_interpreter_does_not_serve_is_refused_when_the_key_is_minted() -> None:
+    app = FastAPI()
+    languages = Languages.of(["en-de", "en-it", "de-en"])
+    app.include_router(client_secrets_router(ClientSecretStore(), "de", lambda: languages))
+    client = TestClient(app)
+    session = {"model": "gpt-realtime-translate", "audio": {"output": {"language": "fr"}}}
+    refused = client.post(PATH, json={"session": session})
+    assert refused.status_code == 400
+    error = refused.json()["error"]
+    assert error["code"] == "unsupported_language" and "en speech into de, it" in error["message"]
+    session["audio"] = {"output": {"language": "it-IT"}}
+    assert client.post(PATH, json={"session": session}).status_code == 200
 
 
 def test_the_default_language_when_none_is_named() -> None:

@@ -63,7 +63,13 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.runtime = runtime
     policy = apply_policy(app, settings)
     mount_metrics(app, runtime, policy.access, settings.max_connections)
-    app.include_router(client_secrets_router(policy.client_secrets, settings.interpreter.language))
+    app.include_router(
+        client_secrets_router(
+            policy.client_secrets,
+            settings.interpreter.language,
+            lambda: runtime.interpreter.languages if runtime.interpreter is not None else None,
+        )
+    )
     mount_web(app)
 
     @app.get("/v1/models")

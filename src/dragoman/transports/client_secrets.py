@@ -48,7 +48,7 @@ from dragoman.protocol.realtime.translation_client import (
 from dragoman.protocol.realtime.translation_server import session_object
 from dragoman.sessions.mt.validation import language as primary_language
 from dragoman.sessions.speech.events import Rejected
-from dragoman.sessions.translation.config import TranslationConfig
+from dragoman.sessions.translation.config import Languages, TranslationConfig
 from dragoman.transports.secret_tokens import TokenSigner, signing_key
 from dragoman.transports.spent_keys import LocalSpentKeys, SpentKeys
 
@@ -194,9 +194,15 @@ async def _request_body(request: Request) -> dict[str, Any]:
     return body
 
 
-def client_secrets_router(store: ClientSecretStore, translation_language: str = "de") -> APIRouter:
+def client_secrets_router(
+    store: ClientSecretStore,
+    translation_language: str = "de",
+    translation_languages: Callable[[], Languages | None] = lambda: None,
+) -> APIRouter:
     """`POST /v1/realtime/client_secrets` and `POST /v1/realtime/translations/client_secrets`;
-    `translation_language` is the target of a translation session that names none."""
+    `translation_language` is the target of a translation session that names none, and
+    `translation_languages` those the interpreter serves (None: no interpreter to ask): a key
+    for another is refused when it is minted, not when it opens a session."""
     router = APIRouter()
 
     @router.post("/v1/realtime/client_secrets")
@@ -218,6 +224,9 @@ def client_secrets_router(store: ClientSecretStore, translation_language: str = 
             ttl, session = _ttl(body), translation_session(body)
             config = TranslationConfig(translation_language).patched(parse_session_config(session))
             config = replace(config, language=primary_language(config.language))
+            languages = translation_languages()
+            if languages is not None and languages.targets:  # none yet: still loading
+                languages.check(config.language)
             secret = store.mint(session, ttl)
         except ClientError as exc:
             return _error(exc)
