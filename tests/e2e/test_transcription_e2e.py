@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from openai import AsyncOpenAI
+from prometheus_client.parser import text_string_to_metric_families
 
 from harness.realtime_helpers import (
     Transcript,
@@ -237,7 +238,20 @@ async def test_semantic_vad_ends_turns_of_real_recordings(server: Server) -> Non
         check_item(transcript, item)
 
 
+def errors_counted(server: Server) -> dict[str, float]:
+    """`dragoman_errors_total` of /metrics, by code."""
+    with urllib.request.urlopen(server.http + "/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {
+        sample.labels["code"]: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "dragoman_errors_total"
+    }
+
+
 async def test_error_paths_leave_the_session_usable(server: Server) -> None:
+    counted = errors_counted(server)
     async with client(server).realtime.connect(
         model="whisper-base", extra_query={"intent": "transcription"}
     ) as conn:
@@ -278,6 +292,11 @@ async def test_error_paths_leave_the_session_usable(server: Server) -> None:
         failed = transcript.of("conversation.item.input_audio_transcription.failed")[0]["error"]
         assert failed["type"] == "invalid_request_error" and "xx" in failed["message"]
         assert "/" not in failed["message"], "no server path reaches the client"
+        # Each error sent is counted once in /metrics, by its code.
+        now = errors_counted(server)
+        for code in ("invalid_audio", "input_audio_buffer_commit_empty", "input_audio_buffer_too_long"):
+            assert now.get(code, 0) == counted.get(code, 0) + 1, code
+        assert now.get(failed["code"], 0) >= counted.get(failed["code"], 0) + 1
 
         # And the session still transcribes.
         await conn.session.update(
