@@ -26,7 +26,13 @@ def not_an_engine(settings: MTSettings, cache_dir: Path) -> object:
 
 def test_known_backends() -> None:
     assert registry.asr_backends() == ["moonshine", "openai-transcriptions", "whisper-ct2"]
-    assert registry.mt_backends() == ["chat-translation", "ct2-seq2seq", "mt-protocol", "qwen-llama", "qwen-torch"]
+    assert registry.mt_backends() == [
+        "chat-translation",
+        "ct2-seq2seq",
+        "mt-protocol",
+        "qwen-llama",
+        "qwen-torch",
+    ]
 
 
 def test_unknown_backend_lists_the_known_ones() -> None:
