@@ -17,6 +17,7 @@ from pydantic import TypeAdapter
 
 from dragoman.audio.pcm import float_to_pcm16
 from dragoman.engines.asr.base import ASRCapabilities, PrefixMode, StepResult
+from dragoman.engines.asr.whisper_ct2 import likeliest
 from dragoman.errors import EngineFailure, InvalidValue
 from dragoman.protocol.realtime.translation_client import TranslationParser
 from dragoman.protocol.realtime.translation_server import translation_wire
@@ -566,6 +567,17 @@ def test_a_server_for_every_source_language_serves_both_sides_of_a_conversation(
     assert {(r.source_lang, r.target_lang) for r in german.mt.requests} == {("de", "en")}
     assert german.of("session.output_transcript.delta") and not german.of("error")
     assert {job.request.voice for job in german.spoken} == {"hibari"}
+
+
+def test_the_language_is_detected_among_the_sources_the_server_translates() -> None:
+    """Whisper's guess is taken among the languages a direction starts from: a short English
+    phrase it ranks as Dutch first is still English."""
+    h = Harness(source="auto", directions=BOTH_WAYS, detect_among=("de", "en"))
+    speak_segment(h)
+    assert all(job.request.detect_among == ("de", "en") for job in h.steps)
+    ranking = [("<|nl|>", 0.5), ("<|en|>", 0.3), ("<|de|>", 0.2)]
+    assert likeliest(ranking, ("de", "en")) == "en"
+    assert likeliest(ranking, ()) == "nl" and likeliest(ranking, ("fr",)) == "nl"
 
 
 def test_speech_already_in_the_target_language_is_passed_through() -> None:

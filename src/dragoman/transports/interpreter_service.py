@@ -161,6 +161,7 @@ class InterpreterService:
             SessionConfig.defaults(self.listening.settings, OUTPUT_RATE),
             # Left open ("auto"), each segment's language is detected by the speech model.
             language=None if self.languages.source == AUTO else self.languages.source,
+            detect_among=self.languages.sources,
             turn_detection=ServerVADConfig(),
         )
         mt = MTProfile(

@@ -74,6 +74,9 @@ class StepRequest:
     audio: FloatAudio
     prefix: str = ""
     language: str | None = None
+    #: With `language` left open: the languages the speech may be in (empty: any); the engine
+    #: detects the likeliest of them.
+    detect_among: tuple[str, ...] = ()
     prompt: str | None = None
     #: Also say where each word of the hypothesis starts (`StepResult.words`), for sealing.
     word_times: bool = False

@@ -95,6 +95,13 @@ def _read_n_mels(model: Any, folder: Path) -> int:
     return 80
 
 
+def likeliest(ranked: Sequence[tuple[str, float]], among: Sequence[str]) -> str:
+    """The likeliest language of Whisper's ranking (`[("<|en|>", p), ...]`, best first) that is
+    one of `among` (any, when it is empty or names none of them)."""
+    codes = [token[2:-2] for token, _ in ranked]
+    return next((code for code in codes if code in among), codes[0])
+
+
 class WhisperCT2Engine(ASREngine):
     def __init__(
         self,
@@ -311,7 +318,7 @@ class WhisperCT2Engine(ASREngine):
             detected = self._model.detect_language(encoded)
             for it, ranked in zip(items, detected, strict=True):
                 if it.language is None:
-                    it.language = ranked[0][0][2:-2]
+                    it.language = likeliest(ranked, it.request.detect_among)
         if len(groups) == 1:
             self._generate(items, encoded, window)
             return

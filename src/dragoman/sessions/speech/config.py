@@ -31,6 +31,8 @@ class EngineProfile:
 class SessionConfig:
     model: str | None = None
     language: str | None = None
+    #: With `language` open: the languages the speech may be in (empty: any), detected among.
+    detect_among: tuple[str, ...] = ()
     prompt: str | None = None
     input_rate: int = 16_000
     #: server_vad or semantic_vad; None: the client commits its turns.

@@ -174,6 +174,7 @@ class ItemDecoder:
             audio=audio,
             prefix=prefix,
             language=self.config.language or item.language,
+            detect_among=self.config.detect_among,
             prompt=item.prompt(self.engine.tokenizer, self.config.prompt),
             # Word starts are needed only where a cut may be made.
             word_times=not final and policy.enabled and len(audio) >= policy.min_window_seconds * SAMPLE_RATE,
