@@ -157,6 +157,12 @@ class LLMSettings(BaseModel):
     model: str = "auto"
     #: llama-cpp: threads per engine call (0: the server gives each engine an equal share of the cores).
     threads: int = Field(default=0, ge=0)
+    #: llama-cpp: the threads of each token decoded while no other engine call of the process
+    #: computes and other processes leave its cores idle (checked before every token, so a TTS,
+    #: ASR or MT call that starts gets its core back at the next one; engines/llm/idle_threads):
+    #: beside other services the LLM borrows the core it leaves them. None: every core this
+    #: process may use; 0 or at most `threads`: always `threads`.
+    idle_threads: int | None = Field(default=None, ge=0)
     #: llama-cpp: the context of a conversation, prompt and reply (the model's own limit applies).
     context_tokens: int = Field(default=4096, ge=256)
     #: llama-cpp: conversations whose KV cache is kept between turns, least recently used dropped

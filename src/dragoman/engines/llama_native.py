@@ -136,6 +136,15 @@ class NativeContext:
         self.batch_size = int(params.n_batch)
         self._batch: Any = llama_cpp.llama_batch_init(self.batch_size, 0, 1)
 
+    def set_threads(self, threads: int) -> None:
+        """The threads of the next `decode` calls (llama.cpp reads them at each graph compute)."""
+        llama_cpp.llama_set_n_threads(self.ctx, threads, threads)
+
+    @property
+    def threads(self) -> tuple[int, int]:
+        """llama.cpp's own threads of the context: (one-token decode, batch)."""
+        return int(llama_cpp.llama_n_threads(self.ctx)), int(llama_cpp.llama_n_threads_batch(self.ctx))
+
     def decode(self, tokens: Sequence[int], start: int, seq: int, logits_from: int) -> None:
         """One `llama_decode` of `tokens` (at most `batch_size`) at positions `start`.. of
         `seq`, keeping the logits of rows `logits_from`.."""

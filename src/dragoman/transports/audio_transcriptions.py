@@ -14,6 +14,7 @@ Access control is the guard's (transports/guard.py): it covers every HTTP route.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
@@ -26,6 +27,7 @@ from starlette.exceptions import HTTPException
 
 from dragoman.audio.files import decode_audio_file
 from dragoman.config import FileTranscriptionSettings
+from dragoman.engines.workers.activity import ACTIVITY
 from dragoman.errors import DragomanError, FileTooLarge, InvalidValue, ServerError, scrub
 from dragoman.logs import get_logger, log_failure
 from dragoman.metrics import ERRORS, REFUSALS
@@ -149,7 +151,10 @@ async def _serve(request: Request, files: FileTranscriber, settings: FileTranscr
     files.check(asked)
     release = await files.admission.acquire()
     try:
-        audio = await asyncio.to_thread(decode_audio_file, data, max_seconds=settings.max_seconds)
+        # Counted (`engines.workers.activity`): decoding a long file computes for seconds.
+        decode = functools.partial(decode_audio_file, data, max_seconds=settings.max_seconds)
+        audio = await asyncio.to_thread(ACTIVITY.counted(decode))
+        del decode
         del data
         headers = {"openai-model": files.engine.name}
         transcription = files.transcription(asked)

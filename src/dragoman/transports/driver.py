@@ -44,6 +44,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar, cast
 
 from dragoman.engines.workers import DEFAULT_CALL_TIMEOUT_S, CancelToken, Priority, Streamed
+from dragoman.engines.workers.activity import ACTIVITY
 from dragoman.errors import ClientError, IdleTimeout, MessageTooBig, ServerError, ShuttingDown
 from dragoman.sessions.base import DEFAULT_LANE, AudioFed, CloseCode, Job, Session
 from dragoman.transports.adapters import Channel, ClientEventT, Codec, Frame, ServerEventT
@@ -273,7 +274,8 @@ class SessionDriver(Generic[ClientEventT, ServerEventT, JobT, ResultT]):
         meanwhile; this session's results and pieces wait for it, in order."""
         self._busy = True
         try:
-            taken = await asyncio.to_thread(self._take, frame)
+            # An engine call for `engines.workers.activity`: a large frame's VAD (and turn model).
+            taken = await asyncio.to_thread(ACTIVITY.counted(lambda: self._take(frame)))
         finally:
             self._busy = False
         self._taken(frame, *taken)

@@ -29,6 +29,7 @@ from dragoman.audio.vad import WINDOW_SAMPLES, SileroModel, speech_probabilities
 from dragoman.config import FileTranscriptionSettings
 from dragoman.engines.asr.base import ASREngine, StepRequest, StepResult
 from dragoman.engines.workers import BatchingWorker, CancelToken, Priority
+from dragoman.engines.workers.activity import ACTIVITY
 from dragoman.errors import ClientError, InvalidValue
 from dragoman.logs import get_logger
 from dragoman.sessions.file_transcription import FileRequest, FileTranscription, WindowText
@@ -102,7 +103,10 @@ class FileTranscriber:
             )
 
     async def windows(self, samples: npt.NDArray[np.float32]) -> list[Window]:
-        probs = await asyncio.to_thread(speech_probabilities, self.vad_model, samples)
+        # Counted (`engines.workers.activity`): seconds of VAD over a long file.
+        probs = await asyncio.to_thread(
+            ACTIVITY.counted(lambda: speech_probabilities(self.vad_model, samples))
+        )
         return plan_windows(probs, WINDOW_SAMPLES, len(samples), SAMPLE_RATE, self.plan)
 
     def transcription(self, request: FileRequest) -> FileTranscription:

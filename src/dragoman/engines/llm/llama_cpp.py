@@ -74,10 +74,15 @@ class LlamaCppEngine:
         max_conversations: int,
         cache_mb: int,
         tool_result_note: str = "",
+        idle_threads: int = 0,
     ) -> None:
+        """`idle_threads`: the threads of a decode while no other engine call of the process
+        computes (`engines.llm.idle_threads`); at most `threads`: always `threads`."""
         self.name = name
         self._tool_result_note = tool_result_note
-        self._runtime = LlamaRuntime(model_path, context_tokens=context_tokens, threads=threads)
+        self._runtime = LlamaRuntime(
+            model_path, context_tokens=context_tokens, threads=threads, idle_threads=idle_threads
+        )
         template = self._runtime.metadata.get("tokenizer.chat_template")
         if not template:
             self._runtime.close()
@@ -204,7 +209,7 @@ class LlamaCppEngine:
             backend="llama-cpp",
             compute_type=self._file_type,
             compute_reason=(
-                f"GGUF {self._file_type}, {rt.backend.describe()}, {rt.threads} threads, "
+                f"GGUF {self._file_type}, {rt.backend.describe()}, {rt.idle.describe()}, "
                 f"context {rt.n_ctx} tokens" + (f"; auto: {self.choice}" if self.choice else "")
             ),
         )
@@ -318,6 +323,7 @@ def _create(model: str, settings: LLMSettings, cache_dir: Path) -> LlamaCppEngin
         max_conversations=settings.max_conversations,
         cache_mb=settings.cache_mb,
         tool_result_note=settings.tool_result_note,
+        idle_threads=available_cores() if settings.idle_threads is None else settings.idle_threads,
     )
 
 

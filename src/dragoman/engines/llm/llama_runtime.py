@@ -6,6 +6,9 @@ conversations' KV caches in and out (`snapshot`/`restore`), cutting the sequence
 back to any position, and switching to a grammar sampler in the middle of a reply
 when a tool call begins. So the engine drives decode and sampling itself, through
 the low-level API's adapter (`engines.llama_native`).
+
+Threads: the runtime decodes on `threads`, and on `idle_threads` (more) whenever no other
+engine call of the process computes, checked before every llama_decode (`engines.llm.idle_threads`).
 """
 
 from __future__ import annotations
@@ -13,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from dragoman.engines import llama_models
-from dragoman.engines.llama_backend import load_backend
-from dragoman.engines.llama_native import ContextSpec, NativeContext, Sampler
+from dragoman.engines.llama_models import ModelContext
+from dragoman.engines.llama_native import ContextSpec, Sampler
+from dragoman.engines.llm.idle_threads import IdleThreads
 from dragoman.engines.workers import CancelToken
 from dragoman.errors import EngineFailure
 
@@ -36,24 +39,23 @@ _SEQ = 0
 class LlamaRuntime:
     """A GGUF model and its context of `context_tokens`, all in sequence 0."""
 
-    def __init__(self, path: Path, *, context_tokens: int, threads: int, batch: int = 512) -> None:
-        self.backend = load_backend()
-        #: Shared with any other engine on the same GGUF (`engines.llama_models`).
-        self._model = llama_models.acquire(path)
-        try:
-            self._context = NativeContext(
-                self._model, ContextSpec(context_tokens=context_tokens, threads=threads, batch=batch)
-            )
-        except EngineFailure:
-            llama_models.release(self._model)
-            raise
+    def __init__(
+        self, path: Path, *, context_tokens: int, threads: int, idle_threads: int = 0, batch: int = 512
+    ) -> None:
+        #: On the model any other engine on the same GGUF shares (`engines.llama_models`).
+        self._loaded = ModelContext(
+            path, ContextSpec(context_tokens=context_tokens, threads=threads, batch=batch)
+        )
+        self.backend = self._loaded.backend
+        self._model, self._context = self._loaded.model, self._loaded.context
         self.n_ctx = self._context.n_ctx
         self.batch_size = self._context.batch_size
         self.threads = threads
+        #: `threads`, or `idle_threads` while no other engine call computes.
+        self.idle = IdleThreads(self._context.set_threads, threads, idle_threads)
         self.metadata = self._model.metadata
         self.n_params = self._model.n_params
         self.n_vocab = self._model.n_vocab
-        self._open = True
 
     # -- vocabulary ---------------------------------------------------------------------
 
@@ -92,9 +94,15 @@ class LlamaRuntime:
             if 0 < rest < MIN_LAST_CHUNK:
                 size -= MIN_LAST_CHUNK - rest  # leave the last chunk enough tokens
             chunk = tokens[done : done + size]
+            self.idle.before_decode()
             self._context.decode(chunk, start + done, _SEQ, len(chunk) - 1)
             done += len(chunk)
         return done
+
+    @property
+    def context_threads(self) -> tuple[int, int]:
+        """The threads llama.cpp decodes on now (one token, a batch), as it reports them."""
+        return self._context.threads
 
     def truncate(self, length: int) -> None:
         """Keep positions 0..length-1 of the sequence."""
@@ -120,10 +128,7 @@ class LlamaRuntime:
         )
 
     def close(self) -> None:
-        if self._open:
-            self._open = False
-            self._context.close()
-            llama_models.release(self._model)
+        self._loaded.close()
 
 
 class SpeedProbe:
@@ -137,7 +142,8 @@ class SpeedProbe:
         self._greedy = runtime.sampler(temperature=0.0, seed=0)
 
     def eval(self, tokens: list[int], out_from: int, cols: slice | None) -> tuple[list[int], object]:
-        self._length += self._rt.decode(tokens, self._length)
+        with self._rt.idle.held():  # `auto` decides on the threads the agent is sure to have
+            self._length += self._rt.decode(tokens, self._length)
         return [self._greedy.sample()], None
 
     def truncate(self, length: int) -> None:

@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 
 from dragoman.audio.rates import SAMPLE_RATE
 from dragoman.engines.turn.base import TurnCapabilities
+from dragoman.engines.workers.activity import ACTIVITY
 from dragoman.errors import ModelUnavailable
 
 #: pipecat: "Truncate to 8 seconds (keeping the end) or pad to 8 seconds".
@@ -139,6 +140,9 @@ class SmartTurnModel:
         samples = np.asarray(audio, dtype=np.float32)
         if samples.ndim != 1:
             raise ValueError(f"expected mono audio as a 1-D array, got shape {samples.shape}")
-        features = log_mel(last_seconds(samples))[None]
-        (output,) = self.session.run(None, {_INPUT: features})
+        # Counted as an engine call (`engines.workers.activity`): it runs in the session's own
+        # thread, in no worker, and the LLM must not take its core meanwhile.
+        with ACTIVITY.running():
+            features = log_mel(last_seconds(samples))[None]
+            (output,) = self.session.run(None, {_INPUT: features})
         return float(np.asarray(output).reshape(-1)[0])

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from dragoman.engines.workers.activity import ACTIVITY
 from dragoman.engines.workers.calls import (
     Beat,
     CancelToken,
@@ -275,7 +276,8 @@ class BatchingWorker(Generic[RequestT, ResultT]):
         started = time.perf_counter()
         limits = [p.timeout_s for p in batch]
         timeout_s = None if None in limits else max(t for t in limits if t is not None)
-        call = asyncio.ensure_future(asyncio.to_thread(self._call, [p.request for p in batch]))
+        requests = [p.request for p in batch]
+        call = asyncio.ensure_future(asyncio.to_thread(ACTIVITY.counted(lambda: self._call(requests))))
         try:
             try:
                 results = await await_call(call, timeout_s, Beat())

@@ -10,6 +10,7 @@ import itertools
 from collections.abc import AsyncIterator, Callable
 from typing import Generic, TypeVar
 
+from dragoman.engines.workers.activity import ACTIVITY
 from dragoman.engines.workers.calls import (
     CLOSE_TIMEOUT_S,
     Beat,
@@ -107,7 +108,7 @@ class SerialWorker(Generic[RequestT, ResultT]):
 
         Past `timeout_s` with no life (`beat`) raises TimeoutError and releases the turn: the
         hung thread is abandoned, and shutdown still waits (bounded) for it."""
-        in_flight: asyncio.Future[T] = asyncio.ensure_future(asyncio.to_thread(fn))
+        in_flight: asyncio.Future[T] = asyncio.ensure_future(asyncio.to_thread(ACTIVITY.counted(fn)))
         self._in_flight = in_flight  # type: ignore[assignment]
         try:
             # Never cancelled: a session that goes away must not release the engine under a
