@@ -65,7 +65,8 @@ def record(
     met: bool | None = None,
     conditions: str = "",
 ) -> Result:
-    """Append one measured result to `bench/results/<benchmark>.jsonl` (and return it)."""
+    """Append one measured result to `bench/results/<benchmark>.jsonl`, rewrite the table of
+    bench/RESULTS.md from it (`bench.summary`), and return it."""
     load = os.getloadavg()[0]
     result = Result(
         goal=goal,
@@ -82,6 +83,9 @@ def record(
     RESULTS.mkdir(exist_ok=True)
     with (RESULTS / f"{benchmark}.jsonl").open("a", encoding="utf-8") as out:
         out.write(json.dumps(asdict(result), ensure_ascii=False) + "\n")
+    from bench import summary  # here: bench.summary imports this module
+
+    summary.write(RESULTS)
     return result
 
 

@@ -3,6 +3,8 @@
     python -m bench.summary            # rewrite the table between the markers in RESULTS.md
     python -m bench.summary --print    # print it instead
 
+Every `bench.results.record` rewrites it too, so the table is never behind the results.
+
 One row per goal and metric, the latest result by date (a later line of the same date wins).
 """
 
@@ -56,15 +58,21 @@ def rewrite(markdown: str, rendered: str) -> str:
     return f"{head}{START}\n{rendered}\n{END}{tail}"
 
 
+def write(folder: Path | None = None, markdown: Path | None = None) -> None:
+    """Rewrite the table of `markdown` (RESULTS.md) from the results in `folder` (bench/results)."""
+    markdown = markdown or RESULTS_MD
+    rendered = table(load_all(folder or RESULTS))
+    markdown.write_text(rewrite(markdown.read_text(encoding="utf-8"), rendered), encoding="utf-8")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--print", action="store_true", help="print the table instead of writing it")
     args = parser.parse_args()
-    rendered = table(load_all(RESULTS))
     if args.print:
-        print(rendered)
+        print(table(load_all(RESULTS)))
         return
-    RESULTS_MD.write_text(rewrite(RESULTS_MD.read_text(encoding="utf-8"), rendered), encoding="utf-8")
+    write()
     print(
         f"wrote {RESULTS_MD.relative_to(Path.cwd()) if RESULTS_MD.is_relative_to(Path.cwd()) else RESULTS_MD}"
     )
