@@ -10,9 +10,10 @@ would from GPU servers.
 
 from __future__ import annotations
 
+import itertools
 import os
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from dragoman.weights import resolve
 from harness.server import Server, start, stop
-from tests.e2e.nginx_server import nginx
+from tests.e2e.nginx_server import Balancer, nginx
 from tests.e2e.redis_server import redis_server
 from tests.llama_server import llama_server
 
@@ -32,15 +33,28 @@ REPLICAS = ("a", "b")
 
 @dataclass(frozen=True)
 class Fleet:
-    #: nginx's URL: where clients go.
-    url: str
+    balancer: Balancer
     #: The front-ends by replica id.
     fronts: dict[str, Server]
     node: Server
+    #: Starts a front-end with a replica id; stopped when the fleet is.
+    start_front: Callable[[str], Server]
+
+    @property
+    def url(self) -> str:
+        """nginx's URL: where clients go."""
+        return self.balancer.url
 
     @property
     def ws(self) -> str:
         return self.url.replace("http", "ws", 1)
+
+    def replace(self, name: str) -> Server:
+        """A new front-end for replica `name` (one that has gone), with nginx reloaded in front
+        of it, as a team replacing a crashed replica would."""
+        self.fronts[name] = self.start_front(name)
+        self.balancer.route({replica: front.port for replica, front in self.fronts.items()})
+        return self.fronts[name]
 
 
 @contextmanager
@@ -64,14 +78,19 @@ def fleet(folder: Path, cache_dir: Path, drain_seconds: float) -> Iterator[Fleet
         front += ["--asr-base-url", node.http + "/v1", "--tts-base-url", node.http + "/v1"]
         front += ["--client-secret-key", "fleet-" + "k" * 40, "--redis-url", redis_url]
         front += ["--drain-seconds", str(drain_seconds)]
-        fronts: dict[str, Server] = {}
-        # No STUN server, as on a machine with no route out: loopback needs none.
-        with mock.patch.dict(os.environ, {"DRAGOMAN_ICE_SERVERS": "[]"}):
-            for name in REPLICAS:
-                fronts[name] = start([*front, "--replica-id", name], folder / f"{name}.log", 600.0)
-                stack.callback(stop, fronts[name])
-        url = stack.enter_context(nginx(folder, {name: s.port for name, s in fronts.items()}))
-        yield Fleet(url, fronts, node)
+        started = itertools.count()
+
+        def start_front(name: str) -> Server:
+            # No STUN server, as on a machine with no route out: loopback needs none.
+            with mock.patch.dict(os.environ, {"DRAGOMAN_ICE_SERVERS": "[]"}):
+                log = folder / f"{name}-{next(started)}.log"
+                server = start([*front, "--replica-id", name], log, 600.0)
+            stack.callback(stop, server)
+            return server
+
+        fronts = {name: start_front(name) for name in REPLICAS}
+        balancer = stack.enter_context(nginx(folder, {name: s.port for name, s in fronts.items()}))
+        yield Fleet(balancer, fronts, node, start_front)
 
 
 def metrics(server: Server) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -6,11 +6,13 @@ WebRTC call's `DELETE` and sideband (`?call_id=`) sent to the replica its id nam
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -51,6 +53,8 @@ http {{
 {replicas}
     server {{
         listen 127.0.0.1:{port};
+        # Which config the workers run: a reload is over when this answers the new one.
+        location = /nginx-generation {{ return 200 "{generation}"; }}
         location / {{
             proxy_pass http://$dragoman_upstream;
             proxy_http_version 1.1;
@@ -64,7 +68,7 @@ http {{
 """
 
 
-def config(folder: Path, port: int, replicas: Mapping[str, int]) -> str:
+def config(folder: Path, port: int, replicas: Mapping[str, int], generation: int = 0) -> str:
     """nginx's config: listen on `port`, in front of `replicas` (replica id: loopback port)."""
     servers = "\n".join(
         f"        server 127.0.0.1:{p} max_fails=1 fail_timeout=30s;" for p in replicas.values()
@@ -72,13 +76,50 @@ def config(folder: Path, port: int, replicas: Mapping[str, int]) -> str:
     routes = "\n".join(f"        {name} replica_{name};" for name in replicas)
     one = "    upstream replica_{} {{ server 127.0.0.1:{}; }}"
     named = "\n".join(one.format(name, p) for name, p in replicas.items())
-    return CONFIG.format(folder=folder, servers=servers, routes=routes, replicas=named, port=port)
+    return CONFIG.format(
+        folder=folder, servers=servers, routes=routes, replicas=named, port=port, generation=generation
+    )
+
+
+@dataclass
+class Balancer:
+    """A running nginx: where clients go, and how to point it at other replicas."""
+
+    url: str
+    folder: Path
+    port: int
+    process: subprocess.Popen[bytes]
+    generation: int = 0
+
+    def route(self, replicas: Mapping[str, int]) -> None:
+        """Reload nginx in front of `replicas`, as a team replacing a replica would; returns once
+        its workers run the new config (connections open through the old ones stay open)."""
+        self.generation += 1
+        (self.folder / "nginx.conf").write_text(config(self.folder, self.port, replicas, self.generation))
+        self.process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 20
+        while self._generation() != str(self.generation):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"nginx did not reload: {error_log(self.folder)}")
+            time.sleep(0.05)
+
+    def _generation(self) -> str:
+        try:
+            with urllib.request.urlopen(self.url + "/nginx-generation", timeout=2) as answer:
+                return str(answer.read().decode())
+        except OSError:
+            return ""
+
+
+def error_log(folder: Path) -> str:
+    log = folder / "error.log"
+    return log.read_text(errors="replace")[-2000:] if log.exists() else ""
 
 
 @contextmanager
-def nginx(folder: Path, replicas: Mapping[str, int]) -> Iterator[str]:
+def nginx(folder: Path, replicas: Mapping[str, int]) -> Iterator[Balancer]:
     """Run nginx in front of `replicas` (each replica's `--replica-id`: its loopback port) until
-    the block ends; yields its http URL. Skips (loudly) without the binary."""
+    the block ends. Skips (loudly) without the binary."""
     binary = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
     if binary is None:
         pytest.skip(
@@ -100,14 +141,9 @@ def nginx(folder: Path, replicas: Mapping[str, int]) -> Iterator[str]:
                     break
             except OSError:
                 if process.poll() is not None or time.monotonic() > deadline:
-                    log = (
-                        (folder / "error.log").read_text(errors="replace")
-                        if (folder / "error.log").exists()
-                        else ""
-                    )
-                    raise RuntimeError(f"nginx did not start: {log[-2000:]}") from None
+                    raise RuntimeError(f"nginx did not start: {error_log(folder)}") from None
                 time.sleep(0.1)
-        yield url
+        yield Balancer(url, folder, port, process)
     finally:
         process.terminate()
         try:

@@ -7,7 +7,9 @@ remote engines; an `ek_` key minted on one replica opens a session on the other,
 call placed through nginx is reached there by its sideband and hung up by a `DELETE` that nginx
 sends to the replica the call id names; and a front-end stopped while its clients speak drains:
 each item its clients committed gets its transcript before the error event and the 1001 close,
-while the other front-end's sessions go on transcribing and take the new ones. Every event is
+while the other front-end's sessions go on transcribing and take the new ones. Then a
+replacement front-end joins (nginx reloaded) and is killed outright while its clients speak:
+they learn at once that the connection is gone, and the other's sessions go on. Every event is
 validated against the openai SDK's types.
 """
 
@@ -328,6 +330,46 @@ async def test_a_front_end_stopped_under_load_loses_no_committed_item_and_spares
         assert sessions(kept, "transcription") == 3
         assert wer([reference(CLIPS[0])], [await transcribe(newcomer)]) < 0.3
         await newcomer.close()
+    finally:
+        stop.set()
+        for speaker in speakers:
+            await speaker.ws.close()
+        await asyncio.gather(*listening, *speaking, return_exceptions=True)
+
+
+async def test_a_front_end_killed_outright_drops_only_its_own_sessions(deployed: Fleet) -> None:
+    """A replica that dies without a drain (SIGKILL, as a crashed host): nothing can close its
+    sessions cleanly, but its clients learn at once, through nginx, that the connection is gone,
+    rather than hang; the other replica's sessions go on as if nothing happened."""
+    assert deployed.fronts["a"].process.poll() is not None, "replica a was stopped above"
+    replacement = await asyncio.to_thread(deployed.replace, "a")
+    speakers = [await open_speaker(deployed) for _ in range(4)]
+    assert sorted(s.replica for s in speakers) == ["a", "a", "b", "b"], "round robin"
+    killed = [s for s in speakers if s.replica == "a"]
+    survivors = [s for s in speakers if s.replica == "b"]
+    stop = asyncio.Event()
+    listening = [asyncio.create_task(s.listen()) for s in speakers]
+    speaking = [asyncio.create_task(s.speak(stop)) for s in speakers]
+    try:
+        await asyncio.wait_for(asyncio.gather(*(s.speaking.wait() for s in speakers)), 60)
+        replacement.process.kill()
+        await asyncio.to_thread(replacement.process.wait, 30)
+        gone_at = time.monotonic()
+        for speaker in killed:
+            await speaker.wait(lambda s: s.closed_at is not None, 30)
+            # No close frame can come from a killed process: the connection just ends.
+            assert speaker.close_code is None, speaker.close_code
+            assert not [e for e in speaker.events if e["type"] == "error"], speaker.events
+
+        assert all(s.closed_at is None for s in survivors)
+        for speaker in survivors:
+            await speaker.wait(lambda s: any(t > gone_at for t in s.committed_at.values()))
+        stop.set()
+        await asyncio.gather(*speaking)
+        for speaker in survivors:
+            await speaker.wait(lambda s: len(s.completed) == len(s.committed) == len(s.sent))
+            speaker.check_transcripts()
+            assert not [e for e in speaker.events if e["type"] == "error"], speaker.events
     finally:
         stop.set()
         for speaker in speakers:
