@@ -1,4 +1,5 @@
-"""A real OpenAI-compatible LLM server for the tests: `python -m llama_cpp.server` on a free port.
+"""A real OpenAI-compatible LLM server for the tests and benchmarks: `python -m llama_cpp.server`
+on a free port.
 
 llama-cpp-python's own server serves the packaged GGUF with `/v1/models` and
 `/v1/chat/completions`, as vLLM or a llama.cpp server would for a deployment that

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.llama_server import free_port
+from harness.llama_server import free_port
 
 #: Where `make litellm` installs the proxy (the Makefile exports this path).
 DEFAULT_LITELLM = Path.home() / ".cache" / "dragoman-tools" / "litellm-1.108.7" / "bin" / "litellm"

@@ -22,10 +22,10 @@ from unittest import mock
 from prometheus_client.parser import text_string_to_metric_families
 
 from dragoman.weights import resolve
+from harness.llama_server import llama_server
 from harness.server import Server, start, stop
 from tests.e2e.nginx_server import Balancer, nginx
 from tests.e2e.redis_server import redis_server
-from tests.llama_server import llama_server
 
 API_KEY = "sk-fleet"
 REPLICAS = ("a", "b")

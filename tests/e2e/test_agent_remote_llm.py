@@ -18,10 +18,10 @@ import pytest
 from openai import OpenAI
 
 from dragoman.weights import resolve
+from harness.llama_server import llama_server
 from harness.realtime_helpers import read_until
 from harness.server import Server, start, stop
 from tests.e2e.agent_helpers import agent, response_done
-from tests.llama_server import llama_server
 
 pytestmark = pytest.mark.e2e
 

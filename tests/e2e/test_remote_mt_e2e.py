@@ -27,9 +27,9 @@ from websockets.sync.client import ClientConnection, connect
 
 from dragoman.engines.mt.chat_translation import BACKEND
 from dragoman.weights import resolve
+from harness.llama_server import llama_server
 from harness.server import Server, start, stop
 from tests.e2e.mt_fixtures import flores
-from tests.llama_server import llama_server
 from tests.unit.polling import wait_for
 
 pytestmark = pytest.mark.e2e

@@ -32,9 +32,9 @@ from dragoman.engines.llm.remote import LLMServerError
 from dragoman.engines.llm.responses import ResponsesEngine
 from dragoman.engines.workers import CancelToken
 from dragoman.weights import resolve
+from harness.llama_server import llama_server
 from tests.engine.test_llm_llama_cpp import HANG_UP, MARKUP, SYSTEM, WEATHER
 from tests.litellm_proxy import MASTER_KEY, litellm_binary, litellm_proxy
-from tests.llama_server import llama_server
 
 pytestmark = pytest.mark.engine
 
