@@ -16,6 +16,7 @@ from dragoman.engines.tts.voices import (
     LANGUAGE_PARAM,
     LOCAL_VOICES,
     OPENAI_VOICES,
+    REMOTE,
     VOICE_PARAM,
     Voice,
     VoiceCatalog,
@@ -76,6 +77,27 @@ def test_a_huge_unknown_name_is_not_echoed_whole() -> None:
     with pytest.raises(InvalidValue) as info:
         voice_for("x" * 10_000)
     assert len(info.value.message) <= 500
+
+
+@pytest.mark.parametrize("name", ["nova", "fable", "af_bella", "af_bella(2)+af_sky(1)"])
+def test_a_remote_server_s_own_voice_is_passed_on_as_given(name: str) -> None:
+    remote = VoiceCatalog(remote=True)
+    assert remote.voice_for(name) == Voice(name, REMOTE, name, "en")
+    # The language asked for stays with the remote voice: the catalog cannot know it is wrong.
+    assert remote.voice_for(name, "it-IT") == Voice(name, REMOTE, name, "it")
+    with pytest.raises(InvalidValue):
+        VoiceCatalog().voice_for(name)  # no remote server: not a voice here
+
+
+def test_a_remote_catalog_keeps_its_own_names_and_refuses_what_it_cannot_pass_on() -> None:
+    remote = VoiceCatalog(remote=True)
+    assert remote.voice_for("alloy") == remote.voice_for("hibari") == LOCAL_VOICES[0]
+    assert remote.voice_for(None) == LOCAL_VOICES[0]
+    for name in ("x" * 65, "bad\nname"):
+        with pytest.raises(InvalidValue) as info:
+            remote.voice_for(name)
+        assert info.value.param == VOICE_PARAM
+    assert remote.backends == VoiceCatalog().backends, "nothing remote-only is loaded"
 
 
 def test_german_has_no_neural_voice_and_falls_back_to_espeak() -> None:

@@ -10,8 +10,9 @@ Failures: a connect is retried a bounded number of times (httpx's transport retr
 only: a request that reached the server is never sent twice); a server that cannot be reached
 or does not answer within `timeout_s` is `TTSServerUnavailable`, one that answers with an error
 `TTSServerError`, both server faults that reach the client only as an error id. The names of
-voices are the catalog's (`voices.py`): a client's own name (an OpenAI voice) is passed on as
-given, so a remote dragoman maps it as this one would, and OpenAI reads it as its own.
+voices are the catalog's (`voices.py`): a client's own name (an OpenAI voice, or one only the
+remote server knows) is passed on as given, so a remote dragoman maps it as this one would, and
+OpenAI reads it as its own.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dragoman.config import TTSSettings
 from dragoman.engines.info import EngineInfo
 from dragoman.engines.llm.remote import safe_url
 from dragoman.engines.tts.base import Emit, SpeechRequest, TTSCapabilities
-from dragoman.engines.tts.voices import VoiceCatalog
+from dragoman.engines.tts.voices import REMOTE, VoiceCatalog
 from dragoman.engines.workers import CancelToken
 from dragoman.errors import EngineFailure
 from dragoman.logs import get_logger
@@ -34,7 +35,7 @@ log = get_logger(__name__)
 RATE = 24_000
 #: Bytes read per chunk handed on: 100 ms of audio.
 CHUNK_BYTES = RATE // 10 * 2
-BACKEND = "openai-speech"
+BACKEND = REMOTE
 
 
 class TTSServerUnavailable(EngineFailure):

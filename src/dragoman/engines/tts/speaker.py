@@ -27,8 +27,7 @@ from dragoman.config import TTSSettings
 from dragoman.engines.info import EngineInfo
 from dragoman.engines.registry import create_tts_engine
 from dragoman.engines.tts.base import MAX_SPEED, MIN_SPEED, FloatAudio, SpeechRequest, TTSEngine
-from dragoman.engines.tts.openai_speech import BACKEND as REMOTE
-from dragoman.engines.tts.voices import Voice, VoiceCatalog
+from dragoman.engines.tts.voices import REMOTE, Voice, VoiceCatalog
 from dragoman.engines.workers import CancelToken
 from dragoman.errors import InvalidValue
 from dragoman.logs import get_logger
@@ -62,7 +61,7 @@ class Speaker:
         factory: EngineFactory = create_tts_engine,
     ) -> None:
         self.settings = settings
-        self.catalog = VoiceCatalog(settings.backends, settings.voice)
+        self.catalog = VoiceCatalog(settings.backends, settings.voice, remote=bool(settings.base_url))
         self._cache_dir = Path(cache_dir)
         self._factory = factory
         self._engines: dict[str, TTSEngine] = {}

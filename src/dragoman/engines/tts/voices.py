@@ -9,6 +9,11 @@ Three kinds of names:
   the deeper ones to joe;
 - nothing at all: the configured default voice (`TTSSettings.voice`).
 
+With a remote TTS server (`tts.base_url`) any other name is that server's to judge: OpenAI's
+newer voices, Kokoro-FastAPI's or a custom voice are passed on as given (`remote=True`), in the
+language asked for, since the catalog cannot know what another server holds; a name the server
+does not know fails there, as a server error.
+
 A request for a language the chosen voice does not speak gets the best loaded voice of that
 language: the one that transcribed back best through Whisper (`BEST_VOICES`, measured by
 bench/tts_roundtrip.py), else a neural one, else espeak-ng's, the only voice for German.
@@ -33,6 +38,10 @@ PIPER = "piper"
 KOKORO = "kokoro"
 ESPEAK = "espeak-ng"
 BACKENDS: tuple[str, ...] = (HIBARI, PIPER, KOKORO, ESPEAK)
+#: The remote server's voices (`engines/tts/openai_speech.py`): a name the catalog passes on.
+REMOTE = "openai-speech"
+#: The longest remote-only voice name passed on (OpenAI's and Kokoro-FastAPI's are far shorter).
+REMOTE_NAME_MAX = 64
 
 #: The voice a session gets when it names none: hibari, which transcribed back with a
 #: lower WER than joe at a tenth of its compute (bench/tts_roundtrip.py).
@@ -149,7 +158,10 @@ def normalize_language(language: str | None) -> str | None:
 class VoiceCatalog:
     """The voices of the loaded backends, by the names clients use."""
 
-    def __init__(self, backends: Iterable[str] = BACKENDS, default: str = DEFAULT_VOICE) -> None:
+    def __init__(
+        self, backends: Iterable[str] = BACKENDS, default: str = DEFAULT_VOICE, *, remote: bool = False
+    ) -> None:
+        self.remote = remote
         enabled = set(backends)
         unknown = enabled - set(BACKENDS)
         if unknown:
@@ -186,10 +198,13 @@ class VoiceCatalog:
     def voice_for(self, name: str | None, language: str | None = None) -> Voice:
         """The voice to speak `language` (None: the voice's own) with, for the name a client gave.
 
-        Raises InvalidValue for a name that is no voice here, or a language no loaded voice speaks.
+        Raises InvalidValue for a name that is no voice here (with `remote`, one too long or
+        unprintable to pass on), or a language no loaded voice speaks.
         """
         if name:
             voice = self._voices.get(name) or self._aliases.get(name)
+            if voice is None and self.remote and len(name) <= REMOTE_NAME_MAX and name.isprintable():
+                return Voice(name, REMOTE, name, normalize_language(language) or self.default.language)
             if voice is None:
                 raise InvalidValue(
                     f"unknown voice {name[:40]!r}; known voices: {self._listing()}", param=VOICE_PARAM
