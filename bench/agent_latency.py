@@ -556,6 +556,25 @@ def ms(values: Sequence[float]) -> list[float]:
     return [1000 * v for v in values]
 
 
+def stage_headers(groups: Sequence[str]) -> list[str]:
+    headers = ["stage (ms after the end of speech)"]
+    for group in groups:
+        headers += [f"{group} p50", f"{group} p95"]
+    return headers
+
+
+def stage_table(groups: dict[str, list[Turn]]) -> str:
+    """Each stage's p50 and p95 (ms after the end of speech) in each group of turns."""
+    rows: list[list[object]] = []
+    for label, key in STAGES:
+        row: list[object] = [label]
+        for turns in groups.values():
+            values = ms([t.at.get(key, float("nan")) for t in turns])
+            row += [percentile(values, 50), percentile(values, 95)]
+        rows.append(row)
+    return table(stage_headers(list(groups)), rows)
+
+
 def report_latency(turns: list[Turn], model: str, services: str) -> None:
     names = [mode for mode, _ in MODES]
     by_mode = {mode: [t for t in turns if t.mode == mode] for mode in names}
@@ -568,17 +587,8 @@ def report_latency(turns: list[Turn], model: str, services: str) -> None:
         "is a moment, so a later stage includes the earlier ones. The LLM, clause and TTS "
         "moments are the server's `agent stages` log line (same machine, same clock).\n"
     )
-    headers = ["stage (ms after the end of speech)"]
-    for mode in names:
-        headers += [f"{mode} p50", f"{mode} p95"]
-    rows: list[list[object]] = []
-    for label, key in STAGES:
-        row: list[object] = [label]
-        for mode in names:
-            values = ms([t.at.get(key, float("nan")) for t in by_mode[mode]])
-            row += [percentile(values, 50), percentile(values, 95)]
-        rows.append(row)
-    print(table(headers, rows))
+    headers = stage_headers(names)
+    print(stage_table(by_mode))
     print("\nEach stage's own time (p50 / p95 of the per-question differences, ms):\n")
     rows = []
     for label, later, earlier in SPANS:
