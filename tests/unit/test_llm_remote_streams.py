@@ -23,7 +23,7 @@ from openai.types.responses import (
 from dragoman.config import LLMSettings
 from dragoman.engines.llm.base import ChatMessage, ChatRequest, LLMPiece, TextPiece, ToolCallPiece, ToolSpec
 from dragoman.engines.llm.chat_completions import ChatCompletionsEngine, ChunkReader
-from dragoman.engines.llm.remote import LLMServerUnavailable, PieceSender, safe_url
+from dragoman.engines.llm.remote import LLMServerError, LLMServerUnavailable, PieceSender, safe_url
 from dragoman.engines.llm.responses import EventReader
 from dragoman.engines.workers import CancelToken
 
@@ -58,11 +58,23 @@ def tool_delta(
     return {"tool_calls": [part]}
 
 
+def text_event(delta: str, number: int) -> ResponseTextDeltaEvent:
+    return ResponseTextDeltaEvent(
+        type="response.output_text.delta",
+        delta=delta,
+        item_id="m",
+        output_index=0,
+        content_index=0,
+        sequence_number=number,
+        logprobs=[],
+    )
+
+
 def read_chunks(
     chunks: list[ChatCompletionChunk], request: ChatRequest = REQUEST
 ) -> tuple[list[LLMPiece], Any]:
     pieces: list[LLMPiece] = []
-    finished = ChunkReader(CancelToken(), PieceSender(request, pieces.append)).read(iter(chunks))
+    finished = ChunkReader(CancelToken(), PieceSender(request, pieces.append), "here").read(iter(chunks))
     return pieces, finished
 
 
@@ -89,7 +101,8 @@ def test_streamed_tool_calls_are_assembled_and_passed_on_in_order() -> None:
 
 def test_calls_written_as_text_are_parsed_out_of_it() -> None:
     text = 'One moment.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
-    pieces, finished = read_chunks([chunk({"content": text[i : i + 5]}) for i in range(0, len(text), 5)])
+    parts = [chunk({"content": text[i : i + 5]}) for i in range(0, len(text), 5)]
+    pieces, finished = read_chunks([*parts, chunk({}, finish="stop")])
     assert "".join(p.text for p in pieces if isinstance(p, TextPiece)) == "One moment."
     [call] = [p.call for p in pieces if isinstance(p, ToolCallPiece)]
     assert call.name == "get_weather" and json.loads(call.arguments) == {"city": "Oslo"}
@@ -108,6 +121,35 @@ def test_bad_arguments_and_tool_choice_none() -> None:
     assert pieces == [TextPiece("Sure.")] and finished.reason == "length"
 
 
+@pytest.mark.parametrize("said", [[], ["Half an ans", "wer"]])
+def test_a_chat_stream_with_no_finish_reason_was_cut_short(said: list[str]) -> None:
+    # llama_cpp.server's answer to an interrupted request: content (or none), then [DONE].
+    chunks = [chunk({"role": "assistant", "content": ""}), *(chunk({"content": t}) for t in said)]
+    with pytest.raises(LLMServerError, match="no finish_reason"):
+        read_chunks(chunks)
+    # Unless this side gave it up as the server ended it: then it is the cancelled answer it was.
+    cancel = CancelToken()
+
+    def given_up() -> Any:
+        yield from chunks
+        cancel.cancel()
+
+    cut = ChunkReader(cancel, PieceSender(REQUEST, lambda piece: None), "here").read(given_up())
+    assert cut.reason == "cancelled"
+    # The same stream with its finish_reason and a usage chunk (`include_usage`) is an answer.
+    usage = {"prompt_tokens": 9, "completion_tokens": len(said), "total_tokens": 9 + len(said)}
+    pieces, finished = read_chunks([*chunks, chunk({}, finish="stop"), chunk({}, usage=usage)])
+    assert spoken_text(pieces) == "".join(said)
+    assert (finished.reason, finished.input_tokens, finished.output_tokens) == ("stop", 9, len(said))
+
+
+def test_a_responses_stream_with_no_end_event_was_cut_short() -> None:
+    delta = text_event("Half", 1)
+    reader = EventReader(CancelToken(), PieceSender(REQUEST, lambda piece: None), "http://x")
+    with pytest.raises(LLMServerError, match="ended its stream before the response"):
+        reader.read(iter([delta]))
+
+
 def test_cancel_stops_reading() -> None:
     cancel = CancelToken()
     pieces: list[LLMPiece] = []
@@ -117,7 +159,7 @@ def test_cancel_stops_reading() -> None:
         cancel.cancel()
 
     chunks = [chunk({"content": f"word{i} "}) for i in range(50)]
-    finished = ChunkReader(cancel, PieceSender(REQUEST, emit)).read(iter(chunks))
+    finished = ChunkReader(cancel, PieceSender(REQUEST, emit), "here").read(iter(chunks))
     assert finished.reason == "cancelled" and len(pieces) == 1
 
 
@@ -135,15 +177,7 @@ def test_responses_events() -> None:
         }
     )
     events = [
-        ResponseTextDeltaEvent(
-            type="response.output_text.delta",
-            delta="On it.",
-            item_id="m",
-            output_index=0,
-            content_index=0,
-            sequence_number=1,
-            logprobs=[],
-        ),
+        text_event("On it.", 1),
         ResponseOutputItemDoneEvent(
             type="response.output_item.done", item=call, output_index=1, sequence_number=2
         ),
@@ -231,7 +265,7 @@ def test_a_long_spoken_answer_from_a_server_ends_at_the_sentence_past_its_soft_l
         yield chunk({}, finish="length")
 
     pieces: list[LLMPiece] = []
-    finished = ChunkReader(CancelToken(), PieceSender(request, pieces.append)).read(stream())
+    finished = ChunkReader(CancelToken(), PieceSender(request, pieces.append), "here").read(stream())
     assert spoken_text(pieces) == "Paris is the capital of France."
     assert finished.reason == "stop"
     assert len(read) < len(chunks), "the rest of the stream is left unread"
@@ -249,18 +283,7 @@ def test_a_repetition_loop_from_a_server_is_cut_before_it_is_said() -> None:
 def test_a_responses_stream_ends_at_the_soft_length_too() -> None:
     request = ChatRequest(messages=(ChatMessage("user", "Tell me about Rome."),), answer_tokens=2)
     words = ["Rome", "is", "old.", "It", "has", "seven", "hills", "and", "a", "river"]
-    events = [
-        ResponseTextDeltaEvent(
-            type="response.output_text.delta",
-            delta=(" " if i else "") + w,
-            item_id="m",
-            output_index=0,
-            content_index=0,
-            sequence_number=i,
-            logprobs=[],
-        )
-        for i, w in enumerate(words)
-    ]
+    events = [text_event((" " if i else "") + w, i) for i, w in enumerate(words)]
     pieces: list[LLMPiece] = []
     finished = EventReader(CancelToken(), PieceSender(request, pieces.append), "http://x").read(iter(events))
     assert spoken_text(pieces) == "Rome is old."

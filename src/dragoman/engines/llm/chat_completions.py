@@ -6,7 +6,12 @@ the next one starts or the stream ends), or, from servers that do not parse thei
 model's tool-call format (llama.cpp's server with `tool_choice` "auto", vLLM
 without a tool parser), as markup in the text, which `MarkupFilter` cuts out and
 parses. Usage comes from the last chunk where the server sends it
-(`stream_options.include_usage`); servers that send none report 0 tokens.
+(`stream_options.include_usage`); servers that send none report 0 tokens (llama-cpp-python's
+server among them: its stream carries no usage, whatever is asked).
+
+A stream that ends, `[DONE]` and all, without a `finish_reason` was cut short: llama_cpp.server
+does that to the answer under way when another request comes (its `--interrupt_requests`). That
+is `LLMServerError`, not an answer that ends quietly where it stopped, or is empty.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Any
 from dragoman.config import LLMSettings
 from dragoman.engines.llm.base import ChatRequest, Finished, FinishReason
 from dragoman.engines.llm.openai_format import chat_messages, chat_tool_choice, chat_tools
-from dragoman.engines.llm.remote import PieceSender, RemoteEngine
+from dragoman.engines.llm.remote import LLMServerError, PieceSender, RemoteEngine
 from dragoman.engines.workers import CancelToken
 
 
@@ -49,15 +54,16 @@ class ChatCompletionsEngine(RemoteEngine):
         return self._remote.client.chat.completions.create(**arguments)
 
     def _read(self, request: ChatRequest, stream: Any, cancel: CancelToken, send: PieceSender) -> Finished:
-        return ChunkReader(cancel, send).read(stream)
+        return ChunkReader(cancel, send, self._remote.where).read(stream)
 
 
 class ChunkReader:
     """One streamed completion, read into pieces."""
 
-    def __init__(self, cancel: CancelToken, send: PieceSender) -> None:
+    def __init__(self, cancel: CancelToken, send: PieceSender, where: str) -> None:
         self._cancel = cancel
         self._send = send
+        self._where = where
         self._partials: dict[int, _PartialCall] = {}
 
     def read(self, response: Any) -> Finished:
@@ -78,6 +84,13 @@ class ChunkReader:
                     finish = choice.finish_reason
             if self._send.ended:
                 break
+        else:
+            if self._cancel.cancelled:  # the server may end a stream this side gave up first
+                return _finished("cancelled", usage)
+            if finish is None:
+                raise LLMServerError(
+                    f"the LLM server at {self._where} ended its stream with no finish_reason"
+                )
         self._send.end_of_text()
         for index in sorted(self._partials):
             self._send_call(self._partials[index])

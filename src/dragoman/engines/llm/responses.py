@@ -5,7 +5,8 @@ comes as `response.output_text.delta` events and goes through `MarkupFilter` lik
 the chat backend's (a server that leaves its model's markup in the text); function
 calls come as output items, passed on when `response.output_item.done` closes
 each. Requests are sent with `store=False`: the conversation lives in the agent,
-not on the server.
+not on the server. A stream that ends with neither `response.completed` nor
+`response.incomplete` was cut short: `LLMServerError`, as the chat backend's.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class EventReader:
     def read(self, events: Any) -> Finished:
         reason: FinishReason = "stop"
         usage: Any = None
+        ended = False
         for event in events:
             if self._cancel.cancelled:
                 return _finished("cancelled", usage)
@@ -66,11 +68,17 @@ class EventReader:
                 self._send.call(event.item.call_id, event.item.name, event.item.arguments or "")
             elif kind in ("response.completed", "response.incomplete"):
                 usage = event.response.usage
+                ended = True
                 details = getattr(event.response, "incomplete_details", None)
                 if kind == "response.incomplete" and getattr(details, "reason", "") == "max_output_tokens":
                     reason = "length"
             elif kind in ("response.failed", "error"):
                 raise LLMServerError(f"the LLM server at {self._where} failed the response")
+        else:
+            if self._cancel.cancelled:  # the server may end a stream this side gave up first
+                return _finished("cancelled", usage)
+            if not ended:  # cut short: no response.completed or .incomplete came
+                raise LLMServerError(f"the LLM server at {self._where} ended its stream before the response")
         self._send.end_of_text()
         if reason == "stop" and self._send.calls:
             reason = "tool_calls"
