@@ -178,10 +178,10 @@ def test_a_remote_server_speaks_every_voice_by_the_names_clients_use(
 def test_a_voice_only_the_remote_server_knows_reaches_it(factory: Factory, tmp_path: Path) -> None:
     remote = Speaker(TTSSettings(base_url="http://tts.internal:8000/v1"), tmp_path, factory=factory)
     spoken: list[bytes] = []
-    remote.synthesize("nova", "Hello.", 1.0, CancelToken(), spoken.append, 24_000)
+    remote.synthesize("bm_george", "Hello.", 1.0, CancelToken(), spoken.append, 24_000)
     remote.synthesize("af_bella", "Ciao.", 1.0, CancelToken(), spoken.append, 24_000, language="it")
     (engine,) = factory.engines.values()
-    assert [(r.voice, r.language) for r in engine.requests] == [("nova", "en"), ("af_bella", "it")]
+    assert [(r.voice, r.language) for r in engine.requests] == [("bm_george", "en"), ("af_bella", "it")]
     assert spoken
     with pytest.raises(InvalidValue):
-        Speaker(TTSSettings(), tmp_path, factory=Factory()).voice("nova")
+        Speaker(TTSSettings(), tmp_path, factory=Factory()).voice("bm_george")

@@ -79,7 +79,7 @@ def test_a_huge_unknown_name_is_not_echoed_whole() -> None:
     assert len(info.value.message) <= 500
 
 
-@pytest.mark.parametrize("name", ["nova", "fable", "af_bella", "af_bella(2)+af_sky(1)"])
+@pytest.mark.parametrize("name", ["af_bella", "bm_george", "my-cloned-voice", "af_bella(2)+af_sky(1)"])
 def test_a_remote_server_s_own_voice_is_passed_on_as_given(name: str) -> None:
     remote = VoiceCatalog(remote=True)
     assert remote.voice_for(name) == Voice(name, REMOTE, name, "en")

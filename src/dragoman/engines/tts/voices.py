@@ -10,7 +10,7 @@ Three kinds of names:
 - nothing at all: the configured default voice (`TTSSettings.voice`).
 
 With a remote TTS server (`tts.base_url`) any other name is that server's to judge: OpenAI's
-newer voices, Kokoro-FastAPI's or a custom voice are passed on as given (`remote=True`), in the
+other voices, Kokoro-FastAPI's or a custom voice are passed on as given (`remote=True`), in the
 language asked for, since the catalog cannot know what another server holds; a name the server
 does not know fails there, as a server error.
 
