@@ -4,7 +4,8 @@ its `POST /v1/audio/speech` (`--tts-base-url`), both on loopback.
 The front-end's own `/v1/audio/speech` (and with it every voice of its agent) comes from the
 node and is heard back by the front-end's Whisper as the text it was asked to say. When the node
 is gone, speech fails with a server error and an error id, while transcription, which needs no
-voice, goes on.
+voice, goes on. The front-end's catalog has hibari only: joe is a voice only the node knows, passed
+on by name, and a name neither knows is the node's to refuse.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import httpx
 import pytest
 from openai import OpenAI
 
-from dragoman.engines.tts.openai_speech import TTSServerUnavailable
+from dragoman.engines.tts.openai_speech import TTSServerError, TTSServerUnavailable
 from harness.realtime_helpers import wer
 from harness.server import Server, start, stop
 
@@ -32,8 +33,11 @@ def servers(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Iterat
     folder = tmp_path_factory.mktemp("remote-tts")
     node = start(["serve", "--cache-dir", str(cache_dir), "--services", "agent"], folder / "node.log", 900.0)
     try:
+        config = folder / "front.toml"
+        config.write_text('[tts]\nbackends = ["hibari"]\n')
         args = ["serve", "--cache-dir", str(cache_dir), "--services", "transcription", "agent"]
-        front = start([*args, "--tts-base-url", node.http + "/v1"], folder / "front.log", 900.0)
+        args += ["--config", str(config), "--tts-base-url", node.http + "/v1"]
+        front = start(args, folder / "front.log", 900.0)
     except BaseException:
         stop(node)
         raise
@@ -68,6 +72,9 @@ def test_the_front_end_speaks_through_the_node_until_it_is_gone(servers: tuple[S
         )
         assert wer([TEXT], [text]) <= 0.15, (voice, text)
     assert "POST /v1/audio/speech" in node.log_tail(200_000), "the node spoke"
+    unknown = speak(front, "af_bella")  # no voice of the front-end's or the node's
+    assert unknown.status_code == 500, unknown.text
+    assert unknown.json()["error"]["code"] == TTSServerError.code
 
     stop(node)
     down = speak(front)
