@@ -215,9 +215,16 @@ class AgentSettings(BaseModel):
         "You are a concise voice assistant. Your answers are spoken aloud: answer directly in one "
         "or two short, plain sentences, with no lists and no markdown."
     )
-    #: Added to the instructions of a response that may call tools, so that the user hears what is
-    #: about to happen before a fire-and-forget tool acts ("" leaves the instructions as they are).
-    tool_preamble: str = "Before you call a tool, say in a few words what you are about to do."
+    #: Added to the instructions of a response that may call tools ("" leaves them as they are).
+    #: Qwen2.5-Coder-1.5B, the `auto` brain on faster CPUs, otherwise tells the user how to call
+    #: a tool ("call the `get_weather` function with ...") instead of calling it. Measured with
+    #: the default instructions, 12 questions (6 for a tool, 6 not): 12/12 right with this text
+    #: for the 1.5B (11/12 for the 0.5B); 8/12 or 9/12 with wordings that also ask it to say what it
+    #: is about to do first ("Before you call a tool, say in a few words ...", the old default).
+    tool_preamble: str = (
+        "You have tools, and you call them yourself: when one answers the user's request, call it; "
+        "never describe a call to the user."
+    )
     #: Most characters of conversation shown to the LLM (the oldest items go first).
     context_chars: int = Field(default=12_000, ge=500)
     #: A response's token cap when the client sets none.
