@@ -74,7 +74,9 @@ async def test_a_spoken_turn_then_a_tool_call(server: Server, tmp_path: Path) ->
     result = await run_flow(server, "tool", tmp_path)
     (heard, *_) = user_transcripts(result)
     assert wer([reference(QUESTION)], [heard]) < 0.3, heard
-    assert len(result["toolCalls"]) >= 1 and "paris" in result["toolCalls"][0].lower()
+    # The SDK ran the tool for the city asked about (the 1.5B may first call it for another city
+    # of the conversation, as it did once for London).
+    assert any("paris" in city.lower() for city in result["toolCalls"]), result["toolCalls"]
     assert any(item["type"] == "function_call" for item in result["history"])
     said = answers(result)
     assert len(said) >= 2 and all(text.strip() for text in said), said
