@@ -79,7 +79,10 @@ async def test_a_spoken_turn_then_a_tool_call(server: Server, tmp_path: Path) ->
     assert any("paris" in city.lower() for city in result["toolCalls"]), result["toolCalls"]
     assert any(item["type"] == "function_call" for item in result["history"])
     said = answers(result)
-    assert len(said) >= 2 and all(text.strip() for text in said), said
+    # The answer after the tool speaks its result (the 1.5B may answer the first spoken turn with a
+    # tool call of its own rather than in words, so the answers are not counted).
+    assert said and all(text.strip() for text in said), said
+    assert "sunny" in said[-1].lower() or "21" in said[-1], said
 
 
 async def test_push_to_talk(server: Server, tmp_path: Path) -> None:
