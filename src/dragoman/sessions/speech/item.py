@@ -59,8 +59,11 @@ class Item:
     raw: str = ""
     #: `raw` minus its last unfixed_tokens tokens: the next step's forced prefix.
     raw_prefix: str = ""
-    #: The language the engine used, kept so that later steps don't detect it again.
+    #: The language the engine used (detected when the session leaves it open).
     language: str | None = None
+    #: Whether `language` was detected on enough speech to keep: later steps don't detect it
+    #: again (`ItemDecoder`, LANGUAGE_SETTLES_SECONDS).
+    language_settled: bool = False
     ledger: DeltaLedger = field(default_factory=DeltaLedger)
     #: Where the turn began on the session timeline (server VAD).
     start_ms: int = 0
