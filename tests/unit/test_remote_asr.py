@@ -19,7 +19,7 @@ from dragoman.engines.asr.openai_transcriptions import (
     wav_bytes,
     word_times,
 )
-from dragoman.engines.asr.word_agreement import WordTokenizer, agree, normalized, split_words
+from dragoman.engines.asr.word_agreement import WordTokenizer, agree, normalized, split_words, with_space
 from dragoman.engines.registry import create_asr_engine
 from dragoman.streaming.stable_prefix import stable_prefix
 
@@ -171,3 +171,108 @@ def test_a_long_prompt_is_cut_to_its_end_at_a_space() -> None:
     long = " ".join(f"word{i}" for i in range(1000))
     tail = prompt_tail(long)
     assert len(tail) <= PROMPT_CHARS and long.endswith(" " + tail) and tail.startswith("word")
+
+
+#: The steps of a 29 s LibriSpeech clip (1272-128104-0004) through a dragoman node, as the
+#: node answered them (its text has no leading space), and the words each step's window was
+#: sealed after (None: not sealed), captured from the e2e run that lost "a jingo poem".
+LONG_CLIP_STEPS: tuple[tuple[str, str | None], ...] = (
+    ("Lennel's pictures are", None),
+    ("Linels pictures are a sort of up guards and Adam", None),
+    ("Linille's pictures are a sort of up guards and atom paintings and mason's", None),
+    (
+        "Linnell's pictures are a sort of upgards and atom paintings, and Mason's exquisite Ittles' eras.",
+        " up guards",
+    ),
+    (
+        "Guards and Adam paintings, and Mason's exquisite ittles are as national as a jingo poem.",
+        " paintings,",
+    ),
+    ("and Mason's exquisite ittles are as national as a Jingle poem. Mr. Burke.", " are as"),
+    # The window starts at "national", and the node leaves out its first words.
+    ("a jingo poem. Mr.", None),
+    ("national as a jingo poem. Mr. Birk Foster's landscapes smile at one much in the same way that", None),
+    (
+        "national as a jingo poem. Mr. Birk Foster's landscapes smile at one much in the same way that"
+        " Mr. Carker is to flashes",
+        " smile",
+    ),
+    ("at one much in the same way that Mr. Carker used to flash his teeth.", None),
+    (
+        "at one much in the same way that Mr. Carker used to flash his teeth. And Mr. John Collier gives his city",
+        None,
+    ),
+    (
+        "at one much in the same way that Mr. Carker used to flash his teeth. And Mr. John Collier gives his"
+        " sitter a cheerful slap on the back.",
+        " teeth.",
+    ),
+    ("And Mr. John Collier gives his sitter a cheerful slap in the back before he says like us.", " gives"),
+    ("his sitter a cheerful slap in the back before he says like a shampooer in a turkish bath.", None),
+)
+LONG_CLIP_FINAL = (
+    "his sitter a cheerful slap in the back before he says like a shampooer and a turkish bath. Next man."
+)
+
+
+def test_a_long_items_deltas_are_the_head_of_its_transcript_across_windows() -> None:
+    """The session's text path (`sessions/speech/decoder.py`: 2 unfixed chunks, 5 unfixed words)
+    over the node's real answers: what was firm is sent, windows are sealed where they were, and
+    every delta extends the final transcript, with no word the node heard dropped on the way.
+    Before: the window after "are as" began "national" glued to it ("asnational"), and the step
+    that did not hear "national as" again skipped "a jingo" in its place, so the deltas said
+    "as national as Mr. Birk" and the transcript "asnational as a jingo poem. Mr. Birk"."""
+    from dragoman.sessions.speech.item import Item
+    from dragoman.streaming.sealing import Seal
+
+    tokenizer, item = WordTokenizer(), Item(previous_item_id=None)
+    for text, sealed_after in LONG_CLIP_STEPS:
+        prefix = item.raw_prefix if item.steps >= 2 else ""
+        item.raw = agree(prefix, with_space(text), by_letters=True).text
+        item.steps += 1
+        item.raw_prefix = stable_prefix(item.raw, tokenizer, 5)
+        if sealed_after is not None:
+            chars = item.raw.index(sealed_after) + len(sealed_after)
+            assert chars <= min(len(prefix), len(item.raw_prefix)), (
+                "only text forced and still stable is sealed"
+            )
+            item.seal(Seal(chars, 0))
+        item.ledger.advance(item.firm(forced=item.steps >= 2))
+    item.raw = agree(item.raw_prefix, with_space(LONG_CLIP_FINAL), by_letters=True).text
+    transcript = item.transcript()
+    item.ledger.advance(transcript)
+    assert item.ledger.revisions == 0 and item.ledger.sent == transcript, (item.ledger.sent, transcript)
+    assert (
+        "up guards and atom paintings, and Mason's exquisite ittles are as national as a jingo poem. Mr. Birk"
+        in (transcript)
+    )
+    assert transcript.endswith("like a shampooer and a turkish bath. Next man.")
+
+
+def test_prefix_words_the_hypothesis_left_out_skip_none_of_its_words() -> None:
+    # The window starts at "national", which the server did not hear: "a jingo" is what follows.
+    assert (
+        agree(" national as", " a jingo poem. Mr.", by_letters=True).text == " national as a jingo poem. Mr."
+    )
+    # Heard otherwise ("up guards" as "upgards"): the word in their place is skipped, not the next.
+    prefix, hypothesis = (
+        "Linels pictures are a sort of up guards",
+        " Linnell's pictures are a sort of upgards and atom",
+    )
+    assert agree(prefix, hypothesis, by_letters=True).text == prefix + " and atom"
+    assert (
+        agree("And so my fellow", " So, my fellows Americans", by_letters=True).text
+        == "And so my fellow Americans"
+    )
+    # A continuation that repeats none of the prefix gets the space the server's text lacks.
+    assert agree("Hello", "there", by_letters=True).text == "Hello there"
+    assert agree("我们", "今天", by_letters=True).text == "我们今天"
+    assert (
+        with_space("national as") == " national as" and with_space("我们") == "我们" and with_space("") == ""
+    )
+
+
+def test_a_retranslation_stands_for_unmatched_prefix_words_one_for_one() -> None:
+    # MT (`engines/mt/chat_translation.py`): a new draft may say the accepted words otherwise.
+    assert agree("Guten Morgen", "Hallo zusammen, wie geht es").text == "Guten Morgen wie geht es"
+    assert agree(" national as", " a jingo poem.").text == " national as poem."

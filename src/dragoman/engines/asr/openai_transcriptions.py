@@ -36,7 +36,13 @@ from dragoman.engines.asr.base import (
     StepResult,
     WordStart,
 )
-from dragoman.engines.asr.word_agreement import WordTokenizer, agree, normalized, split_words
+from dragoman.engines.asr.word_agreement import (
+    WordTokenizer,
+    agree,
+    normalized,
+    split_words,
+    with_space,
+)
 from dragoman.engines.info import EngineInfo
 from dragoman.engines.remote_http import RemoteServer
 from dragoman.errors import ClientError, EngineFailure, InvalidValue
@@ -127,10 +133,12 @@ class OpenAITranscriptions(ASREngine):
         body = self._post(fields, files)
         if isinstance(body, ClientError):
             return body
-        hypothesis = body.get("text")
-        if not isinstance(hypothesis, str):
+        text = body.get("text")
+        if not isinstance(text, str):
             raise self.server.fault("a text")
-        agreement = agree(request.prefix, hypothesis)
+        # Spaced as a local Whisper's text is: the window's text follows the sealed text.
+        hypothesis = with_space(text)
+        agreement = agree(request.prefix, hypothesis, by_letters=True)
         if agreement.disagreed:
             log.debug(
                 "remote hypothesis disagreed with the prefix", words=agreement.disagreed, **request.tags
