@@ -5,7 +5,8 @@ Real recordings are streamed through the front-end's Realtime transcription sess
 openai SDK, every event validated against the SDK's types: each re-decode step becomes one
 request to the node, the stable prefix is kept on the front-end's side, and the transcript is
 held to the reference and to the node's own (local) transcript of the same audio. The front's
-/health lists the node as reachable. When the node is gone, a turn fails with a server error that
+/health lists the node as reachable. A step whose language is detected among candidates (the
+interpreter's auto) gets one of them from the node, though OpenAI's request cannot name them. When the node is gone, a turn fails with a server error that
 carries an error id, the session goes on, and /health answers 503 `degraded`.
 """
 
@@ -22,7 +23,9 @@ import httpx
 import pytest
 from openai import AsyncOpenAI
 
-from dragoman.engines.asr.openai_transcriptions import BACKEND
+from dragoman.config import load_settings
+from dragoman.engines.asr.base import StepRequest, StepResult
+from dragoman.engines.asr.openai_transcriptions import BACKEND, OpenAITranscriptions
 from harness.realtime_helpers import Transcript, load_audio, read_until, reference, stream, wer
 from harness.server import Server, start, stop
 from tests.unit.polling import wait_for
@@ -32,6 +35,8 @@ pytestmark = pytest.mark.e2e
 #: 13 s, one window; 29 s, sealed into windows of at most 10 s (each sealed from word timings
 #: the node gives in verbose_json).
 CLIPS = ("asr/en/en_ls-devclean_1272-141231-0002.flac", "asr/en/en_ls-devclean_1272-128104-0004_8kHz.wav")
+#: English that the node's Whisper base detects as another language (Chinese).
+DETECTED_OTHERWISE = "st/en_covost2_st_to_de.flac"
 PUSH_TO_TALK: dict[str, Any] = {"type": "transcription", "audio": {"input": {"turn_detection": None}}}
 
 
@@ -122,6 +127,40 @@ async def test_the_front_end_transcribes_through_the_node(servers: tuple[Server,
         assert remote_wer <= max(0.25, local_wer + 0.1), (file, item["transcript"], mine["transcript"])
         # The node served the front-end's steps, one request each (partials and the final).
         assert steps >= 3, steps
+
+
+def test_the_language_is_detected_among_the_candidates(servers: tuple[Server, Server]) -> None:
+    """The interpreter's auto (`StepRequest.detect_among`) through the node: its Whisper base hears
+    this 2 s English clip ("She'll be all right.") as Chinese, and OpenAI's request cannot name
+    candidates, so the step is asked again in each of them and the likeliest is taken."""
+    node, _ = servers
+    audio = load_audio(DETECTED_OTHERWISE, 16_000)
+    settings = load_settings(None, **{"asr.base_url": node.http + "/v1", "asr.timeout_s": 180}).asr
+    engine = OpenAITranscriptions(settings)
+
+    def step(**fields: Any) -> tuple[StepResult, int]:
+        before = node.log_tail(2_000_000).count("POST /v1/audio/transcriptions")
+        result = engine.transcribe(StepRequest(audio, **fields))
+        assert isinstance(result, StepResult), result
+        return result, node.log_tail(2_000_000).count("POST /v1/audio/transcriptions") - before
+
+    try:
+        anything, requests = step()
+        assert anything.language not in (None, "en") and requests == 1, (
+            "the clip no longer shows a detection outside the candidates",
+            anything,
+        )
+        among, requests = step(detect_among=("de", "en"))
+        assert among.language == "en" and "right" in among.text.lower(), among
+        assert requests == 3, "the detection, then once in each candidate"
+        # One candidate: no detection, the step is asked in it at once.
+        only, requests = step(detect_among=("de",))
+        assert only.language == "de" and requests == 1, only
+        # A detection among the candidates stands as it is.
+        kept, requests = step(detect_among=("en", anything.language))
+        assert kept.language == anything.language and requests == 1, kept
+    finally:
+        engine.close()
 
 
 async def test_a_turn_fails_with_an_error_id_when_the_node_is_gone(servers: tuple[Server, Server]) -> None:

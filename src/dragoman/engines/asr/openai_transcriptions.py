@@ -7,7 +7,9 @@ is one request carrying the step's window as a 16 kHz WAV, with `response_format
 verbose_json` for the language, the scores and (when the step asks) the word timings. The
 server cannot be made to start its text with the stable prefix, so the prefix is kept on this
 side (`word_agreement.agree`); the text before the window (`StepRequest.prompt`: the sealed
-text and the client's prompt) goes as the request's `prompt`.
+text and the client's prompt) goes as the request's `prompt`. A language to be detected among
+candidates (`StepRequest.detect_among`), which the request cannot name, is kept among them by
+asking again in each (`OpenAITranscriptions._among`).
 
 Every request is a call of its own (`batch_key`), and calls run at once up to `max_concurrent`
 (the worker's lanes): batching is the inference server's business. Failures
@@ -125,6 +127,8 @@ class OpenAITranscriptions(ASREngine):
         }
         if request.language:
             fields["language"] = request.language
+        elif len(request.detect_among) == 1:
+            fields["language"] = request.detect_among[0]  # nothing to detect
         if request.prompt:
             fields["prompt"] = prompt_tail(request.prompt)
         if request.word_times:
@@ -133,6 +137,8 @@ class OpenAITranscriptions(ASREngine):
         body = self._post(fields, files)
         if isinstance(body, ClientError):
             return body
+        if "language" not in fields and request.detect_among:
+            body = self._among(body, request.detect_among, fields, files)
         text = body.get("text")
         if not isinstance(text, str):
             raise self.server.fault("a text")
@@ -156,6 +162,34 @@ class OpenAITranscriptions(ASREngine):
             avg_logprob=_mean(s.get("avg_logprob") for s in segments),
             no_speech_prob=_mean(s.get("no_speech_prob") for s in segments),
         )
+
+    def _among(
+        self, body: dict[str, Any], among: Sequence[str], fields: dict[str, Any], files: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The answer in the likeliest language of `among`, the speech's possible languages.
+
+        OpenAI's request takes one `language` and verbose_json names one, with no ranking to
+        pick the next from (the local engine takes the likeliest of Whisper's ranking that is
+        among them: `whisper_ct2.likeliest`). When the server detects another language, the
+        step is asked again in each of `among`, and the transcript the model is surest of (the
+        segments' mean `avg_logprob`) is taken: Whisper base hears a 2 s English clip as
+        Chinese, but scores it -0.68 forced to English against -1.08 to French and -1.71 to
+        German. It costs an item's first step once each (later steps keep the language); a
+        server that reports no scores keeps its own detection.
+        """
+        detected = self._language(body.get("language"))
+        if detected is None or detected in among or not str(body.get("text", "")).strip():
+            return body
+        best, best_score = body, None
+        for language in among:
+            answer = self._post({**fields, "language": language}, files)
+            score = None if isinstance(answer, ClientError) else _score(answer)
+            if isinstance(answer, dict) and score is not None and (best_score is None or score > best_score):
+                best, best_score = answer, score
+        log.debug(
+            "remote language detected outside the candidates", detected=detected, chosen=best.get("language")
+        )
+        return best
 
     def _post(self, fields: dict[str, Any], files: dict[str, Any]) -> dict[str, Any] | ClientError:
         response = self.server.post("audio/transcriptions", data=fields, files=files)
@@ -225,6 +259,11 @@ def _ordered(words: Any) -> tuple[WordStart, ...]:
         if not out or (word.chars > out[-1].chars and word.seconds >= out[-1].seconds):
             out.append(word)
     return tuple(out)
+
+
+def _score(body: dict[str, Any]) -> float | None:
+    """How sure the model is of an answer's transcript: its segments' mean avg_logprob."""
+    return _mean(s.get("avg_logprob") for s in body.get("segments") or [] if isinstance(s, dict))
 
 
 def _mean(values: Any) -> float | None:
