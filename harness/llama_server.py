@@ -8,14 +8,13 @@ moves its LLM onto other machines.
 
 from __future__ import annotations
 
-import socket
-import subprocess
+import functools
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from harness.subprocess_server import answers, free_port, serving
 
 #: Loading the model and the first request take seconds; a busy 2-core machine makes it minutes.
 START_TIMEOUT_S = 300.0
@@ -29,12 +28,6 @@ _SERVE = (
 )
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @contextmanager
 def llama_server(model: Path, log_path: Path, threads: int = 2, interrupt: bool = True) -> Iterator[str]:
     """Serve `model` until the block ends; yields the server's `/v1` base URL. With `interrupt`
@@ -44,30 +37,7 @@ def llama_server(model: Path, log_path: Path, threads: int = 2, interrupt: bool 
     command = [sys.executable, "-c", _SERVE, "--model", str(model)]
     command += ["--host", "127.0.0.1", "--port", str(port), "--n_threads", str(threads), "--n_ctx", "4096"]
     command += ["--interrupt_requests", str(interrupt)]
-    with log_path.open("wb") as log:
-        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if server.poll() is not None:
-                raise RuntimeError(
-                    f"llama_cpp.server exited with {server.returncode}:\n{log_path.read_text()[-3000:]}"
-                )
-            try:
-                with urllib.request.urlopen(f"{url}/models", timeout=5) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"llama_cpp.server did not start:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.5)
+    ready = functools.partial(answers, f"{url}/models", timeout=5)
+    with serving("llama_cpp.server", command, log_path, ready, START_TIMEOUT_S, grace=30, interval=0.5):
         yield url
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()

@@ -10,15 +10,13 @@ differ from the project's (websockets 15, for one).
 
 from __future__ import annotations
 
+import functools
 import os
-import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from harness.llama_server import free_port
+from harness.subprocess_server import answers, free_port, serving
 
 #: Where `make litellm` installs the proxy (the Makefile exports this path).
 DEFAULT_LITELLM = Path.home() / ".cache" / "dragoman-tools" / "litellm-1.108.7" / "bin" / "litellm"
@@ -45,29 +43,9 @@ def litellm_proxy(binary: Path, upstream: str, model: str, workdir: Path) -> Ite
         f"      api_base: {upstream}\n"
         "      api_key: unused\n"
     )
-    log_path = workdir / "litellm.log"
     command = [str(binary), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
     env = {**os.environ, "LITELLM_MASTER_KEY": MASTER_KEY, "LITELLM_TELEMETRY": "False"}
-    with log_path.open("wb") as log:
-        proxy = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if proxy.poll() is not None:
-                raise RuntimeError(f"litellm exited with {proxy.returncode}:\n{log_path.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health/liveliness", timeout=5):
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"litellm did not start:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.5)
+    ready = functools.partial(answers, f"http://127.0.0.1:{port}/health/liveliness", timeout=5)
+    log = workdir / "litellm.log"
+    with serving("litellm", command, log, ready, START_TIMEOUT_S, grace=30, interval=0.5, env=env):
         yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        proxy.terminate()
-        try:
-            proxy.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proxy.kill()
-            proxy.wait()

@@ -5,10 +5,10 @@ WebRTC call's `DELETE` and sideband (`?call_id=`) sent to the replica its id nam
 
 from __future__ import annotations
 
+import functools
 import shutil
 import signal
 import subprocess
-import time
 import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.redis_server import free_port
+from harness.subprocess_server import answers, free_port, serving, wait_ready
 
 CONFIG = """
 daemon off;
@@ -97,11 +97,15 @@ class Balancer:
         self.generation += 1
         (self.folder / "nginx.conf").write_text(config(self.folder, self.port, replicas, self.generation))
         self.process.send_signal(signal.SIGHUP)
-        deadline = time.monotonic() + 20
-        while self._generation() != str(self.generation):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"nginx did not reload: {error_log(self.folder)}")
-            time.sleep(0.05)
+        wait_ready(
+            "nginx",
+            self.process,
+            lambda: self._generation() == str(self.generation),
+            20,
+            logs(self.folder),
+            interval=0.05,
+            becoming="reload",
+        )
 
     def _generation(self) -> str:
         try:
@@ -111,9 +115,9 @@ class Balancer:
             return ""
 
 
-def error_log(folder: Path) -> str:
-    log = folder / "error.log"
-    return log.read_text(errors="replace")[-2000:] if log.exists() else ""
+def logs(folder: Path) -> list[Path]:
+    """What nginx says before it reads its config (its output), and after (its error log)."""
+    return [folder / "nginx.out", folder / "error.log"]
 
 
 @contextmanager
@@ -128,26 +132,9 @@ def nginx(folder: Path, replicas: Mapping[str, int]) -> Iterator[Balancer]:
     port = free_port()
     written = folder / "nginx.conf"
     written.write_text(config(folder, port, replicas))
-    with (folder / "nginx.out").open("wb") as out:
-        process = subprocess.Popen(
-            [binary, "-c", str(written), "-p", str(folder)], stdout=out, stderr=subprocess.STDOUT
-        )
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=2):
-                    break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"nginx did not start: {error_log(folder)}") from None
-                time.sleep(0.1)
+    argv = [binary, "-c", str(written), "-p", str(folder)]
+    [out, error_log] = logs(folder)
+    ready = functools.partial(answers, url + "/health")
+    with serving("nginx", argv, out, ready, 20, grace=10, interval=0.1, logs=[error_log]) as process:
         yield Balancer(url, folder, port, process)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()

@@ -5,19 +5,24 @@ from __future__ import annotations
 
 import shutil
 import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from harness.subprocess_server import free_port as free_port
+from harness.subprocess_server import serving
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+
+def pong(port: int) -> bool:
+    """Whether a redis on `port` answers PING."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
 
 
 @contextmanager
@@ -28,28 +33,6 @@ def redis_server(folder: Path) -> Iterator[str]:
         pytest.skip("redis-server is not installed (`make redis` installs Debian's): shared keys untested")
     port = free_port()
     argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    with (folder / "redis.log").open("wb") as log:
-        process = subprocess.Popen(argv, cwd=folder, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
-                    sock.sendall(b"PING\r\n")
-                    if sock.recv(16).startswith(b"+PONG"):
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"redis-server did not start: {(folder / 'redis.log').read_text()[-2000:]}"
-                )
-            time.sleep(0.1)
+    log = folder / "redis.log"
+    with serving("redis-server", argv, log, lambda: pong(port), 20, grace=10, interval=0.1, cwd=folder):
         yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
