@@ -16,12 +16,13 @@ validated against the openai SDK's types.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import signal
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -280,21 +281,60 @@ async def open_speaker(deployed: Fleet) -> Speaker:
     return Speaker(ws, replica)
 
 
+@dataclass
+class Crowd:
+    """Four speakers through nginx, two on each replica, all mid-speech."""
+
+    speakers: list[Speaker]
+    stop: asyncio.Event
+    speaking: list[asyncio.Task[None]]
+
+    def on(self, replica: str) -> list[Speaker]:
+        return [s for s in self.speakers if s.replica == replica]
+
+    async def check_they_go_on(self, survivors: list[Speaker], gone_at: float) -> None:
+        """Each of `survivors` commits after `gone_at`; then all stop speaking, and every item a
+        survivor committed has its transcript, with no error."""
+        for speaker in survivors:
+            await speaker.wait(lambda s: any(t > gone_at for t in s.committed_at.values()))
+        self.stop.set()
+        await asyncio.gather(*self.speaking)
+        for speaker in survivors:
+            await speaker.wait(lambda s: len(s.completed) == len(s.committed) == len(s.sent))
+            speaker.check_transcripts()
+            assert not [e for e in speaker.events if e["type"] == "error"], speaker.events
+
+
+@contextlib.asynccontextmanager
+async def crowd(deployed: Fleet, clips_on_a: int | None = None) -> AsyncIterator[Crowd]:
+    """Four speakers through nginx, two on each replica (round robin), each past a second of its
+    first clip; replica a's say `clips_on_a` clips (all, by default, talk on until stopped).
+    All are closed when the block ends."""
+    speakers = [await open_speaker(deployed) for _ in range(4)]
+    assert sorted(s.replica for s in speakers) == ["a", "a", "b", "b"], "round robin"
+    stop = asyncio.Event()
+    listening = [asyncio.create_task(s.listen()) for s in speakers]
+    speaking = [
+        asyncio.create_task(s.speak(stop, clips_on_a if s.replica == "a" else None)) for s in speakers
+    ]
+    try:
+        await asyncio.wait_for(asyncio.gather(*(s.speaking.wait() for s in speakers)), 60)
+        yield Crowd(speakers, stop, speaking)
+    finally:
+        stop.set()
+        for speaker in speakers:
+            await speaker.ws.close()
+        await asyncio.gather(*listening, *speaking, return_exceptions=True)
+
+
 async def test_a_front_end_stopped_under_load_loses_no_committed_item_and_spares_the_other(
     deployed: Fleet,
 ) -> None:
     stopped, kept = deployed.fronts["a"], deployed.fronts["b"]
-    speakers = [await open_speaker(deployed) for _ in range(4)]
-    assert sorted(s.replica for s in speakers) == ["a", "a", "b", "b"], "round robin"
-    draining = [s for s in speakers if s.replica == "a"]
-    survivors = [s for s in speakers if s.replica == "b"]
-    stop = asyncio.Event()
-    listening = [asyncio.create_task(s.listen()) for s in speakers]
     # Replica a's clients say two clips, the first begun before the SIGTERM and both committed
     # during the drain, then stay connected: the drain runs to its deadline. Replica b's talk on.
-    speaking = [asyncio.create_task(s.speak(stop, 2 if s.replica == "a" else None)) for s in speakers]
-    try:
-        await asyncio.wait_for(asyncio.gather(*(s.speaking.wait() for s in speakers)), 60)
+    async with crowd(deployed, clips_on_a=2) as speakers:
+        draining, survivors = speakers.on("a"), speakers.on("b")
         term_at = time.monotonic()
         stopped.process.send_signal(signal.SIGTERM)
         exited = await asyncio.to_thread(stopped.process.wait, DRAIN_S + 60)
@@ -316,25 +356,13 @@ async def test_a_front_end_stopped_under_load_loses_no_committed_item_and_spares
         # The other replica's sessions never noticed: each goes on to commit and transcribe.
         assert all(s.close_code is None and s.closed_at is None for s in survivors)
         assert sessions(kept, "transcription") == 2
-        for speaker in survivors:
-            await speaker.wait(lambda s: any(t > gone_at for t in s.committed_at.values()))
-        stop.set()
-        await asyncio.gather(*speaking)
-        for speaker in survivors:
-            await speaker.wait(lambda s: len(s.completed) == len(s.committed) == len(s.sent))
-            speaker.check_transcripts()
-            assert not [e for e in speaker.events if e["type"] == "error"], speaker.events
+        await speakers.check_they_go_on(survivors, gone_at)
 
         # New sessions land on the replica that is left.
         newcomer = await connect(deployed.url)
         assert sessions(kept, "transcription") == 3
         assert wer([reference(CLIPS[0])], [await transcribe(newcomer)]) < 0.3
         await newcomer.close()
-    finally:
-        stop.set()
-        for speaker in speakers:
-            await speaker.ws.close()
-        await asyncio.gather(*listening, *speaking, return_exceptions=True)
 
 
 async def test_a_front_end_killed_outright_drops_only_its_own_sessions(deployed: Fleet) -> None:
@@ -343,15 +371,8 @@ async def test_a_front_end_killed_outright_drops_only_its_own_sessions(deployed:
     rather than hang; the other replica's sessions go on as if nothing happened."""
     assert deployed.fronts["a"].process.poll() is not None, "replica a was stopped above"
     replacement = await asyncio.to_thread(deployed.replace, "a")
-    speakers = [await open_speaker(deployed) for _ in range(4)]
-    assert sorted(s.replica for s in speakers) == ["a", "a", "b", "b"], "round robin"
-    killed = [s for s in speakers if s.replica == "a"]
-    survivors = [s for s in speakers if s.replica == "b"]
-    stop = asyncio.Event()
-    listening = [asyncio.create_task(s.listen()) for s in speakers]
-    speaking = [asyncio.create_task(s.speak(stop)) for s in speakers]
-    try:
-        await asyncio.wait_for(asyncio.gather(*(s.speaking.wait() for s in speakers)), 60)
+    async with crowd(deployed) as speakers:
+        killed, survivors = speakers.on("a"), speakers.on("b")
         replacement.process.kill()
         await asyncio.to_thread(replacement.process.wait, 30)
         gone_at = time.monotonic()
@@ -362,16 +383,4 @@ async def test_a_front_end_killed_outright_drops_only_its_own_sessions(deployed:
             assert not [e for e in speaker.events if e["type"] == "error"], speaker.events
 
         assert all(s.closed_at is None for s in survivors)
-        for speaker in survivors:
-            await speaker.wait(lambda s: any(t > gone_at for t in s.committed_at.values()))
-        stop.set()
-        await asyncio.gather(*speaking)
-        for speaker in survivors:
-            await speaker.wait(lambda s: len(s.completed) == len(s.committed) == len(s.sent))
-            speaker.check_transcripts()
-            assert not [e for e in speaker.events if e["type"] == "error"], speaker.events
-    finally:
-        stop.set()
-        for speaker in speakers:
-            await speaker.ws.close()
-        await asyncio.gather(*listening, *speaking, return_exceptions=True)
+        await speakers.check_they_go_on(survivors, gone_at)

@@ -12,7 +12,6 @@ gone, a draft fails with an error id and /health answers 503 `degraded`.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -20,25 +19,18 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import sacrebleu
-from websockets.sync.client import ClientConnection, connect
+from websockets.sync.client import ClientConnection
 
 from dragoman.engines.mt.chat_translation import BACKEND
 from dragoman.weights import resolve
 from harness.llama_server import llama_server
 from harness.server import Server, start, stop
 from tests.e2e.mt_fixtures import flores
-from tests.unit.polling import wait_for
+from tests.e2e.remote_mt import MIN_CHRF, SENTENCES, check_draft_fails, check_remote_health, mt_session
 
 pytestmark = pytest.mark.e2e
-
-#: Short FLORES devtest lines (those test_mt_e2e uses).
-SENTENCES = [7, 40, 60]
-#: test_mt_e2e's floor for the same 0.5B through AlignAtt and the WhisperLiveKit client (it
-#: scores 26.5 there; the English copied through unchanged scores 14.7).
-MIN_CHRF = 20.0
 
 
 @dataclass
@@ -62,13 +54,7 @@ def remote(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Iterato
 
 
 def test_health_names_the_remote_backend_and_its_reachability(remote: Remote) -> None:
-    answer = httpx.get(remote.server.http + "/health", timeout=30)
-    body = answer.json()
-    assert answer.status_code == 200, body
-    [mt] = [engine for engine in body["engines"] if engine["role"] == "mt"]
-    assert mt["backend"] == BACKEND and mt["device"] == "remote", mt
-    [probe] = body["remotes"]
-    assert probe["role"] == "mt" and probe["reachable"], probe
+    check_remote_health(remote.server, BACKEND)
 
 
 def translate(
@@ -96,10 +82,7 @@ def translate(
 def test_mt_protocol_v1_through_the_remote_server(remote: Remote) -> None:
     pairs = flores(SENTENCES)
     finals, early = [], 0
-    with connect(remote.server.ws + "/v1/mt") as ws:
-        ws.send(json.dumps({"type": "init", "protocol_version": 1, "source_lang": "en", "target_lang": "de"}))
-        ok = json.loads(ws.recv(timeout=60))
-        assert ok["type"] == "init_ok" and ok["direction"] == "en-de", ok
+    with mt_session(remote.server.ws + "/v1/mt") as ws:
         seq = 0
         for utterance, (english, _) in enumerate(pairs):
             replies, seq = translate(ws, utterance, english, seq, start_ms=60_000.0 * utterance)
@@ -121,19 +104,4 @@ def test_mt_protocol_v1_through_the_remote_server(remote: Remote) -> None:
 
 def test_with_the_llm_server_gone_a_draft_fails_with_an_error_id(remote: Remote) -> None:
     remote.stop_llm()
-    with connect(remote.server.ws + "/v1/mt") as ws:
-        ws.send(json.dumps({"type": "init", "protocol_version": 1, "source_lang": "en", "target_lang": "de"}))
-        assert json.loads(ws.recv(timeout=60))["type"] == "init_ok"
-        words = [["Good", 0.0, 300.0], ["morning.", 400.0, 700.0]]
-        final = {"type": "update", "seq": 1, "utterance_id": 0, "words": words, "is_final": True}
-        ws.send(json.dumps(final | {"clock_ms": 1000.0}))
-        error = json.loads(ws.recv(timeout=120))
-    assert error["type"] == "error" and "error id err_" in error["message"], error
-    assert "127.0.0.1" not in error["message"], "no server address reaches the client"
-    # The id the client got finds the cause in the server's log.
-    error_id = re.findall(r"err_[0-9a-f]+", error["message"])[0]
-    logged = [line for line in remote.server.log_tail(200_000).splitlines() if error_id in line]
-    assert logged and "mt_server_unavailable" in logged[0], logged
-    wait_for(lambda: httpx.get(remote.server.http + "/health", timeout=10).status_code == 503, 15.0)
-    body = httpx.get(remote.server.http + "/health", timeout=10).json()
-    assert body["status"] == "degraded" and not body["remotes"][0]["reachable"], body
+    check_draft_fails(remote.server, "mt_server_unavailable", log_chars=200_000)

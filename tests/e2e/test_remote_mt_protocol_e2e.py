@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import statistics
 import time
 from collections.abc import Iterator
@@ -30,25 +29,20 @@ import httpx
 import numpy as np
 import pytest
 import sacrebleu
-from websockets.sync.client import ClientConnection, connect
+from websockets.sync.client import ClientConnection
 
 from dragoman.engines.mt.mt_protocol_remote import BACKEND
 from harness.realtime_helpers import load_audio, wer
 from harness.server import Server, start, stop
 from tests.e2e.mt_fixtures import flores
+from tests.e2e.remote_mt import MIN_CHRF, SENTENCES, check_draft_fails, check_remote_health, mt_session
 from tests.e2e.test_translation_e2e import RATE, Heard, client, clip, read, stream, text_mt
-from tests.unit.polling import wait_for
 
 pytestmark = pytest.mark.e2e
 
-#: Short FLORES devtest lines (those test_mt_e2e uses).
-SENTENCES = [7, 40, 60]
-#: test_mt_e2e's floor for the 0.5B against the FLORES German (the English copied scores 14.7).
-MIN_CHRF = 20.0
 #: The front's finals against the node's own: the same model, policy and updates; greedy
 #: decoding, so the text is the node's (chrF 100) unless a cache makes a float differ.
 MIN_CHRF_TO_NODE = 90.0
-INIT = {"type": "init", "protocol_version": 1, "source_lang": "en", "target_lang": "de"}
 
 
 @dataclass
@@ -75,13 +69,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Iterator
 
 
 def test_health_names_the_nodes_and_their_reachability(fleet: Fleet) -> None:
-    answer = httpx.get(fleet.front.http + "/health", timeout=30)
-    body = answer.json()
-    assert answer.status_code == 200, body
-    [mt] = [engine for engine in body["engines"] if engine["role"] == "mt"]
-    assert mt["backend"] == BACKEND and mt["device"] == "remote", mt
-    [probe] = body["remotes"]
-    assert probe["role"] == "mt" and probe["reachable"], probe
+    check_remote_health(fleet.front, BACKEND)
 
 
 def feed(
@@ -109,10 +97,7 @@ def feed(
 
 
 def session(url: str, pairs: list[tuple[str, str]]) -> list[tuple[dict[str, Any], float]]:
-    with connect(url) as ws:
-        ws.send(json.dumps(INIT))
-        ok = json.loads(ws.recv(timeout=60))
-        assert ok["type"] == "init_ok" and ok["direction"] == "en-de", ok
+    with mt_session(url) as ws:
         seq, out = 0, []
         for utterance, (english, _) in enumerate(pairs):
             replies, seq = feed(ws, utterance, english, seq, start_ms=60_000.0 * utterance)
@@ -185,21 +170,8 @@ async def test_the_interpreter_translates_through_the_node(fleet: Fleet) -> None
 
 def test_with_the_node_gone_a_draft_fails_with_an_error_id(fleet: Fleet) -> None:
     stop(fleet.node)
-    with connect(fleet.front.ws + "/v1/mt") as ws:
-        ws.send(json.dumps(INIT))
-        assert json.loads(ws.recv(timeout=60))["type"] == "init_ok"
-        words = [["Good", 0.0, 300.0], ["morning.", 400.0, 700.0]]
-        final = {"type": "update", "seq": 1, "utterance_id": 0, "words": words, "is_final": True}
-        ws.send(json.dumps(final | {"clock_ms": 1000.0}))
-        error = json.loads(ws.recv(timeout=120))
-    assert error["type"] == "error" and error["code"] == "processing_failed", error
-    assert "error id err_" in error["message"] and "127.0.0.1" not in error["message"], error
-    error_id = re.findall(r"err_[0-9a-f]+", error["message"])[0]
-    logged = [line for line in fleet.front.log_tail(400_000).splitlines() if error_id in line]
-    assert logged and "mt_node_unavailable" in logged[0], logged
-    wait_for(lambda: httpx.get(fleet.front.http + "/health", timeout=10).status_code == 503, 15.0)
-    body = httpx.get(fleet.front.http + "/health", timeout=10).json()
-    assert body["status"] == "degraded" and not body["remotes"][0]["reachable"], body
+    error = check_draft_fails(fleet.front, "mt_node_unavailable", log_chars=400_000)
+    assert error["code"] == "processing_failed", error
     # What needs no MT is untouched: the interpreter's voices still speak.
     speech = httpx.post(
         fleet.front.http + "/v1/audio/speech",
