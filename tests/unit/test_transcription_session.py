@@ -403,6 +403,24 @@ def test_deltas_are_append_only_and_hold_the_unstable_tail() -> None:
     assert session.revisions == 0
 
 
+def test_a_step_that_adds_little_keeps_the_sent_text_forced() -> None:
+    """A pause adds fewer words than unfixed_tokens: the stable prefix of the step's text is
+    then shorter than what was forced and sent, and must not stop being forced."""
+    session = make_session(vad=False, unfixed_chunks=1, unfixed_tokens=3)
+    session.events_to_send()
+    sent = ""
+    prefixes = []
+    for text in [" a b c d e f", " a b c d", " a b c d e f g h i"]:
+        send(session, "input_audio_buffer.append", audio=b64(tone(2.0)))
+        job, events = run_step(session, text)
+        prefixes.append(job.request.prefix)
+        sent += "".join(e["delta"] for e in events if e["type"].endswith("transcription.delta"))
+    # The second step added one word; the third is still forced to what the first sent.
+    assert prefixes == ["", " a b c", " a b c"]
+    assert sent == "a b c d e f"
+    assert session.revisions == 0
+
+
 def test_no_delta_before_the_prefix_is_forced() -> None:
     session = make_session(vad=False, unfixed_chunks=2, unfixed_tokens=1)
     session.events_to_send()

@@ -223,6 +223,11 @@ class ItemDecoder:
         if job.provisional:
             item.paused_at = job.resumes
         item.raw_prefix = stable_prefix(item.raw, self.engine.tokenizer, self.config.unfixed_tokens)
+        forced = job.request.prefix
+        if len(forced) > len(item.raw_prefix) and item.raw.startswith(forced):
+            # A step that added fewer than unfixed_tokens tokens (a pause) keeps what it was
+            # forced to: that text went out as deltas, and no later step may contradict it.
+            item.raw_prefix = forced
         if not job.final:
             # Only text forced in this step (stable for a step already) and still stable is sealed.
             stable = min(len(job.request.prefix), len(item.raw_prefix))
