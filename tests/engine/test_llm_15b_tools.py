@@ -1,8 +1,11 @@
 """The 1.5B, the agent's brain where `auto` measures it fast enough, calls the tools offered
-under the agent's default instructions and tool preamble, and answers other questions in text.
+when asked for what they do, and answers other questions in text, under the server's default
+instructions and under a client's own, with the agent's tool preamble and the call gate
+(`engines/llm/call_gate.py`).
 
-Qwen2.5-Coder-1.5B tended to tell the user how to call a tool ("call the `get_weather` function
-with ...") instead of calling it; `AgentSettings.tool_preamble` is worded against that.
+Under "You are a helpful voice AI assistant." (what LiveKit, pipecat and Agents SDK examples
+send) and the old preamble, the 1.5B called a tool for every plain question. The questions here
+are none of the gate's calibration set.
 """
 
 from __future__ import annotations
@@ -30,6 +33,11 @@ LIGHT = ToolSpec(
     "Turn the living room light on or off.",
     {"type": "object", "properties": {"on": {"type": "boolean"}}, "required": ["on"]},
 )
+#: The server's own instructions (a session that sets none), and a client's.
+INSTRUCTIONS = {
+    "server": AgentSettings().instructions,
+    "client": "You are a helpful voice AI assistant.",
+}
 
 
 @pytest.fixture(scope="module")
@@ -39,11 +47,10 @@ def engine(cache_dir: Path) -> Iterator[LlamaCppEngine]:
     built.close()
 
 
-def answer(engine: LlamaCppEngine, question: str) -> tuple[str, list[ToolCallPiece]]:
-    """One turn with the instructions a session that sets none sends when tools are offered
-    (`sessions.agent.requests.chat_request`)."""
-    settings = AgentSettings()
-    system = f"{settings.instructions}\n\n{settings.tool_preamble}"
+def answer(engine: LlamaCppEngine, instructions: str, question: str) -> tuple[str, list[ToolCallPiece]]:
+    """One turn as an agent session asks it when tools are offered: the instructions and the
+    tool preamble (`sessions.agent.requests.chat_request`), tool_choice "auto"."""
+    system = f"{instructions}\n\n{AgentSettings().tool_preamble}"
     request = ChatRequest(
         (ChatMessage("system", system), ChatMessage("user", question)),
         tools=(WEATHER, LIGHT),
@@ -56,6 +63,7 @@ def answer(engine: LlamaCppEngine, question: str) -> tuple[str, list[ToolCallPie
     return text, [p for p in pieces if isinstance(p, ToolCallPiece)]
 
 
+@pytest.mark.parametrize("who", INSTRUCTIONS)
 @pytest.mark.parametrize(
     ("question", "tool", "argument", "value"),
     [
@@ -66,9 +74,9 @@ def answer(engine: LlamaCppEngine, question: str) -> tuple[str, list[ToolCallPie
     ],
 )
 def test_a_request_a_tool_serves_calls_it(
-    engine: LlamaCppEngine, question: str, tool: str, argument: str, value: object
+    engine: LlamaCppEngine, who: str, question: str, tool: str, argument: str, value: object
 ) -> None:
-    text, calls = answer(engine, question)
+    text, calls = answer(engine, INSTRUCTIONS[who], question)
     assert len(calls) == 1, f"no call, said: {text!r}"
     call = calls[0].call
     got = json.loads(call.arguments)[argument]
@@ -76,12 +84,21 @@ def test_a_request_a_tool_serves_calls_it(
     assert tool not in text, f"the tool's name was spoken: {text!r}"
 
 
+@pytest.mark.parametrize("who", INSTRUCTIONS)
 @pytest.mark.parametrize(
-    ("question", "fact"),
-    [("What is the capital of France?", "paris"), ("Who wrote Hamlet?", "shakespeare")],
+    ("question", "facts"),
+    [
+        ("What is the capital of France?", ("paris",)),
+        ("Who wrote Hamlet?", ("shakespeare",)),
+        ("How many minutes are in an hour?", ("60", "sixty")),
+        ("What color is the sky on a clear day?", ("blue",)),
+        ("Which animal is known as the king of the jungle?", ("lion",)),
+        ("How many sides does a triangle have?", ("3", "three")),
+    ],
 )
 def test_a_question_no_tool_serves_is_answered_in_text(
-    engine: LlamaCppEngine, question: str, fact: str
+    engine: LlamaCppEngine, who: str, question: str, facts: tuple[str, ...]
 ) -> None:
-    text, calls = answer(engine, question)
-    assert not calls and fact in text.lower(), (text, calls)
+    text, calls = answer(engine, INSTRUCTIONS[who], question)
+    assert not calls, (text, [c.call for c in calls])
+    assert any(fact in text.lower() for fact in facts), text

@@ -42,6 +42,7 @@ from dragoman.engines.llm.base import (
     LLMCapabilities,
     LLMPiece,
 )
+from dragoman.engines.llm.call_gate import CallGate
 from dragoman.engines.llm.grammar import call_grammar
 from dragoman.engines.llm.kv_snapshots import ConversationCache, Snapshot, common_prefix
 from dragoman.engines.llm.llama_runtime import LlamaRuntime, SpeedProbe
@@ -118,6 +119,8 @@ class LlamaCppEngine:
         self._prefix: Snapshot | None = None
         #: How `auto` chose this model, for /health ("" when the model was named).
         self.choice = ""
+        #: Decides call or speech on turns that may do either (`call_gate`; 0.3 s of vocabulary scan).
+        self._gate = CallGate(self._runtime.n_vocab, self._runtime.piece)
 
     def _special_text(self, key: str) -> str:
         token = self._runtime.metadata.get(key)
@@ -150,6 +153,7 @@ class LlamaCppEngine:
             answer_tokens=request.answer_tokens,
             temperature=request.temperature,
             seed=secrets.randbits(32),
+            gate=self._gate if tools and not call_first else None,
         )
         with self._run_lock:
             if self._closed:
