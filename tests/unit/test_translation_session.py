@@ -26,7 +26,7 @@ from dragoman.sessions.base import CloseCode
 from dragoman.sessions.mt.events import MTJob
 from dragoman.sessions.speech.config import EngineProfile, SessionConfig
 from dragoman.sessions.speech.decoder import StepJob
-from dragoman.sessions.translation.config import Languages, TranslationConfig
+from dragoman.sessions.translation.config import Languages, TranslationConfig, interpreter_speech
 from dragoman.sessions.translation.session import (
     END_LAG_SECONDS,
     FIRST_TEXT_SECONDS,
@@ -487,8 +487,9 @@ def test_a_failed_clause_is_skipped_and_reported() -> None:
 
 def test_a_failed_draft_is_reported_and_the_session_goes_on() -> None:
     h = Harness()
-    h.append(tone(3.0))
-    h.run((ASR,))
+    for _ in range(3):  # steps enough for committed source words, which MT drafts on
+        h.append(tone(1.0))
+        h.run((ASR,))
     job = h.session.next_job(MT)
     assert isinstance(job, MTJob)
     h.session.job_failed(job, EngineFailure("boom"))
@@ -642,3 +643,66 @@ def test_the_languages_of_a_server_for_every_source_language() -> None:
         languages.heard("de", "it")
     # A server of one source language takes every segment as that language.
     assert Languages.of(["en-de", "de-en"], source="en").heard("de", "de") == "en"
+
+
+# -- latency: the interpreter's cadence and where the first text waits ---------------------
+
+
+def speak_growing(h: Harness, seconds: float) -> None:
+    """Speech at real-time pace, 200 ms an append, the engines keeping up after each."""
+    for _ in range(round(seconds / 0.2)):
+        h.append(tone(0.2))
+        h.run()
+
+
+def test_the_interpreter_steps_every_0_8_s_and_commits_source_words_from_the_third_step() -> None:
+    """`interpreter_speech`: a partial transcript 0.8 s of audio into the segment (transcription's
+    default waits 2 s), and source words committed to MT from the third step on, not before."""
+    cadence = interpreter_speech(SessionConfig())
+    assert (cadence.chunk_seconds, cadence.unfixed_chunks) == (0.8, 3)
+    h = Harness(chunk_seconds=cadence.chunk_seconds, unfixed_chunks=cadence.unfixed_chunks, unfixed_tokens=1)
+    speak_growing(h, 2.4)
+    assert len(h.steps) == 2, "a step every 0.8 s of the segment's audio"
+    assert not h.mt.requests, "no source word committed before the third step: nothing to draft"
+    speak_growing(h, 0.2)
+    assert len(h.steps) == 3
+    (request,) = h.mt.requests
+    assert request.accessible_words, "the third step's stable prefix is committed"
+    (marks,) = h.session.timeline.segments.values()
+    assert 800 <= marks["partial"] - marks["speech"] < 1400
+    assert 2400 <= marks["words"] - marks["speech"] < 3000
+    assert h.text("session.output_transcript.delta"), "translated text once words are committed"
+
+
+def test_the_timeline_marks_where_a_segments_first_text_waited() -> None:
+    h = Harness()
+    speak_segment(h)
+    (row,) = h.session.timeline.summary()["segments"]  # type: ignore[index]
+    assert set(row) == {"partial", "words", "mt_job", "text", "speech_end", "final"}
+    assert 0 < row["partial"] <= row["words"] <= row["text"] <= row["final"]
+    assert row["mt_job"] <= row["text"] and row["speech_end"] <= row["final"]
+    summary = h.session.timeline.summary()
+    assert summary["mt_jobs"] == len(h.mt.requests) and summary["mt_staleness_ms"] == 0
+
+
+def test_a_partial_that_changes_only_the_tail_is_not_drafted() -> None:
+    """MT drafts only when the committed source words change: AlignAtt commits nothing against
+    the tail, so a draft over a new tail alone would be thrown away by the next update."""
+    h = Harness()
+    translator = h.session.translator
+    translator.begin("item_a")
+    translator.partial("item_a", "Hello world", 0, 100.0)
+    assert translator.next_job() is None, "a tail alone"
+    translator.partial("item_a", "Hello world how", 6, 200.0)
+    job = translator.next_job()
+    assert job is not None and job.request.source_words == ("Hello", "world", "how")
+    translator.job_done(job, h.mt.draft(job.request))
+    translator.partial("item_a", "Hello world how are you", 6, 300.0)
+    assert translator.next_job() is None, "the same committed word, a longer tail"
+    translator.partial("item_a", "Hello world how are you", 12, 400.0)
+    job = translator.next_job()
+    assert job is not None and job.request.accessible_words == 2
+    translator.job_done(job, h.mt.draft(job.request))
+    translator.final("item_a", "Hello world how are you", 500.0)
+    job = translator.next_job()
+    assert job is not None and job.kind.value == "final", "the final is always translated"

@@ -30,7 +30,7 @@ from dragoman.protocol.realtime.translation_client import (
 )
 from dragoman.sessions.agent.jobs import ASR, TTS, SpeakRequest
 from dragoman.sessions.speech.config import SessionConfig
-from dragoman.sessions.translation.config import AUTO, Languages, TranslationConfig
+from dragoman.sessions.translation.config import AUTO, Languages, TranslationConfig, interpreter_speech
 from dragoman.sessions.translation.session import MT, TranslationSession
 from dragoman.sessions.translation.speech_out import OUTPUT_RATE
 from dragoman.sessions.translation.translator import MTProfile
@@ -158,7 +158,7 @@ class InterpreterService:
         profile, engine = self.listening.profile, self.mt.engine
         assert profile is not None and engine is not None, "served once started"
         speech = replace(
-            SessionConfig.defaults(self.listening.settings, OUTPUT_RATE),
+            interpreter_speech(SessionConfig.defaults(self.listening.settings, OUTPUT_RATE)),
             # Left open ("auto"), each segment's language is detected by the speech model.
             language=None if self.languages.source == AUTO else self.languages.source,
             detect_among=self.languages.sources,
@@ -205,6 +205,14 @@ class InterpreterService:
         session.close()
         for key in session.translator.cache_keys:
             self.mt.forget(key)
+        # Where the first translated text of each segment waited (`sessions/translation/timeline.py`).
+        log.debug(
+            "translation session timeline",
+            session=session.session_id,
+            asr_steps_coalesced=session.steps_coalesced,
+            mt=session.translator.stats,
+            **session.timeline.summary(),
+        )
 
     # -- the service ---------------------------------------------------------------
 

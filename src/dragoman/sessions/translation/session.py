@@ -32,7 +32,7 @@ from dragoman.sessions.base import CloseCode, Observation
 from dragoman.sessions.mt.events import MTJob
 from dragoman.sessions.speech import events as speech
 from dragoman.sessions.speech.config import EngineProfile, SessionConfig
-from dragoman.sessions.speech.decoder import StepJob
+from dragoman.sessions.speech.decoder import STEPS_COALESCED, StepJob
 from dragoman.sessions.speech.front import SpeechFront
 from dragoman.sessions.translation.config import Languages, TranslationConfig
 from dragoman.sessions.translation.events import (
@@ -48,6 +48,7 @@ from dragoman.sessions.translation.events import (
     UpdateSession,
 )
 from dragoman.sessions.translation.speech_out import SpeakJob, SpokenOutput, on_grid
+from dragoman.sessions.translation.timeline import Timeline
 from dragoman.sessions.translation.translator import MTProfile, Translator
 from dragoman.streaming.noise_reduction import NoiseSuppressor
 
@@ -108,6 +109,10 @@ class TranslationSession:
         self._voices = voices
         self._events: list[ServerEvent] = []
         self._observations: list[Observation] = []
+        #: Each segment's milestones, for the service's log (`timeline.py`).
+        self.timeline = Timeline()
+        #: ASR steps skipped under load, their audio decoded by the next one.
+        self.steps_coalesced = 0
         self.front = SpeechFront(session_id, asr, speech, vad_factory, self._heard)
         self.translator = Translator(session_id, mt, languages, self._translated, self._error)
         self.speech = SpokenOutput(self._events.append)
@@ -254,6 +259,9 @@ class TranslationSession:
 
     def _heard(self, event: speech.FrontEvent) -> None:
         if isinstance(event, speech.Partial):
+            self.timeline.mark(event.item_id, "partial", self.clock_ms)
+            if event.stable_chars:
+                self.timeline.mark(event.item_id, "words", self.clock_ms)
             self.translator.partial(
                 event.item_id, event.text, event.stable_chars, self.clock_ms, event.language
             )
@@ -264,9 +272,11 @@ class TranslationSession:
             self._ends.setdefault(event.item_id, self.clock_ms)
         elif isinstance(event, speech.SpeechStarted):
             self._starts[event.item_id] = float(event.audio_start_ms)
+            self.timeline.mark(event.item_id, "speech", float(event.audio_start_ms))
             self.translator.begin(event.item_id)
         elif isinstance(event, speech.SpeechStopped):
             self._ends[event.item_id] = float(event.audio_end_ms)
+            self.timeline.mark(event.item_id, "speech_end", float(event.audio_end_ms))
         elif isinstance(event, speech.Completed):
             self._transcribing -= 1
             self.translator.final(event.item_id, event.transcript, self.clock_ms, event.language)
@@ -300,10 +310,12 @@ class TranslationSession:
             self._said_output = True
             self._emit(OutputTranscriptDelta(text, on_grid(self.clock_ms)))
             self.speech.say(text, voice)
+            self.timeline.mark(item_id, "text", self.clock_ms)
             start = self._starts.pop(item_id, None)
             if start is not None:
                 self._observe(FIRST_TEXT_SECONDS, max(0.0, self.clock_ms - start) / 1000)
         if closes:
+            self.timeline.mark(item_id, "final", self.clock_ms)
             self._starts.pop(item_id, None)
             self.speech.end_utterance(voice)
             end = self._ends.pop(item_id, None)
@@ -323,6 +335,11 @@ class TranslationSession:
             job = self.front.next_job()
         elif lane == MT:
             job = self.translator.next_job()
+            if job is not None:
+                item_id, update_clock = self.translator.started(job)
+                self.timeline.mark(item_id, "mt_job", self.clock_ms)
+                if update_clock is not None:
+                    self.timeline.mt_started(update_clock, self.clock_ms)
         elif lane == TTS:
             job = self.speech.next_job()
         else:
@@ -394,7 +411,9 @@ class TranslationSession:
     def take_observations(self) -> list[Observation]:
         """What the session and its speech front observed since the last call (`Observed`)."""
         taken, self._observations = self._observations, []
-        return self.front.take_observations() + taken
+        front = self.front.take_observations()
+        self.steps_coalesced += sum(o.metric == STEPS_COALESCED for o in front)
+        return front + taken
 
     def _configured(self, created: bool) -> SessionConfigured:
         return SessionConfigured(

@@ -57,6 +57,8 @@ class _Direction:
     closed: set[int] = field(default_factory=set)
     #: The segment (its item id) of each utterance.
     items: dict[int, str] = field(default_factory=dict)
+    #: The input clock of each update not yet started, by seq (`Translator.started`).
+    clocks: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -146,7 +148,11 @@ class Translator:
         if segment is None or segment.direction is None:
             return
         words, tail = split_transcript(text, stable_chars)
-        if (words, tail) == segment.last or not (words or tail):
+        if words == (segment.last[0] if segment.last else ()):
+            # Only the tail changed (or no word is committed yet): AlignAtt commits nothing
+            # against the tail, and the client sees only committed text, so a draft would be
+            # speculation that the next update throws away (its words differ, so the commit fast
+            # path never serves it). The engine is kept for updates that can commit.
             return
         segment.last = (words, tail)
         self._send(segment, words, tail, clock_ms, final=False)
@@ -232,6 +238,7 @@ class Translator:
         direction = segment.direction
         assert direction is not None, "bound before its first update"
         direction.seq += 1
+        direction.clocks[direction.seq] = clock_ms
         if final:
             direction.pending_finals.add(direction.seq)
         update = Update(
@@ -256,6 +263,24 @@ class Translator:
             if job is not None:
                 return job
         return None
+
+    def started(self, job: MTJob) -> tuple[str, float | None]:
+        """A job `next_job` gave: its segment, and the input clock of its update (None for a
+        redraft, whose update started before); the updates before it were answered or coalesced."""
+        direction = self._owner(job)
+        clock = direction.clocks.get(job.seq)
+        for seq in [s for s in direction.clocks if s <= job.seq]:
+            del direction.clocks[seq]
+        return direction.items.get(job.utterance_id, ""), clock
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """The MT sessions' counters summed: drafts, fast-path answers, coalesced partials."""
+        total: dict[str, int] = {}
+        for direction in self._directions.values():
+            for name, count in direction.mt.stats.items():
+                total[name] = total.get(name, 0) + count
+        return total
 
     def job_done(self, job: MTJob, draft: MTDraft) -> None:
         direction = self._owner(job)
