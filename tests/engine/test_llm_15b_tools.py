@@ -47,12 +47,14 @@ def engine(cache_dir: Path) -> Iterator[LlamaCppEngine]:
     built.close()
 
 
-def answer(engine: LlamaCppEngine, instructions: str, question: str) -> tuple[str, list[ToolCallPiece]]:
+def answer(
+    engine: LlamaCppEngine, instructions: str, question: str, history: tuple[ChatMessage, ...] = ()
+) -> tuple[str, list[ToolCallPiece]]:
     """One turn as an agent session asks it when tools are offered: the instructions and the
     tool preamble (`sessions.agent.requests.chat_request`), tool_choice "auto"."""
     system = f"{instructions}\n\n{AgentSettings().tool_preamble}"
     request = ChatRequest(
-        (ChatMessage("system", system), ChatMessage("user", question)),
+        (ChatMessage("system", system), *history, ChatMessage("user", question)),
         tools=(WEATHER, LIGHT),
         max_tokens=80,
         answer_tokens=60,
@@ -102,3 +104,24 @@ def test_a_question_no_tool_serves_is_answered_in_text(
     text, calls = answer(engine, INSTRUCTIONS[who], question)
     assert not calls, (text, [c.call for c in calls])
     assert any(fact in text.lower() for fact in facts), text
+
+
+#: An earlier turn answered in words, which pulls the model's next answers towards words too.
+EARLIER = (
+    ChatMessage("user", "What is the capital of Italy?"),
+    ChatMessage("assistant", "The capital of Italy is Rome."),
+)
+
+
+@pytest.mark.parametrize("who", INSTRUCTIONS)
+def test_after_an_answer_in_words_a_tool_request_still_calls(engine: LlamaCppEngine, who: str) -> None:
+    text, calls = answer(engine, INSTRUCTIONS[who], "What's the weather in Lisbon right now?", EARLIER)
+    assert len(calls) == 1, f"no call, said: {text!r}"
+    call = calls[0].call
+    assert call.name == "get_weather" and json.loads(call.arguments)["city"].lower() == "lisbon", call
+
+
+@pytest.mark.parametrize("who", INSTRUCTIONS)
+def test_after_an_answer_in_words_a_question_is_answered_in_words(engine: LlamaCppEngine, who: str) -> None:
+    text, calls = answer(engine, INSTRUCTIONS[who], "Who discovered penicillin?", EARLIER)
+    assert not calls and "fleming" in text.lower(), (text, [c.call for c in calls])

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dragoman.engines.llm.call_gate import CALL_MASS, CallGate, starts_call
+from dragoman.engines.llm.base import ChatMessage, ToolCall
+from dragoman.engines.llm.call_gate import CALL_MASS, LATER_CALL_MASS, CallGate, call_threshold, starts_call
 
 
 @pytest.mark.parametrize(
@@ -51,3 +52,39 @@ def test_large_logits_do_not_overflow() -> None:
 def test_a_vocabulary_with_no_starters_never_calls() -> None:
     empty = CallGate(2, [b"a", b"b"].__getitem__)
     assert empty.tokens == () and empty.mass(np.zeros(2, dtype=np.float32)) == 0.0
+
+
+SYSTEM = ChatMessage("system", "You are a helpful voice AI assistant.")
+
+
+def test_a_first_turn_needs_the_majority() -> None:
+    assert call_threshold((SYSTEM, ChatMessage("user", "Hi"))) == CALL_MASS
+
+
+def test_after_an_answer_in_words_far_less_is_needed() -> None:
+    said = (
+        SYSTEM,
+        ChatMessage("user", "Hi"),
+        ChatMessage("assistant", "Hello!"),
+        ChatMessage("user", "Weather?"),
+    )
+    assert call_threshold(said) == LATER_CALL_MASS < CALL_MASS
+
+
+def test_a_call_alone_is_no_answer_in_words() -> None:
+    call = ToolCall("call_1", "get_weather", '{"city":"Oslo"}')
+    called = (SYSTEM, ChatMessage("user", "Weather?"), ChatMessage("assistant", "", tool_calls=(call,)))
+    assert call_threshold((*called, ChatMessage("user", "And in Rome?"))) == CALL_MASS
+
+
+def test_a_tool_output_is_answered_not_called_again() -> None:
+    call = ToolCall("call_1", "get_weather", '{"city":"Oslo"}')
+    turns = (
+        SYSTEM,
+        ChatMessage("user", "Hi"),
+        ChatMessage("assistant", "Hello!"),
+        ChatMessage("user", "Weather in Oslo?"),
+        ChatMessage("assistant", "", tool_calls=(call,)),
+        ChatMessage("tool", '{"sky": "grey"}', tool_call_id="call_1"),
+    )
+    assert call_threshold(turns) == CALL_MASS

@@ -42,7 +42,7 @@ from dragoman.engines.llm.base import (
     LLMCapabilities,
     LLMPiece,
 )
-from dragoman.engines.llm.call_gate import CallGate
+from dragoman.engines.llm.call_gate import CallGate, call_threshold
 from dragoman.engines.llm.grammar import call_grammar
 from dragoman.engines.llm.kv_snapshots import ConversationCache, Snapshot, common_prefix
 from dragoman.engines.llm.llama_runtime import LlamaRuntime, SpeedProbe
@@ -154,6 +154,7 @@ class LlamaCppEngine:
             temperature=request.temperature,
             seed=secrets.randbits(32),
             gate=self._gate if tools and not call_first else None,
+            call_mass=call_threshold(request.messages),
         )
         with self._run_lock:
             if self._closed:

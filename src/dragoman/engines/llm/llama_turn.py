@@ -72,6 +72,8 @@ class TurnPlan:
     #: Decides call or speech at the first token when the model may do either (None: it speaks,
     #: and may still begin a call in its text).
     gate: CallGate | None = None
+    #: The gate's threshold for this turn (`call_gate.call_threshold`).
+    call_mass: float = CALL_MASS
 
 
 @dataclass
@@ -142,7 +144,7 @@ class Turn:
         if plan.gate is not None and plan.tools:
             mass = plan.gate.mass(self._rt.last_logits())
             log.debug("llm call gate", call_mass=round(mass, 3))
-            if mass >= CALL_MASS:
+            if mass >= plan.call_mass:
                 # Opened as the chat template writes a call, so the next turn's prefix matches.
                 self._push_all(self._rt.tokenize_plain(OPEN_TAG + "\n"))
                 self._call_loop()
