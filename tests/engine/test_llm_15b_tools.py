@@ -1,11 +1,8 @@
 """The 1.5B, the agent's brain where `auto` measures it fast enough, calls the tools offered
-when asked for what they do, and answers other questions in text, under the server's default
-instructions and under a client's own, with the agent's tool preamble and the call gate
-(`engines/llm/call_gate.py`).
+under the agent's default instructions and tool preamble, and answers other questions in text.
 
-Under "You are a helpful voice AI assistant." (what LiveKit, pipecat and Agents SDK examples
-send) and the old preamble, the 1.5B called a tool for every plain question. The questions here
-are none of the gate's calibration set.
+Qwen2.5-Coder-1.5B tended to tell the user how to call a tool ("call the `get_weather` function
+with ...") instead of calling it; `AgentSettings.tool_preamble` is worded against that.
 """
 
 from __future__ import annotations
@@ -33,11 +30,6 @@ LIGHT = ToolSpec(
     "Turn the living room light on or off.",
     {"type": "object", "properties": {"on": {"type": "boolean"}}, "required": ["on"]},
 )
-#: The server's own instructions (a session that sets none), and a client's.
-INSTRUCTIONS = {
-    "server": AgentSettings().instructions,
-    "client": "You are a helpful voice AI assistant.",
-}
 
 
 @pytest.fixture(scope="module")
@@ -47,14 +39,13 @@ def engine(cache_dir: Path) -> Iterator[LlamaCppEngine]:
     built.close()
 
 
-def answer(
-    engine: LlamaCppEngine, instructions: str, question: str, history: tuple[ChatMessage, ...] = ()
-) -> tuple[str, list[ToolCallPiece]]:
-    """One turn as an agent session asks it when tools are offered: the instructions and the
-    tool preamble (`sessions.agent.requests.chat_request`), tool_choice "auto"."""
-    system = f"{instructions}\n\n{AgentSettings().tool_preamble}"
+def answer(engine: LlamaCppEngine, question: str) -> tuple[str, list[ToolCallPiece]]:
+    """One turn with the instructions a session that sets none sends when tools are offered
+    (`sessions.agent.requests.chat_request`)."""
+    settings = AgentSettings()
+    system = f"{settings.instructions}\n\n{settings.tool_preamble}"
     request = ChatRequest(
-        (ChatMessage("system", system), *history, ChatMessage("user", question)),
+        (ChatMessage("system", system), ChatMessage("user", question)),
         tools=(WEATHER, LIGHT),
         max_tokens=80,
         answer_tokens=60,
@@ -65,7 +56,6 @@ def answer(
     return text, [p for p in pieces if isinstance(p, ToolCallPiece)]
 
 
-@pytest.mark.parametrize("who", INSTRUCTIONS)
 @pytest.mark.parametrize(
     ("question", "tool", "argument", "value"),
     [
@@ -76,9 +66,9 @@ def answer(
     ],
 )
 def test_a_request_a_tool_serves_calls_it(
-    engine: LlamaCppEngine, who: str, question: str, tool: str, argument: str, value: object
+    engine: LlamaCppEngine, question: str, tool: str, argument: str, value: object
 ) -> None:
-    text, calls = answer(engine, INSTRUCTIONS[who], question)
+    text, calls = answer(engine, question)
     assert len(calls) == 1, f"no call, said: {text!r}"
     call = calls[0].call
     got = json.loads(call.arguments)[argument]
@@ -86,42 +76,12 @@ def test_a_request_a_tool_serves_calls_it(
     assert tool not in text, f"the tool's name was spoken: {text!r}"
 
 
-@pytest.mark.parametrize("who", INSTRUCTIONS)
 @pytest.mark.parametrize(
-    ("question", "facts"),
-    [
-        ("What is the capital of France?", ("paris",)),
-        ("Who wrote Hamlet?", ("shakespeare",)),
-        ("How many minutes are in an hour?", ("60", "sixty")),
-        ("What color is the sky on a clear day?", ("blue",)),
-        ("Which animal is known as the king of the jungle?", ("lion",)),
-        ("How many sides does a triangle have?", ("3", "three")),
-    ],
+    ("question", "fact"),
+    [("What is the capital of France?", "paris"), ("Who wrote Hamlet?", "shakespeare")],
 )
 def test_a_question_no_tool_serves_is_answered_in_text(
-    engine: LlamaCppEngine, who: str, question: str, facts: tuple[str, ...]
+    engine: LlamaCppEngine, question: str, fact: str
 ) -> None:
-    text, calls = answer(engine, INSTRUCTIONS[who], question)
-    assert not calls, (text, [c.call for c in calls])
-    assert any(fact in text.lower() for fact in facts), text
-
-
-#: An earlier turn answered in words, which pulls the model's next answers towards words too.
-EARLIER = (
-    ChatMessage("user", "What is the capital of Italy?"),
-    ChatMessage("assistant", "The capital of Italy is Rome."),
-)
-
-
-@pytest.mark.parametrize("who", INSTRUCTIONS)
-def test_after_an_answer_in_words_a_tool_request_still_calls(engine: LlamaCppEngine, who: str) -> None:
-    text, calls = answer(engine, INSTRUCTIONS[who], "What's the weather in Lisbon right now?", EARLIER)
-    assert len(calls) == 1, f"no call, said: {text!r}"
-    call = calls[0].call
-    assert call.name == "get_weather" and json.loads(call.arguments)["city"].lower() == "lisbon", call
-
-
-@pytest.mark.parametrize("who", INSTRUCTIONS)
-def test_after_an_answer_in_words_a_question_is_answered_in_words(engine: LlamaCppEngine, who: str) -> None:
-    text, calls = answer(engine, INSTRUCTIONS[who], "Who discovered penicillin?", EARLIER)
-    assert not calls and "fleming" in text.lower(), (text, [c.call for c in calls])
+    text, calls = answer(engine, question)
+    assert not calls and fact in text.lower(), (text, calls)

@@ -42,7 +42,6 @@ from dragoman.engines.llm.base import (
     LLMCapabilities,
     LLMPiece,
 )
-from dragoman.engines.llm.call_gate import CallGate, call_threshold
 from dragoman.engines.llm.grammar import call_grammar
 from dragoman.engines.llm.kv_snapshots import ConversationCache, Snapshot, common_prefix
 from dragoman.engines.llm.llama_runtime import LlamaRuntime, SpeedProbe
@@ -119,8 +118,6 @@ class LlamaCppEngine:
         self._prefix: Snapshot | None = None
         #: How `auto` chose this model, for /health ("" when the model was named).
         self.choice = ""
-        #: Decides call or speech on turns that may do either (`call_gate`; 0.3 s of vocabulary scan).
-        self._gate = CallGate(self._runtime.n_vocab, self._runtime.piece)
 
     def _special_text(self, key: str) -> str:
         token = self._runtime.metadata.get(key)
@@ -153,8 +150,6 @@ class LlamaCppEngine:
             answer_tokens=request.answer_tokens,
             temperature=request.temperature,
             seed=secrets.randbits(32),
-            gate=self._gate if tools and not call_first else None,
-            call_mass=call_threshold(request.messages),
         )
         with self._run_lock:
             if self._closed:

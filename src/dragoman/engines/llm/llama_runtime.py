@@ -16,9 +16,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-import numpy.typing as npt
-
 from dragoman.engines.llama_models import ModelContext
 from dragoman.engines.llama_native import ContextSpec, Sampler
 from dragoman.engines.llm.idle_threads import IdleThreads
@@ -101,10 +98,6 @@ class LlamaRuntime:
             self._context.decode(chunk, start + done, _SEQ, len(chunk) - 1)
             done += len(chunk)
         return done
-
-    def last_logits(self) -> npt.NDArray[np.float32]:
-        """The logits after the last decoded token (a view, valid until the next decode)."""
-        return self._context.logits(-1)
 
     @property
     def context_threads(self) -> tuple[int, int]:

@@ -5,23 +5,20 @@ The turn runs in phases on the one sequence of `LlamaRuntime`:
 1. Prefill: the prompt's tokens past the longest common prefix with what the
    sequence holds (the conversation's earlier turns) are decoded; that prefix is
    the turn's `cached_tokens`.
-2. Decide: with `tool_choice` "auto", the first token's distribution decides whether
-   the turn is a call or spoken text (`call_gate`): a call goes to phase 4 at once,
-   spoken text is sampled with the tokens that start a call banned.
-3. Speak: tokens are sampled freely and pass `ReplyGuard`, which holds back a
+2. Speak: tokens are sampled freely and pass `ReplyGuard`, which holds back a
    repetition loop and ends a long reply at a sentence end; their text then goes
    through `MarkupFilter`,
    which passes on the spoken text and spots the start of a tool call: Qwen2.5's
    `<tool_call>` token, or a fenced or bare `{"name": ...}`. The sequence is then
    cut back to the spoken text and `<tool_call>` written after it, as the chat
    template writes a call, so the next turn's prompt matches it.
-4. Call: from there the call object is sampled under the grammar of the offered
+3. Call: from there the call object is sampled under the grammar of the offered
    tools (`grammar.call_grammar`), so it always parses and its arguments fit the
    tool's schema. The call's closing tag is then decoded, and one or two tokens
    more show whether the model calls another tool or ends its turn.
 
-`tool_choice` "required" or a forced tool skips phases 2 and 3: `<tool_call>` is put at
-the start of the reply and phase 4 starts at once.
+`tool_choice` "required" or a forced tool skips phase 2: `<tool_call>` is put at
+the start of the reply and phase 3 starts at once.
 """
 
 from __future__ import annotations
@@ -30,10 +27,8 @@ import codecs
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NoReturn
 
 from dragoman.engines.llm.base import FinishReason, ForcedTool, LLMPiece, TextPiece, ToolCallPiece, ToolSpec
-from dragoman.engines.llm.call_gate import CALL_MASS, CallGate
 from dragoman.engines.llm.calls import find_object_end, parse_call_object
 from dragoman.engines.llm.grammar import call_grammar
 from dragoman.engines.llm.kv_snapshots import common_prefix
@@ -69,11 +64,6 @@ class TurnPlan:
     seed: int
     #: Past this many tokens the spoken reply ends at the next sentence end (None: no soft end).
     answer_tokens: int | None = None
-    #: Decides call or speech at the first token when the model may do either (None: it speaks,
-    #: and may still begin a call in its text).
-    gate: CallGate | None = None
-    #: The gate's threshold for this turn (`call_gate.call_threshold`).
-    call_mass: float = CALL_MASS
 
 
 @dataclass
@@ -140,17 +130,8 @@ class Turn:
 
     def _speak(self) -> None:
         plan = self._plan
-        banned: tuple[int, ...] = ()
-        if plan.gate is not None and plan.tools:
-            mass = plan.gate.mass(self._rt.last_logits())
-            log.debug("llm call gate", call_mass=round(mass, 3))
-            if mass >= plan.call_mass:
-                # Opened as the chat template writes a call, so the next turn's prefix matches.
-                self._push_all(self._rt.tokenize_plain(OPEN_TAG + "\n"))
-                self._call_loop()
-            banned = plan.gate.tokens
         markup = MarkupFilter(plan.offered, parse_calls=False)
-        sampler = self._rt.sampler(temperature=plan.temperature, seed=plan.seed, banned=banned)
+        sampler = self._rt.sampler(temperature=plan.temperature, seed=plan.seed)
         reply_start = len(self._seq)
         utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         guard = ReplyGuard(self._text_of, answer_tokens=plan.answer_tokens)
@@ -220,7 +201,7 @@ class Turn:
         self._truncate(reply_start + min(keep, len(self._seq) - reply_start))
         self._push_all(self._rt.tokenize_plain(opener))
 
-    def _call_loop(self) -> NoReturn:
+    def _call_loop(self) -> None:
         plan = self._plan
         grammar = call_grammar(plan.tools)
         while True:
