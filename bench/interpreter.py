@@ -48,13 +48,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import csv
 import json
 import os
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,7 @@ import numpy as np
 import sacrebleu
 import soxr
 from openai import AsyncOpenAI
+from openai.resources.realtime.translations.translations import AsyncTranslationsConnection
 from websockets.asyncio.client import connect
 
 from bench import server as dragoman_server
@@ -82,6 +84,11 @@ from dragoman.weights import resolve
 WIRE_RATE = 24_000
 FRAME_S = 0.2
 TAIL_S = 2.0
+#: A session's slot is free once the server has finished its engine work, a moment after
+#: `session.closed`; a worker that opens the next one at once may be refused with 1013 ("try
+#: again later"), and does as it says, this often, this far apart.
+OPEN_TRIES, RETRY_S = 20, 0.25
+LIMIT_REACHED = "session_limit_reached"
 #: ISO 639-1 -> the column of speech_translation.tsv with that language's FLORES line.
 REFERENCE = {"en": "eng", "de": "deu", "it": "ita", "zh": "zho_Hans"}
 DIRECTIONS = ("en-de", "en-it", "en-zh", "de-en", "it-en", "zh-en")
@@ -134,11 +141,27 @@ def clips(direction: str, count: int, vad: SileroModel) -> list[Clip]:
     return out
 
 
+@contextlib.asynccontextmanager
+async def opened(client: AsyncOpenAI) -> AsyncIterator[AsyncTranslationsConnection]:
+    """A translation session past its `session.created`, opened again while the server refuses it
+    for its session limit (until a closed session's engine work is done)."""
+    for attempt in range(OPEN_TRIES):
+        async with client.realtime.translations.connect(model="gpt-realtime-translate") as conn:
+            # A refusal is an `error` event, then the 1013 close.
+            first = json.loads(await conn.recv_bytes())
+            if first["type"] == "session.created":
+                yield conn
+                return
+            if first.get("error", {}).get("code") != LIMIT_REACHED or attempt == OPEN_TRIES - 1:
+                raise RuntimeError(f"the session was not opened: {first}")
+        await asyncio.sleep(RETRY_S)
+
+
 async def interpret(client: AsyncOpenAI, clip: Clip, language: str) -> Run:
     run = Run(clip, language)
     audio = np.concatenate([clip.audio, np.zeros(int(TAIL_S * WIRE_RATE), dtype=np.float32)])
     step = int(FRAME_S * WIRE_RATE)
-    async with client.realtime.translations.connect(model="gpt-realtime-translate") as conn:
+    async with opened(client) as conn:
         await conn.session.update(session={"audio": {"output": {"language": language}}})
         began = time.perf_counter()
         onset, end = began + clip.onset_s, began + clip.end_s

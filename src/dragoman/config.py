@@ -108,6 +108,10 @@ class MTSettings(BaseModel):
     compute_type: str = "auto"
     #: Threads per engine call (0: the server gives each engine an equal share of the cores).
     threads: int = Field(default=0, ge=0)
+    #: qwen-llama: the threads of each decode while no other engine call of the process computes
+    #: and other processes leave its cores idle, as `llm.idle_threads` (engines/llama_threads).
+    #: None: every core this process may use; 0 or at most `threads`: always `threads`.
+    idle_threads: int | None = Field(default=None, ge=0)
     #: qwen-torch: verify the previous draft's tokens in the prompt pass instead of decoding them again.
     speculate: bool = True
     #: qwen-llama: source tokens that may be inserted before the kept assistant header and
@@ -159,7 +163,7 @@ class LLMSettings(BaseModel):
     threads: int = Field(default=0, ge=0)
     #: llama-cpp: the threads of each token decoded while no other engine call of the process
     #: computes and other processes leave its cores idle (checked before every token, so a TTS,
-    #: ASR or MT call that starts gets its core back at the next one; engines/llm/idle_threads):
+    #: ASR or MT call that starts gets its core back at the next one; engines/llama_threads):
     #: beside other services the LLM borrows the core it leaves them. None: every core this
     #: process may use; 0 or at most `threads`: always `threads`.
     idle_threads: int | None = Field(default=None, ge=0)

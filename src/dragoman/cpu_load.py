@@ -1,7 +1,7 @@
 """How busy other processes keep the cores this process runs on.
 
 The embedded LLM borrows the core it leaves the other engines while none of them computes
-(`engines.llm.idle_threads`), but that is only this process's view. A process beside the
+(`engines.llama_threads`), but that is only this process's view. A process beside the
 server (another server, a build, a test run, a neighbour on a VM's host) that keeps a core
 busy makes the borrowed llama.cpp thread wait at each barrier: with other processes keeping
 1 to 1.5 of a 2-core machine's cores busy, a 1.5B turn decoded 2.9 tok/s on 2 threads against

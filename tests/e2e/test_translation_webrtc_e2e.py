@@ -24,7 +24,6 @@ import pytest
 pytest.importorskip("aiortc")
 
 import websockets
-from openai import AsyncOpenAI
 
 from harness.realtime_helpers import load_audio, wer
 from harness.server import Server, stop
@@ -50,10 +49,11 @@ def server(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Iterato
 
 
 async def mint(server: Server, audio: Any, seconds: int = 600) -> str:
-    secret = await client(server).realtime.translations.client_secrets.create(
-        session={"model": "gpt-realtime-translate", "audio": audio},
-        expires_after={"anchor": "created_at", "seconds": seconds},
-    )
+    async with client(server) as sdk:  # closed in this event loop, not by the GC after it
+        secret = await sdk.realtime.translations.client_secrets.create(
+            session={"model": "gpt-realtime-translate", "audio": audio},
+            expires_after={"anchor": "created_at", "seconds": seconds},
+        )
     return secret.value
 
 
@@ -139,11 +139,11 @@ async def test_an_expired_translation_key_opens_neither_a_call_nor_a_websocket(s
         "invalid_api_key",
         None,
     )
-    sdk = AsyncOpenAI(
-        base_url=server.http + "/v1", websocket_base_url=server.ws + "/v1", api_key=keys[1], max_retries=0
-    )
     with pytest.raises(websockets.InvalidStatus) as closed:
-        async with sdk.realtime.translations.connect(model="gpt-realtime-translate"):
+        async with (
+            client(server, keys[1]) as sdk,
+            sdk.realtime.translations.connect(model="gpt-realtime-translate"),
+        ):
             pass
     assert closed.value.response.status_code == 401
 

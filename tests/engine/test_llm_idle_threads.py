@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from dragoman.config import LLMSettings
-from dragoman.engines.llm import idle_threads
+from dragoman.engines import llama_threads as idle_threads
 from dragoman.engines.llm.base import ChatMessage, ChatRequest, LLMPiece, TextPiece
 from dragoman.engines.llm.llama_cpp import LlamaCppEngine, create
 from dragoman.engines.workers import CancelToken

@@ -1,5 +1,5 @@
 """The LLM's threads follow what else computes (engines.workers.activity, cpu_load,
-engines.llm.idle_threads).
+engines.llama_threads).
 
 Engine calls are counted by the thread that runs them; the LLM decodes on its idle threads
 only while no other thread is inside a call and other processes leave the cores alone,
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import pytest
 
 from dragoman.cpu_load import OthersLoad, Ticks, read_ticks
-from dragoman.engines.llm.idle_threads import IdleThreads, threads_for
+from dragoman.engines.llama_threads import IdleThreads, threads_for
 from dragoman.engines.llm.llama_runtime import PREFILL_CHUNK, LlamaRuntime
 from dragoman.engines.workers import BatchingWorker, SerialWorker
 from dragoman.engines.workers.activity import ACTIVITY, Activity

@@ -71,7 +71,7 @@ class Runtime:
         ms sooner than 1 (8 spoken questions, bench.agent_latency). Beside other services it
         gets every core but one: llama.cpp's threads spin, and with one other busy thread on 2
         cores, 11 tokens took 10.4 s on 2 LLM threads against 1.4 s on 1; it borrows that core
-        back only while nothing else computes (`llm.idle_threads`, engines/llm/idle_threads.py).
+        back only while nothing else computes (`llm.idle_threads`, engines/llama_threads.py).
         Each TTS voice gets one thread.
         """
         services = self.settings.services

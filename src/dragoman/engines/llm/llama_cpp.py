@@ -77,7 +77,7 @@ class LlamaCppEngine:
         idle_threads: int = 0,
     ) -> None:
         """`idle_threads`: the threads of a decode while no other engine call of the process
-        computes (`engines.llm.idle_threads`); at most `threads`: always `threads`."""
+        computes (`engines.llama_threads`); at most `threads`: always `threads`."""
         self.name = name
         self._tool_result_note = tool_result_note
         self._runtime = LlamaRuntime(

@@ -8,7 +8,7 @@ when a tool call begins. So the engine drives decode and sampling itself, throug
 the low-level API's adapter (`engines.llama_native`).
 
 Threads: the runtime decodes on `threads`, and on `idle_threads` (more) whenever no other
-engine call of the process computes, checked before every llama_decode (`engines.llm.idle_threads`).
+engine call of the process computes, checked before every llama_decode (`engines.llama_threads`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from dragoman.engines.llama_models import ModelContext
 from dragoman.engines.llama_native import ContextSpec, Sampler
-from dragoman.engines.llm.idle_threads import IdleThreads
+from dragoman.engines.llama_threads import IdleThreads
 from dragoman.engines.workers import CancelToken
 from dragoman.errors import EngineFailure
 

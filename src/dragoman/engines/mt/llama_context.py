@@ -25,6 +25,7 @@ import numpy as np
 
 from dragoman.engines.llama_models import ModelContext
 from dragoman.engines.llama_native import ContextSpec, NativeModel
+from dragoman.engines.llama_threads import IdleThreads
 from dragoman.engines.mt.llama_cells import CellMap
 from dragoman.engines.mt.llama_tap import AttentionTap
 from dragoman.errors import EngineFailure, ModelUnavailable
@@ -83,7 +84,11 @@ class SavedSequence:
 class TappedContext:
     """One llama.cpp context of `context_tokens`, sequence 0 only, with an `AttentionTap`."""
 
-    def __init__(self, path: Path, *, context_tokens: int, threads: int, batch: int = 512) -> None:
+    def __init__(
+        self, path: Path, *, context_tokens: int, threads: int, idle_threads: int = 0, batch: int = 512
+    ) -> None:
+        """`idle_threads`: the threads of a decode while no other engine call of the process
+        computes (`engines.llama_threads`); at most `threads`: always `threads`."""
         self.tap = AttentionTap()
         spec = ContextSpec(
             context_tokens=context_tokens,
@@ -103,6 +108,8 @@ class TappedContext:
         self.n_ctx = self._context.n_ctx
         self.batch_size = self._context.batch_size
         self.threads = threads
+        #: `threads`, or `idle_threads` while no other engine call computes.
+        self.idle = IdleThreads(self._context.set_threads, threads, idle_threads)
         self.n_vocab = self._model.n_vocab
         self.n_layer = self._model.n_layer
         self.n_head = self._model.n_head
@@ -199,6 +206,7 @@ class TappedContext:
 
     def _decode(self, chunk: Sequence[int], start: int, seq: int, first_out: int) -> None:
         """One `llama_decode` of `chunk` at positions `start`.. of `seq`, logits from `first_out`."""
+        self.idle.before_decode()
         try:
             self._context.decode(chunk, start, seq, first_out)
         except EngineFailure:

@@ -66,6 +66,7 @@ class QwenLlamaMTEngine(QwenMTEngine):
         heads_dir: Path | None = None,
         cache_dir: Path | None = None,
         threads: int = 0,
+        idle_threads: int = 0,
         max_cached_prompts: int = MAX_CACHED_PROMPTS,
         speculate: bool = True,
         context_tokens: int = CONTEXT_TOKENS,
@@ -75,7 +76,12 @@ class QwenLlamaMTEngine(QwenMTEngine):
         # 0: every core (`dragoman mt-server`, where MT is all the server does); `dragoman serve`
         # passes each engine its share.
         self.threads = threads if threads > 0 else available_cores()
-        self._ctx = TappedContext(gguf, context_tokens=context_tokens, threads=self.threads)
+        # `idle_threads`: the threads of a decode while no other engine call computes
+        # (`engines.llama_threads`): the interpreter's drafts borrow the speech front's core
+        # between its steps.
+        self._ctx = TappedContext(
+            gguf, context_tokens=context_tokens, threads=self.threads, idle_threads=idle_threads
+        )
         self.load_seconds = time.perf_counter() - started
         self.name = model_id
         self.model_path = gguf
@@ -91,7 +97,7 @@ class QwenLlamaMTEngine(QwenMTEngine):
             "MT model loaded",
             model=model_id,
             backend="qwen-llama",
-            threads=self.threads,
+            threads=self._ctx.idle.describe(),
             cpu=cpu_info().describe(),
             kernels=self._ctx.backend.variant,
             seconds=round(self.load_seconds, 2),
@@ -109,7 +115,7 @@ class QwenLlamaMTEngine(QwenMTEngine):
             device="cpu",
             compute_type="gguf",
             compute_reason=(
-                f"{self._ctx.backend.describe()}, {self.model_path.name}, {self.threads} threads, "
+                f"{self._ctx.backend.describe()}, {self.model_path.name}, {self._ctx.idle.describe()}, "
                 f"stale budget {self._cache.stale_budget} tokens"
             ),
         )
@@ -146,7 +152,8 @@ class QwenLlamaMTEngine(QwenMTEngine):
 
     def measure_speed(self) -> SpeedSample:
         """This model's prefill and decode speed here (`model_choice.measure`); empties the cache."""
-        with self._lock:
+        # `auto` decides on the threads MT is sure to have, not those it borrows.
+        with self._lock, self._ctx.idle.held():
             self._cache.clear()
             return measure(self._ctx, self._prompts.encode(probe_text()))
 
@@ -236,6 +243,7 @@ def _create(model: str, settings: MTSettings, cache_dir: Path) -> QwenLlamaMTEng
         heads_dir=settings.heads_dir,
         cache_dir=cache_dir,
         threads=settings.threads,
+        idle_threads=available_cores() if settings.idle_threads is None else settings.idle_threads,
         speculate=settings.speculate,
         stale_budget=settings.stale_budget,
     )

@@ -33,7 +33,7 @@ that stream check the token between tokens or chunks.
 A call that hangs is given up after a timeout (`calls.py`).
 
 Both count their calls in `activity.ACTIVITY` while they run, so the embedded LLM can
-tell whether any other engine computes beside it (`engines.llm.idle_threads`).
+tell whether any other engine computes beside it (`engines.llama_threads`).
 
 The modules: `calls.py` (what a call carries: priority, cancel token, pieces, the hang
 watch), `batching.py`, `serial.py`, `housekeeping.py`, `activity.py`.

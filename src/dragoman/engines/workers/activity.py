@@ -4,7 +4,7 @@ Every worker counts its calls here while their threads run (`SerialWorker.call`,
 `BatchingWorker`), and so does the work that computes outside a worker (the turn model,
 a large frame's VAD, a file's decoding and VAD), so an engine can ask whether anything
 else computes beside it (`busy_elsewhere`): the embedded LLM takes every core only while
-nothing does (`engines.llm.idle_threads`). llama.cpp's threads spin at each barrier, and
+nothing does (`engines.llama_threads`). llama.cpp's threads spin at each barrier, and
 one thread too many on 2 cores made 11 tokens take 10.4 s instead of 1.4 s
 (`transports/runtime.py`), so a core is lent only when no other call holds it.
 

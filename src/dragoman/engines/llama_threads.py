@@ -1,16 +1,18 @@
-"""The embedded LLM's threads: more while no other engine call of the process computes.
+"""A llama.cpp context's threads: more while no other engine call of the process computes.
 
-The server gives the agent's LLM every core but one beside other services
-(`transports/runtime.py`): llama.cpp's threads spin at each barrier, and with one
+The server gives the agent's LLM every core but one beside other services, and MT its
+share (`transports/runtime.py`): llama.cpp's threads spin at each barrier, and with one
 other busy thread on 2 cores, 11 tokens took 10.4 s on 2 threads against 1.4 s on 1.
 But the answer comes when the user has stopped talking, and then ASR, MT and TTS are
 often idle: the spare core would sit unused through the prefill and the first words,
-which is the first audio's wait. So before every llama_decode (each prompt chunk,
-each generated token) the LLM asks `engines.workers.activity` whether another engine
-call runs, and decodes on `idle_threads` when none does, on `threads` when one does:
-a TTS, ASR or MT call that starts gets its core back at the LLM's next token.
+which is the first audio's wait. The interpreter's MT drafts between the speech front's
+steps, when the ASR's core is idle as often. So before every llama_decode (each prompt
+chunk, each generated token) the LLM and the MT engine ask `engines.workers.activity`
+whether another engine call runs, and decode on `idle_threads` when none does, on
+`threads` when one does: a TTS, ASR or MT call that starts gets its core back at the
+next token.
 
-Other processes are no engine calls of ours, but a borrowed thread slows the LLM down
+Other processes are no engine calls of ours, but a borrowed thread slows llama.cpp down
 just as much beside them (a 1.5B turn: 2.9 tok/s on 2 threads against 12.6 on 1, with
 other processes keeping 1 to 1.5 cores busy), so nothing is lent either while they kept more than
 `MAX_OTHERS_CORES` busy in the last quarter second (`cpu_load`).
