@@ -9,7 +9,6 @@ machine would keep the threads from ever being lent): its rule has its unit test
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from dragoman.engines import llama_threads as idle_threads
 from dragoman.engines.llm.base import ChatMessage, ChatRequest, LLMPiece, TextPiece
 from dragoman.engines.llm.llama_cpp import LlamaCppEngine, create
 from dragoman.engines.workers import CancelToken
-from dragoman.engines.workers.activity import ACTIVITY
+from tests.engine.elsewhere import engine_call_elsewhere
 
 pytestmark = pytest.mark.engine
 
@@ -73,24 +72,11 @@ def test_the_threads_follow_other_engine_calls(engines: tuple[LlamaCppEngine, Ll
     answer(lending, QUESTIONS[0])
     assert idle.now == 2 and lending._runtime.context_threads == (2, 2)  # alone: the spare core lent
 
-    inside, leave = threading.Event(), threading.Event()
-
-    def other_engine_call() -> None:
-        with ACTIVITY.running():
-            inside.set()
-            leave.wait(30)
-
-    other = threading.Thread(target=other_engine_call, daemon=True)
-    other.start()
-    try:
-        assert inside.wait(5)
+    with engine_call_elsewhere():
         switches = idle.switches
         busy_answer = answer(lending, QUESTIONS[0])
         assert idle.now == 1 and idle.switches == switches + 1  # given back at its first decode
         assert lending._runtime.context_threads == (1, 1)
-    finally:
-        leave.set()
-        other.join(5)
     assert "Paris" in busy_answer, busy_answer
     answer(lending, QUESTIONS[1])
     assert idle.now == 2 and lending._runtime.context_threads == (2, 2)

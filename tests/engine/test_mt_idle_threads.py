@@ -11,7 +11,6 @@ unit tests (tests/unit/test_idle_threads.py).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from dragoman.config import MTSettings
 from dragoman.engines import llama_threads
 from dragoman.engines.mt.base import DraftMode, MTDraft, MTRequest
 from dragoman.engines.mt.qwen_llama import QwenLlamaMTEngine, create
-from dragoman.engines.workers.activity import ACTIVITY
+from tests.engine.elsewhere import engine_call_elsewhere
 
 pytestmark = pytest.mark.engine
 
@@ -75,24 +74,11 @@ def test_the_threads_follow_other_engine_calls(engines: tuple[QwenLlamaMTEngine,
     alone = draft(lending, SOURCE, "lending")
     assert idle.now == 2 and lending._ctx._context.threads == (2, 2)  # alone: the spare core lent
 
-    inside, leave = threading.Event(), threading.Event()
-
-    def speech_front_step() -> None:
-        with ACTIVITY.running():
-            inside.set()
-            leave.wait(30)
-
-    other = threading.Thread(target=speech_front_step, daemon=True)
-    other.start()
-    try:
-        assert inside.wait(5)
+    with engine_call_elsewhere():
         switches = idle.switches
         busy = draft(lending, SOURCE, "lending")
         assert idle.now == 1 and idle.switches == switches + 1  # given back at its first decode
         assert lending._ctx._context.threads == (1, 1)
-    finally:
-        leave.set()
-        other.join(5)
     assert busy.token_ids == alone.token_ids
     draft(lending, SOURCE[:6], "lending")
     assert idle.now == 2 and lending._ctx._context.threads == (2, 2)

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 
 import pytest
 
+from dragoman.cpu import available_cores
 from dragoman.cpu_load import OthersLoad, Ticks, read_ticks
-from dragoman.engines.llama_threads import IdleThreads, threads_for
+from dragoman.engines.llama_threads import IdleThreads, idle_threads_setting, threads_for
 from dragoman.engines.llm.llama_runtime import PREFILL_CHUNK, LlamaRuntime
 from dragoman.engines.workers import BatchingWorker, SerialWorker
 from dragoman.engines.workers.activity import ACTIVITY, Activity
@@ -334,3 +335,8 @@ def test_nothing_is_lent_while_other_processes_keep_a_core_busy() -> None:
     proc.ticks, proc.now = None, proc.now + 0.3  # unknown: this process's own engines decide alone
     assert idle.before_decode() == 2
     assert context.calls == [2, 1, 2]
+
+
+def test_an_unset_idle_threads_setting_is_every_core_and_a_set_one_is_kept() -> None:
+    assert idle_threads_setting(None) == available_cores()
+    assert idle_threads_setting(0) == 0 and idle_threads_setting(3) == 3

@@ -23,12 +23,18 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 
+from dragoman.cpu import available_cores
 from dragoman.cpu_load import OTHERS, OthersLoad
 from dragoman.engines.workers.activity import ACTIVITY, Activity
 
 #: The most cores' worth of time other processes may have taken lately for a thread to be lent:
 #: the kernel's own housekeeping stays below it.
 MAX_OTHERS_CORES = 0.2
+
+
+def idle_threads_setting(setting: int | None) -> int:
+    """`llm.idle_threads` / `mt.idle_threads` as a count: None is every core this process may use."""
+    return available_cores() if setting is None else setting
 
 
 def threads_for(threads: int, idle_threads: int, busy_elsewhere: bool) -> int:

@@ -33,6 +33,7 @@ from dragoman.config import LLMSettings
 from dragoman.cpu import available_cores
 from dragoman.engines.info import EngineInfo
 from dragoman.engines.llama_speed import SpeedSample, describe, measure, pick_by_speed
+from dragoman.engines.llama_threads import idle_threads_setting
 from dragoman.engines.llm.base import (
     ChatMessage,
     ChatRequest,
@@ -323,7 +324,7 @@ def _create(model: str, settings: LLMSettings, cache_dir: Path) -> LlamaCppEngin
         max_conversations=settings.max_conversations,
         cache_mb=settings.cache_mb,
         tool_result_note=settings.tool_result_note,
-        idle_threads=available_cores() if settings.idle_threads is None else settings.idle_threads,
+        idle_threads=idle_threads_setting(settings.idle_threads),
     )
 
 

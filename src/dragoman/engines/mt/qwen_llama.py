@@ -25,6 +25,7 @@ from dragoman.config import MTSettings
 from dragoman.cpu import available_cores, cpu_info
 from dragoman.engines.info import EngineInfo
 from dragoman.engines.llama_speed import describe, pick_by_speed
+from dragoman.engines.llama_threads import idle_threads_setting
 from dragoman.engines.mt import llama_draft
 from dragoman.engines.mt.base import DraftMode, MTDraft, MTEngine, MTRequest
 from dragoman.engines.mt.llama_context import TappedContext
@@ -243,7 +244,7 @@ def _create(model: str, settings: MTSettings, cache_dir: Path) -> QwenLlamaMTEng
         heads_dir=settings.heads_dir,
         cache_dir=cache_dir,
         threads=settings.threads,
-        idle_threads=available_cores() if settings.idle_threads is None else settings.idle_threads,
+        idle_threads=idle_threads_setting(settings.idle_threads),
         speculate=settings.speculate,
         stale_budget=settings.stale_budget,
     )
