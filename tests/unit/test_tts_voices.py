@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import typing
+from typing import Literal
+
 import pytest
+from openai.types.audio.speech_create_params import SpeechCreateParams
 
 from dragoman.config import TTSSettings
 from dragoman.engines.registry import tts_backends
@@ -26,7 +30,18 @@ from dragoman.engines.tts.voices import (
 )
 from dragoman.errors import ConfigError, InvalidValue
 
-OPENAI = ("alloy", "ash", "ballad", "coral", "echo", "sage", "shimmer", "verse", "marin", "cedar")
+
+def _openai_voice_names() -> tuple[str, ...]:
+    """The voice names the openai SDK's /v1/audio/speech request declares (a superset of the
+    Realtime API's): OpenAI's list, not ours."""
+    voice = typing.get_type_hints(SpeechCreateParams, include_extras=True)["voice"]
+    literals = [
+        arg for arg in typing.get_args(typing.get_args(voice)[0]) if typing.get_origin(arg) is Literal
+    ]
+    return tuple(name for literal in literals for name in typing.get_args(literal))
+
+
+OPENAI = _openai_voice_names()
 
 
 def test_local_voices_map_to_their_backends() -> None:
@@ -49,6 +64,7 @@ def test_every_openai_voice_gets_a_neural_english_voice(name: str) -> None:
 
 
 def test_openai_voices_are_all_mapped() -> None:
+    assert len(OPENAI) >= 13  # the SDK's list was read: alloy ... cedar, fable, nova, onyx
     assert set(OPENAI_VOICES) == set(OPENAI)
     # Both English voices are used, so OpenAI clients that switch voices hear a difference.
     assert {voice_for(name).name for name in OPENAI} == {"hibari", "joe"}

@@ -105,18 +105,22 @@ BEST_VOICES: dict[str, tuple[str, ...]] = {
     ),
 }
 
-#: OpenAI's voices -> the local voice that serves each.
+#: OpenAI's voices -> the local voice that serves each: the Realtime API's, and the three that
+#: only /v1/audio/speech offers (fable, nova, onyx), so that a client of either gets speech.
 OPENAI_VOICES: dict[str, str] = {
     "alloy": "hibari",
     "coral": "hibari",
     "sage": "hibari",
     "shimmer": "hibari",
     "marin": "hibari",
+    "nova": "hibari",
     "ash": "joe",
     "ballad": "joe",
     "echo": "joe",
     "verse": "joe",
     "cedar": "joe",
+    "fable": "joe",
+    "onyx": "joe",
 }
 
 #: Languages written differently by clients -> ISO 639-1.
