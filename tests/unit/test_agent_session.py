@@ -539,6 +539,37 @@ def test_an_early_start_is_held_until_the_turn_ends_and_then_comes_in_order() ->
     agent.no_job(LLM)
 
 
+def test_semantic_vad_starts_early_too_and_its_turn_needs_no_second_decode() -> None:
+    model_calls: list[int] = []
+
+    def turn_model(audio: np.ndarray) -> float:
+        model_calls.append(len(audio))
+        return 0.9  # complete: the turn ends at the 200 ms pause
+
+    agent = Agent(turn_model=turn_model)
+    agent.events()
+    turns = {"type": "semantic_vad"}
+    agent.send("session.update", session={"type": "realtime", "audio": {"input": {"turn_detection": turns}}})
+    # Speech, then the first silent windows: the pause is decoded before the turn model is asked.
+    agent.send("input_audio_buffer.append", audio=b64(np.concatenate([tone(1.0, RATE), silence(0.1, RATE)])))
+    job: StepJob = agent.job(ASR)
+    assert job.provisional and model_calls == []
+    agent.session.job_done(job, StepResult(text="What is the time?", language="en"))
+    agent.events()
+    llm: LLMJob = agent.job(LLM)
+    assert llm.request.messages[-1].content == "What is the time?", "answered before the turn ends"
+    agent.say(llm, "It is noon.")
+    agent.speak_all()
+    assert "response.created" not in types(agent.log), "held while the user might go on"
+    agent.send("input_audio_buffer.append", audio=b64(silence(0.3, RATE)))
+    assert len(model_calls) == 1, "the turn model ended the turn"
+    agent.no_job(ASR)  # the pause's decode heard the whole turn
+    agent.events()
+    kinds = types(agent.log)
+    assert kinds.index("input_audio_buffer.speech_stopped") < kinds.index("response.created")
+    assert kinds[-1] == "response.done" and agent.log[-1]["response"]["status"] == "completed"
+
+
 def test_speech_after_the_pause_drops_the_early_start_unseen() -> None:
     agent = early_agent()
     pause_then_provisional(agent, "Book a table")

@@ -229,7 +229,7 @@ def test_turns_are_contiguous_ordered_and_keep_every_long_speech_run(seed: int) 
                 assert a == b
 
 
-# -- server_vad's pauses (the early start) ---------------------------------------------------
+# -- pauses (the early start), in both modes ---------------------------------------------------
 
 
 def paused(audio: np.ndarray, model: ScriptedTurnModel | None = None) -> list[TurnOp]:
@@ -262,3 +262,47 @@ def test_speech_after_a_pause_resumes_the_turn_and_server_vad_asks_no_turn_model
     assert model.seen == [], "server_vad's pauses are the VAD's alone"
     plain = TurnSegmenter(ServerVADConfig(), EnergyVAD()).push(audio)
     assert not [op for op in plain if isinstance(op, Paused | Resumed)], "off by default"
+
+
+def semantic_paused(audio: np.ndarray, model: ScriptedTurnModel) -> list[TurnOp]:
+    segmenter = TurnSegmenter(SemanticVADConfig(), EnergyVAD(), turn_model=model, pauses=True)  # type: ignore[arg-type]
+    return segmenter.push(audio)
+
+
+def kinds_of(ops: list[TurnOp]) -> list[str]:
+    return [type(op).__name__ for op in ops if not isinstance(op, TurnAudio)]
+
+
+def test_semantic_vad_with_pauses_says_so_before_the_turn_model_judges() -> None:
+    audio = signal(("silence", 20), ("tone", 30), ("silence", 40))
+    ops = semantic_paused(audio, ScriptedTurnModel([0.9]))
+    assert kinds_of(ops) == ["SpeechStarted", "Paused", "SpeechStopped"]
+    pause = next(op for op in ops if isinstance(op, Paused))
+    stopped = next(op for op in ops if isinstance(op, SpeechStopped))
+    assert pause.audio_end_ms == ms(51 * W), "at the first silent window, not at the 200 ms pause"
+    assert stopped.audio_end_ms == ms((50 + PAUSE_WINDOWS) * W), "the turn model still ends the turn"
+    # The turns themselves are where semantic_vad alone puts them.
+    plain = semantic(audio, ScriptedTurnModel([0.9]))
+    assert [(b, e) for b, e, _ in turns(ops)] == [(b, e) for b, e, _ in turns(plain)]
+
+
+def test_speech_that_resumes_a_soft_ended_turn_says_so_and_the_next_silence_pauses_again() -> None:
+    # P 0.0 soft-ends the turn at the pause; 20 windows (640 ms) of speech resume it; P 0.9 ends it.
+    audio = signal(("silence", 20), ("tone", 30), ("silence", 12), ("tone", 20), ("silence", 40))
+    ops = semantic_paused(audio, ScriptedTurnModel([0.0, 0.9]))
+    assert kinds_of(ops) == ["SpeechStarted", "Paused", "Resumed", "Paused", "SpeechStopped"]
+    resumed = ops.index(next(op for op in ops if isinstance(op, Resumed)))
+    before = sum(len(op.samples) for op in ops[:resumed] if isinstance(op, TurnAudio))
+    # Said with the first window of speech (its audio just before), not after the 192 ms gate.
+    assert before == (63 * W) - (20 * W - PAD)
+    assert len(turns(ops)) == 1
+
+
+def test_speech_too_short_to_resume_a_turn_still_ends_its_pause() -> None:
+    # 3 windows (96 ms) of speech in the soft-ended wait: under the 192 ms gate, the turn does
+    # not resume and ends at its timeout; the pause's transcript no longer holds all of it.
+    audio = signal(("silence", 20), ("tone", 30), ("silence", 12), ("tone", 3), ("silence", 200))
+    ops = semantic_paused(audio, ScriptedTurnModel([0.0]))
+    assert kinds_of(ops) == ["SpeechStarted", "Paused", "Resumed", "SpeechStopped"]
+    plain = semantic(audio, ScriptedTurnModel([0.0]))
+    assert [(b, e) for b, e, _ in turns(ops)] == [(b, e) for b, e, _ in turns(plain)]

@@ -33,7 +33,7 @@ class SpeechStopped:
 
 @dataclass(frozen=True)
 class Paused:
-    """server_vad with pauses on (the voice agent's early start): a silence began in the open
+    """With pauses on (the voice agent's early start): a silence began in the open
     turn, which ends it unless speech comes back first. `audio_end_ms`: the audio so far."""
 
     audio_end_ms: int

@@ -43,11 +43,13 @@ running. The turn model is asked again at the next pause. A turn that has stoppe
 committed, and OpenAI's protocol cannot reopen a committed item: speech after it is a new turn
 (or a barge-in) and always needs the full `min_speech_ms`.
 
-server_vad with `pauses` on (the voice agent's early start) keeps its own end of turn, and also
-emits `Paused` the moment a silence begins in the open turn, so the turn can be transcribed and
-an answer prepared while the silence runs out; speech that comes back before the end emits
-`Resumed`. (A turn model judging the pause at `PAUSE_MS` came too late: the transcript of that
-judgment arrived after server_vad's 500 ms had ended the turn, and no answer started early.)
+With `pauses` on (the voice agent's early start) either mode keeps its own end of turn, and
+also emits `Paused` the moment a silence begins in the open turn, so the turn can be transcribed
+and an answer prepared while the silence runs out (server_vad's 500 ms, or semantic_vad's pause
+and the turn model's call); the first window of speech after it emits `Resumed`, in a
+soft-ended turn too, even speech too short to resume it: the pause's transcript no longer holds
+all the turn's speech. (A turn model judging the pause at `PAUSE_MS` before the decode came too
+late for server_vad: the transcript arrived after its 500 ms had ended the turn.)
 
 server_vad's `idle_timeout_ms` (`streaming/idle_timer.py`) runs on the audio timeline, as
 everything here does: from the start, from the end of each turn, and from each start-over
@@ -128,8 +130,8 @@ class TurnSegmenter:
         turn_model: TurnCompletion | None = None,
         pauses: bool = False,
     ) -> None:
-        """`turn_model`: semantic_vad's (server_vad asks none). `pauses`: server_vad emits
-        `Paused` and `Resumed` (the early start)."""
+        """`turn_model`: semantic_vad's (server_vad asks none). `pauses`: emit `Paused` and
+        `Resumed` (the early start)."""
         if sample_rate <= 0 or offset_samples < 0:
             raise ValueError("sample_rate must be positive and offset_samples non-negative")
         self.semantic = isinstance(config, SemanticVADConfig)
@@ -138,7 +140,7 @@ class TurnSegmenter:
         self.config = config
         self.vad = vad
         self.turn_model = turn_model if self.semantic else None
-        self._pauses = pauses and not self.semantic
+        self._pauses = pauses
         self.sample_rate = sample_rate
         self._window = vad.window_samples
         if isinstance(config, SemanticVADConfig):
@@ -161,7 +163,7 @@ class TurnSegmenter:
         self._resume = SpeechRun()
         # semantic_vad: the end of the open turn's audio, for the turn model.
         self._context = RecentAudio(TURN_CONTEXT_SECONDS * sample_rate)
-        # server_vad with pauses: a `Paused` is out for the silence running now.
+        # With pauses: a `Paused` is out, and no speech has come since.
         self._paused = False
         # server_vad's idle timeout (a length of 0 is off).
         idle_ms = config.idle_timeout_ms if isinstance(config, ServerVADConfig) else None
@@ -279,10 +281,7 @@ class TurnSegmenter:
             return
         if speech:
             self._silence_start = None
-            if self._paused:
-                self._paused = False
-                _flush(ops, pieces)
-                ops.append(Resumed())
+            self._speech_again(ops, pieces)
         elif prob < self.config.negative_threshold and self._silence_start is None:
             self._silence_start = start
             if self._pauses:
@@ -338,6 +337,8 @@ class TurnSegmenter:
     ) -> None:
         """A soft-ended turn: resumed by `min_speech_continuation_ms` of speech, else timed out."""
         assert self._wait is not None and self._silence_start is not None
+        if speech:
+            self._speech_again(ops, pieces)
         self._resume.add(speech, start, self._window)
         if self._resume.active >= max(self._resume_gate, 1):
             self._silence_start = self._wait = None
@@ -349,6 +350,13 @@ class TurnSegmenter:
         resuming = self._resume.active > 0 and self._resume.quiet_since is None
         if self._cursor - self._silence_start >= self._wait and not resuming:
             self._stop(ops, pieces)
+
+    def _speech_again(self, ops: list[TurnOp], pieces: list[NDArray[np.float32]]) -> None:
+        """Speech in the open turn: a `Paused` out for it is over."""
+        if self._paused:
+            self._paused = False
+            _flush(ops, pieces)
+            ops.append(Resumed())
 
     def _stop(self, ops: list[TurnOp], pieces: list[NDArray[np.float32]]) -> None:
         _flush(ops, pieces)

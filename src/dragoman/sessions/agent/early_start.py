@@ -1,12 +1,14 @@
 """The early start: an answer prepared while the user's closing silence runs out.
 
-With server_vad, a turn ends after `silence_duration_ms` of silence (500 ms by default),
-then its final transcript takes another decode. The speech front does not wait for it: the
-moment a silence begins in the turn it decodes the turn whole, and once that transcript is
-back, with no speech since, says so (`Provisional`); the agent starts the response on it at
-once, so the LLM's prefill and first words overlap the rest of the silence. (Deciding at a
-200 ms pause with the turn model first, the transcript came after the turn had ended: the
-early start fired on 0 of 12 questions with the 1.5B and all three services loaded.)
+With server_vad, a turn ends after `silence_duration_ms` of silence (500 ms by default);
+with semantic_vad, after a 200 ms pause and the turn model's call (later when the model judges
+the turn incomplete). Either way its final transcript would then take another decode. The
+speech front does not wait for it: the moment a silence begins in the turn it decodes the turn
+whole, and once that transcript is back, with no speech since, says so (`Provisional`); the
+agent starts the response on it at once, so the LLM's prefill and first words overlap the rest
+of the silence. (Deciding at a 200 ms pause with the turn model first, the transcript came
+after server_vad had ended the turn: the early start fired on 0 of 12 questions with the 1.5B
+and all three services loaded.)
 
 The response is held: it runs (the LLM generates, TTS speaks) but its events wait, so the
 client sees what it always sees, in the usual order: `speech_stopped`, `committed`, the

@@ -52,7 +52,7 @@ class SpeechFront:
         turn_model_factory: Callable[[], turns.TurnCompletion] | None = None,
         early_start: bool = False,
     ) -> None:
-        """`early_start` (the voice agent): with server_vad, each pause in a turn is decoded
+        """`early_start` (the voice agent): with either VAD, each pause in a turn is decoded
         whole the moment it begins, and its transcript goes out (`Provisional`) unless speech
         came back meanwhile."""
         self.session_id = session_id
