@@ -63,6 +63,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--asr-model", dest="asr.model", help="packaged model name or a path to your own weights folder"
     )
+    serve.add_argument(
+        "--asr-route",
+        dest="asr.routes",
+        action="append",
+        metavar="LANG=BACKEND[:MODEL]",
+        help="transcribe one language with another backend, e.g. en=moonshine (repeatable)",
+    )
     serve.add_argument("--asr-compute-type", dest="asr.compute_type", help="CTranslate2 compute type (int8)")
     serve.add_argument("--asr-max-batch", dest="asr.max_batch", type=int, help="most steps per engine call")
     serve.add_argument(

@@ -41,6 +41,11 @@ class ASRSettings(BaseModel):
     #: else 1). A backend that cannot run calls at once runs one on all the threads.
     parallel_calls: int = Field(default=0, ge=0)
     beam_size: int = Field(default=1, ge=1)
+    #: Languages that another local backend transcribes: {"en": "moonshine"} sends English steps
+    #: to Moonshine base and the rest to `backend` (`engines/asr/by_language.py`). A value may
+    #: name the model too, "moonshine:/path/to/folder"; without one the backend serves its own
+    #: packaged default. Unused with `base_url`, where the remote server transcribes everything.
+    routes: dict[str, str] = Field(default_factory=dict)
     #: Most step requests one engine call may carry.
     max_batch: int = Field(default=16, ge=1)
     #: A remote ASR server's OpenAI-compatible /v1 URL (another dragoman, vLLM serving Whisper,
@@ -54,6 +59,24 @@ class ASRSettings(BaseModel):
     timeout_s: float = Field(default=60.0, gt=0)
     connect_retries: int = Field(default=2, ge=0, le=10)
     max_concurrent: int = Field(default=8, ge=1, le=256)
+
+    @field_validator("routes", mode="before")
+    @classmethod
+    def _parse_routes(cls, value: object) -> object:
+        """`--asr-route en=moonshine` (repeatable) and `en=moonshine,de=...` as well as a mapping."""
+        if isinstance(value, str):
+            value = [value]
+        if isinstance(value, dict):
+            return {str(language).strip().lower(): backend for language, backend in value.items()}
+        if not isinstance(value, list):
+            return value
+        routes: dict[str, str] = {}
+        for item in (part for entry in value for part in str(entry).split(",") if part.strip()):
+            language, sep, backend = item.partition("=")
+            if not sep or not language.strip() or not backend.strip():
+                raise ValueError(f"an ASR route is LANGUAGE=BACKEND[:MODEL], not {item!r}")
+            routes[language.strip().lower()] = backend.strip()
+        return routes
 
 
 class FileTranscriptionSettings(BaseModel):

@@ -98,7 +98,22 @@ def create_asr_engine(settings: ASRSettings, cache_dir: Path) -> ASREngine:
         raise ConfigError(
             f"ASR backend {settings.backend!r} built a {type(engine).__name__}, not an ASREngine"
         )
-    return engine
+    if not settings.routes or settings.base_url:
+        return engine
+    from dragoman.engines.asr.by_language import LanguageRoutedASR
+
+    routes: dict[str, ASREngine] = {}
+    try:
+        for language, route in settings.routes.items():
+            name, _, model = route.partition(":")
+            # Without a model named, the backend's factory serves its own packaged default.
+            update = {"backend": name, "routes": {}} | ({"model": model} if model else {})
+            routes[language] = create_asr_engine(settings.model_copy(update=update), cache_dir)
+        return LanguageRoutedASR(engine, routes)
+    except BaseException:
+        for loaded in (*routes.values(), engine):
+            loaded.close()
+        raise
 
 
 def create_mt_engine(settings: MTSettings, cache_dir: Path) -> MTEngine:

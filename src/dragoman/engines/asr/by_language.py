@@ -1,0 +1,91 @@
+"""Speech in a given language to its own engine: Moonshine for English in front of Whisper.
+
+A language-specific model can beat the multilingual one on its language: Moonshine base
+(English only) transcribed the FLORES lines espeak-ng spoke, and our own voices, with far fewer
+errors than Whisper base (bench/RESULTS.md), and its encoder reads only the audio it is given.
+`asr.routes` (`{"en": "moonshine"}`) names, for each such language, the backend whose default
+model serves it; everything else, and every step whose language is still open (Whisper detects
+it), goes to the default engine.
+
+A step is routed by its request's language, so an item whose language Whisper detected moves to
+the routed engine once the language has settled: the text decoded so far is forced as that
+engine's prefix like any other (both take a decoder prompt; `PrefixMode` must agree). Steps of
+different engines never share a call (`batch_key`). The stable prefix is cut with the default
+engine's tokenizer for every step: it counts tokens only to leave the last few unforced, and the
+forced text is re-encoded by the engine that decodes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+
+from dragoman.engines.asr.base import ASRCapabilities, ASREngine, StepRequest, StepResult
+from dragoman.engines.info import EngineInfo
+from dragoman.errors import ClientError, ConfigError
+
+
+class LanguageRoutedASR(ASREngine):
+    """`default` for every step but those in a language of `routes`, which go to its engine."""
+
+    def __init__(self, default: ASREngine, routes: Mapping[str, ASREngine]) -> None:
+        first = default.capabilities
+        for language, engine in routes.items():
+            theirs = engine.capabilities
+            if theirs.languages and language not in theirs.languages:
+                raise ConfigError(f"asr.routes: {engine.name} does not transcribe {language!r}")
+            if theirs.prefix_mode != first.prefix_mode or theirs.sample_rate != first.sample_rate:
+                raise ConfigError(
+                    f"asr.routes: {engine.name} cannot take over {default.name}'s items "
+                    f"(prefix mode {theirs.prefix_mode}, {theirs.sample_rate} Hz)"
+                )
+        self.default = default
+        self.routes = dict(routes)
+        self.name = default.name
+        self.tokenizer = default.tokenizer
+        engines = [default, *self.routes.values()]
+        self.capabilities = ASRCapabilities(
+            max_audio_seconds=min(e.capabilities.max_audio_seconds for e in engines),
+            languages=first.languages | frozenset(self.routes) if first.languages else frozenset(),
+            prefix_mode=first.prefix_mode,
+            sample_rate=first.sample_rate,
+            # Calls run at once on the worker's lanes; each is one engine's (`batch_key`).
+            parallel_calls=max(e.capabilities.parallel_calls for e in engines),
+        )
+
+    def engine_for(self, request: StepRequest) -> ASREngine:
+        return self.routes.get(request.language or "", self.default)
+
+    def batch_key(self, request: StepRequest) -> Hashable:
+        engine = self.engine_for(request)
+        return (engine.name, engine.batch_key(request))
+
+    def transcribe_batch(self, requests: Sequence[StepRequest]) -> list[StepResult | ClientError]:
+        results: list[StepResult | ClientError | None] = [None] * len(requests)
+        groups: dict[int, tuple[ASREngine, list[int]]] = {}
+        for slot, request in enumerate(requests):
+            engine = self.engine_for(request)
+            groups.setdefault(id(engine), (engine, []))[1].append(slot)
+        for engine, slots in groups.values():
+            done = engine.transcribe_batch([requests[slot] for slot in slots])
+            for slot, result in zip(slots, done, strict=True):
+                results[slot] = result
+        return [result for result in results if result is not None]
+
+    def warm_up(self) -> None:
+        for engine in (self.default, *self.routes.values()):
+            engine.warm_up()
+
+    def describe(self) -> EngineInfo:
+        info = self.default.describe()
+        routed = ", ".join(f"{language}: {engine.name}" for language, engine in self.routes.items())
+        return EngineInfo(
+            name=info.name,
+            backend=f"{info.backend} ({routed})",
+            device=info.device,
+            compute_type=info.compute_type,
+            compute_reason=info.compute_reason,
+        )
+
+    def close(self) -> None:
+        for engine in (*self.routes.values(), self.default):
+            engine.close()
