@@ -48,10 +48,8 @@ from openai import AsyncOpenAI
 
 from bench import server as dragoman_server
 from bench.agent_latency import header, log, table
+from bench.audio import synthesise
 from bench.results import record
-from dragoman.config import TTSSettings, default_cache_dir
-from dragoman.engines.tts.speaker import Speaker
-from dragoman.engines.workers import CancelToken
 from dragoman.tools.wer import normalize
 from harness.realtime_helpers import Transcript, read_until
 from harness.server import Server
@@ -99,22 +97,6 @@ def questions(limit: int | None = None) -> list[Question]:
     rows = list(csv.DictReader(lines, delimiter="\t"))
     out = [Question(r["category"], r["question"], tuple(r["answer"].split("|"))) for r in rows]
     return out[:limit] if limit else out
-
-
-def synthesise(texts: Sequence[str], voices: Sequence[str]) -> dict[tuple[str, str], bytes]:
-    """Each text spoken by each voice, as 24 kHz PCM16, by the project's own TTS."""
-    speaker = Speaker(TTSSettings(), default_cache_dir())
-    out: dict[tuple[str, str], bytes] = {}
-    try:
-        for voice in voices:
-            for text in texts:
-                pcm = bytearray()
-                speaker.synthesize(voice, text, 1.0, CancelToken(), pcm.extend, RATE)
-                out[(voice, text)] = bytes(pcm)
-            log(f"synthesised {len(texts)} questions with {voice}")
-    finally:
-        speaker.close()
-    return out
 
 
 def client(server: Server) -> AsyncOpenAI:
@@ -276,7 +258,9 @@ async def main_async(args: argparse.Namespace) -> None:
     asked = questions(args.limit)
     modes = args.modes.split(",")
     voices = args.voices.split(",") if "spoken" in modes else []
-    spoken = synthesise([q.text for q in asked], voices) if voices else {}
+    spoken = synthesise([q.text for q in asked], voices, RATE) if voices else {}
+    if voices:
+        log(f"synthesised {len(asked)} questions with {', '.join(voices)}")
     results: dict[str, list[Answer]] = {}
     with tempfile.TemporaryDirectory(prefix="agent-accuracy-") as tmp:
         for model in args.models.split(","):

@@ -592,7 +592,7 @@ def report_latency(turns: list[Turn], model: str, services: str) -> None:
     print("\nEach stage's own time (p50 / p95 of the per-question differences, ms):\n")
     rows = []
     for label, later, earlier in SPANS:
-        row = [label]
+        row: list[object] = [label]
         for mode in names:
             diffs = ms([t.span(later, earlier) for t in by_mode[mode]])
             row += [percentile(diffs, 50), percentile(diffs, 95)]

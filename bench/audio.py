@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
 
+from dragoman.config import TTSSettings, default_cache_dir
+from dragoman.engines.tts.speaker import Speaker
+from dragoman.engines.workers import CancelToken
 from dragoman.tools.eval_set import eval_dir
 from harness.realtime_helpers import b64 as b64
 from harness.realtime_helpers import load_audio
@@ -141,3 +145,21 @@ def session_inputs(
     if not pool:
         raise ValueError(f"no recording of {shortest:g} s or more")
     return [pool[i % len(pool)] for i in range(count)]
+
+
+def synthesise(
+    texts: Sequence[str], voices: Sequence[str], rate: int = 24_000
+) -> dict[tuple[str, str], bytes]:
+    """Each text spoken by each voice of the project's own TTS, as PCM16 at `rate`:
+    {(voice, text): pcm}."""
+    speaker = Speaker(TTSSettings(), default_cache_dir())
+    out: dict[tuple[str, str], bytes] = {}
+    try:
+        for voice in voices:
+            for text in texts:
+                pcm = bytearray()
+                speaker.synthesize(voice, text, 1.0, CancelToken(), pcm.extend, rate)
+                out[(voice, text)] = bytes(pcm)
+    finally:
+        speaker.close()
+    return out

@@ -4,7 +4,13 @@
                                reverse de-en, it-en, zh-en
     --sessions 1,2,4           concurrent sessions (default: 1,2)
     --clips 12                 clips per direction (default: all there are)
+    --flores 12                FLORES lines per direction and speaker, spoken by the project's
+                               own TTS (default: 12; 0 for FLEURS only)
+    --speakers espeak,best     who speaks them: espeak-ng in the source language ("espeak"),
+                               the best voice of the catalog in it ("best"), or a voice's name
     --asr-model whisper-base   the project's Whisper that transcribes the spoken output
+    --asr-route en=moonshine   the started server's ASR routes (`dragoman serve --asr-route`);
+                               its results are goals of their own ("..., ASR en=moonshine")
     --url http://...           a running server whose interpreter speaks the directions' one
                                source language (default: start `dragoman serve --services
                                interpreter mt` per source language, with
@@ -14,8 +20,14 @@ The clips are the FLEURS recordings of `../shared/eval/speech_translation.tsv` i
 language with a FLORES reference in the target: 5 English ones (its CoVoST 2 clip has no
 FLORES reference), 5 German ones and 1 Mandarin one, so en→X has 5 clips, de→en 5 and zh→en
 1. There is no Italian speech with an English reference in ../shared/eval (its Italian
-recordings are Picovoice test sentences with Italian transcripts only): it→en is skipped with
-a message until such clips are added.
+recordings are Picovoice test sentences with Italian transcripts only), so it→en has only the
+spoken FLORES lines below.
+
+Next to them, as the issue asks, the first `--flores` lines of FLORES-200 devtest
+(`../shared/eval/mt/flores200_devtest_first100_en-de-it-zh.tsv`) in the source language, spoken
+by each `--speakers` voice of the project's own TTS: synthetic speech, so the FLEURS rows stay
+the measure of real speech, but enough sentences for a BLEU that a single clip does not swing,
+and the only Italian source speech there is. Each speech source is scored on its own.
 
 Each clip is one translation session through the openai SDK's
 `client.realtime.translations.connect()`, streamed at real-time pace in 200 ms appends
@@ -69,7 +81,7 @@ from websockets.asyncio.client import connect
 
 from bench import server as dragoman_server
 from bench.agent_latency import header, log, percentile, speech_bounds, table
-from bench.audio import EVAL, RATE, EvalRow, load
+from bench.audio import EVAL, RATE, EvalRow, load, synthesise
 from bench.listener import load_listener, transcribe
 from bench.results import record
 from dragoman.audio.pcm import float_to_pcm16
@@ -84,6 +96,7 @@ from dragoman.weights import resolve
 WIRE_RATE = 24_000
 FRAME_S = 0.2
 TAIL_S = 2.0
+LEAD_S = 0.5
 #: A session's slot is free once the server has finished its engine work, a moment after
 #: `session.closed`; a worker that opens the next one at once may be refused with 1013 ("try
 #: again later"), and does as it says, this often, this far apart.
@@ -91,6 +104,11 @@ OPEN_TRIES, RETRY_S = 20, 0.25
 LIMIT_REACHED = "session_limit_reached"
 #: ISO 639-1 -> the column of speech_translation.tsv with that language's FLORES line.
 REFERENCE = {"en": "eng", "de": "deu", "it": "ita", "zh": "zho_Hans"}
+FLORES = EVAL / "mt" / "flores200_devtest_first100_en-de-it-zh.tsv"
+#: ISO 639-1 -> the column of the FLORES file with that language's line.
+FLORES_COLUMN = {"en": "eng_Latn", "de": "deu_Latn", "it": "ita_Latn", "zh": "zho_Hans"}
+#: The speech source of the FLEURS rows, in the results' metric names only when another is meant.
+FLEURS = "FLEURS"
 DIRECTIONS = ("en-de", "en-it", "en-zh", "de-en", "it-en", "zh-en")
 SOURCE_ENV = "DRAGOMAN_INTERPRETER__SOURCE_LANGUAGE"
 
@@ -103,6 +121,8 @@ class Clip:
     audio: np.ndarray
     onset_s: float
     end_s: float
+    #: Who spoke it: FLEURS (real speech) or the name of the voice that read a FLORES line.
+    speech: str = FLEURS
 
 
 @dataclass
@@ -138,6 +158,39 @@ def clips(direction: str, count: int, vad: SileroModel) -> list[Clip]:
         onset, end = speech_bounds(vad, audio)
         wire = np.ascontiguousarray(soxr.resample(audio, RATE, WIRE_RATE), dtype=np.float32)
         out.append(Clip(Path(row["file"]).stem, row["src_text"], row[REFERENCE[target]], wire, onset, end))
+    return out
+
+
+def speaker_voices(source: str, speakers: Sequence[str], settings: Settings) -> list[str]:
+    """The voices that read the FLORES lines of `source`: "espeak" is espeak-ng in it, "best" the
+    catalog's best voice of it; any other name is taken as a voice of that language."""
+    catalog = VoiceCatalog(settings.tts.backends, settings.tts.voice)
+    named = {"espeak": f"espeak-{source}", "best": catalog.for_language(source).name}
+    out = [named.get(s, s) for s in speakers]
+    return list(dict.fromkeys(out))
+
+
+def flores_clips(direction: str, count: int, voices: Sequence[str], vad: SileroModel) -> list[Clip]:
+    """The first `count` FLORES devtest lines in the direction's source language, each spoken by
+    each voice, with the target's line as the reference."""
+    if count <= 0 or not voices:
+        return []
+    source, target = direction.split("-")
+    with FLORES.open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))[:count]
+    texts = [row[FLORES_COLUMN[source]] for row in rows]
+    spoken = synthesise(texts, voices, RATE)
+    log(f"{direction}: {len(texts)} FLORES lines spoken by {', '.join(voices)}")
+    out = []
+    for voice in voices:
+        for row, text in zip(rows, texts, strict=True):
+            voiced = np.frombuffer(spoken[(voice, text)], dtype=np.int16).astype(np.float32) / 32768
+            # A speaker draws breath first: the stream opens on silence, as a microphone's does.
+            audio = np.concatenate([np.zeros(int(LEAD_S * RATE), dtype=np.float32), voiced])
+            onset, end = speech_bounds(vad, audio)
+            wire = np.ascontiguousarray(soxr.resample(audio, RATE, WIRE_RATE), dtype=np.float32)
+            name = f"flores{row['line']}-{voice}"
+            out.append(Clip(name, text, row[FLORES_COLUMN[target]], wire, onset, end, speech=voice))
     return out
 
 
@@ -241,6 +294,8 @@ class Scores:
 
     direction: str
     sessions: int
+    #: Who spoke the source (FLEURS, or the voice that read FLORES lines).
+    speech: str
     voice: str
     clips: int
     bleu: float
@@ -256,14 +311,19 @@ class Scores:
         return self.bleu / self.baseline if self.baseline else float("nan")
 
 
-def save(scores: Scores) -> None:
+def save(scores: Scores, variant: str = "") -> None:
     """The goals of issue 25 (`bench/results.py`): BLEU ratio >= 0.8, end lag mean <= 2.5 s, first
     text p50 <= 3.5 s (with 2 sessions too); first audio and ASR-BLEU without a bound."""
     source, target = scores.direction.split("-")
     n = scores.sessions
-    goal = f"interpreter {source}→{target}, {n} session{'s' if n > 1 else ''}"
+    goal = f"interpreter {source}→{target}, {n} session{'s' if n > 1 else ''}{variant}"
+    if scores.speech == FLEURS:
+        spoken, suffix = f"{scores.clips} FLEURS clips", ""
+    else:
+        spoken = f"{scores.clips} FLORES lines spoken by {scores.speech}"
+        suffix = f" (FLORES spoken by {scores.speech})"
     conditions = (
-        f"{scores.clips} FLEURS clips at real time; text MT BLEU {scores.baseline:.1f}, "
+        f"{spoken} at real time; text MT BLEU {scores.baseline:.1f}, "
         f"speech BLEU {scores.bleu:.1f}, ASR-BLEU {scores.asr_bleu:.1f} ({scores.voice})"
     )
     ratio = round(scores.ratio, 2)
@@ -271,7 +331,9 @@ def save(scores: Scores) -> None:
     first_text = round(percentile(scores.first_text_ms, 50))
 
     def put(metric: str, value: float, unit: str, target: str = "", met: bool | None = None) -> None:
-        record("interpreter", goal, metric, value, unit, target=target, met=met, conditions=conditions)
+        record(
+            "interpreter", goal, metric + suffix, value, unit, target=target, met=met, conditions=conditions
+        )
 
     put("BLEU speech / text MT", ratio, "×", "≥ 0.8×", ratio >= 0.8)
     put("end lag, mean", end_lag, "ms", "≤ 2500 ms", end_lag <= 2500)
@@ -298,38 +360,62 @@ async def measure(
     sessions: Sequence[int],
     listener: ASREngine,
     settings: Settings,
+    variant: str = "",
 ) -> list[Scores]:
     client = AsyncOpenAI(
         base_url=url + "/v1", websocket_base_url=ws_url + "/v1", api_key="bench", max_retries=0
     )
     out = []
-    for direction, items in work.items():
+    for direction, every in work.items():
         target = direction.split("-")[1]
         voice = voice_of(settings, target)
-        text_mt = await offline(ws_url, [c.source for c in items], direction)
-        baseline = bleu(text_mt, [c.reference for c in items], target)
-        log(f"{direction}: offline text MT BLEU {baseline:.1f}; spoken by {voice}")
-        for n in sessions:
-            runs = await concurrently(client, items, target, n)
-            for run in runs:
-                run.heard = await asyncio.to_thread(transcribe, listener, bytes(run.pcm), target, WIRE_RATE)
-                log(f"{direction} x{n} {run.clip.name}: heard {run.heard!r} ({run.audio_s:.1f} s)")
-            refs = [r.clip.reference for r in runs]
-            scores = Scores(
-                direction,
-                n,
-                voice,
-                len(runs),
-                bleu([r.text for r in runs], refs, target),
-                bleu([r.heard for r in runs], refs, target),
-                baseline,
-                [1000 * r.first_text_s for r in runs],
-                [1000 * r.first_audio_s for r in runs],
-                [1000 * r.end_lag_s for r in runs],
-                sum(len(r.errors) for r in runs),
+        for speech in dict.fromkeys(c.speech for c in every):
+            items = [c for c in every if c.speech == speech]
+            out += await measure_speech(
+                client, ws_url, direction, speech, items, sessions, listener, voice, variant
             )
-            save(scores)
-            out.append(scores)
+    return out
+
+
+async def measure_speech(
+    client: AsyncOpenAI,
+    ws_url: str,
+    direction: str,
+    speech: str,
+    items: Sequence[Clip],
+    sessions: Sequence[int],
+    listener: ASREngine,
+    voice: str,
+    variant: str = "",
+) -> list[Scores]:
+    """One direction's clips of one speech source, at each session count."""
+    target = direction.split("-")[1]
+    text_mt = await offline(ws_url, [c.source for c in items], direction)
+    baseline = bleu(text_mt, [c.reference for c in items], target)
+    log(f"{direction} ({speech}): offline text MT BLEU {baseline:.1f}; spoken by {voice}")
+    out = []
+    for n in sessions:
+        runs = await concurrently(client, items, target, n)
+        for run in runs:
+            run.heard = await asyncio.to_thread(transcribe, listener, bytes(run.pcm), target, WIRE_RATE)
+            log(f"{direction} x{n} {run.clip.name}: heard {run.heard!r} ({run.audio_s:.1f} s)")
+        refs = [r.clip.reference for r in runs]
+        scores = Scores(
+            direction,
+            n,
+            speech,
+            voice,
+            len(runs),
+            bleu([r.text for r in runs], refs, target),
+            bleu([r.heard for r in runs], refs, target),
+            baseline,
+            [1000 * r.first_text_s for r in runs],
+            [1000 * r.first_audio_s for r in runs],
+            [1000 * r.end_lag_s for r in runs],
+            sum(len(r.errors) for r in runs),
+        )
+        save(scores, variant)
+        out.append(scores)
     return out
 
 
@@ -337,6 +423,7 @@ def report(all_scores: Sequence[Scores]) -> None:
     rows = [
         (
             s.direction.replace("-", "→"),
+            s.speech,
             s.voice,
             s.sessions,
             s.clips,
@@ -354,6 +441,7 @@ def report(all_scores: Sequence[Scores]) -> None:
     ]
     columns = (
         "direction",
+        "source speech",
         "voice",
         "sessions",
         "clips",
@@ -400,7 +488,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--sessions", nargs="+", type=counts, default=[[1, 2]])
     parser.add_argument("--clips", type=int, default=12)
+    parser.add_argument("--flores", type=int, default=12)
+    parser.add_argument("--speakers", default="espeak,best")
     parser.add_argument("--asr-model", default="whisper-base")
+    parser.add_argument(
+        "--asr-route",
+        action="append",
+        default=[],
+        metavar="LANG=BACKEND",
+        help="the server's ASR routes (`dragoman serve --asr-route`), e.g. en=moonshine",
+    )
     parser.add_argument("--url", help="a running dragoman server (http://host:port)")
     args = parser.parse_args(argv)
     wanted = [f"en-{lang}" for lang in args.languages] if args.languages else args.directions
@@ -410,11 +507,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     vad = SileroModel.load(resolve("silero-vad", settings.cache_dir))
     by_source: dict[str, dict[str, list[Clip]]] = {}
     for direction in wanted:
-        items = clips(direction, args.clips, vad)
+        source = direction.split("-")[0]
+        voices = speaker_voices(source, args.speakers.split(","), settings)
+        items = clips(direction, args.clips, vad) + flores_clips(direction, args.flores, voices, vad)
         if not items:
             log(
-                f"{direction}: skipped: ../shared/eval/speech_translation.tsv has no speech in "
-                f"{direction.split('-')[0]!r} with a FLORES reference in {direction.split('-')[1]!r}"
+                f"{direction}: skipped: no FLEURS speech in {direction.split('-')[0]!r} with a FLORES "
+                f"reference in {direction.split('-')[1]!r}, and --flores 0"
             )
             continue
         by_source.setdefault(direction.split("-")[0], {})[direction] = items
@@ -425,19 +524,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     log(f"loading {args.asr_model} to transcribe the spoken output")
     listener = load_listener(args.asr_model, settings.cache_dir)
     header("The interpreter: FLEURS clips at real-time pace through the openai SDK")
+    # Results of a server with ASR routes are goals of their own: the default's rows stay its own.
+    variant = "".join(f", ASR {route}" for route in args.asr_route)
     scores: list[Scores] = []
     if args.url:
         url = args.url.rstrip("/")
         (work,) = by_source.values()
-        scores = asyncio.run(measure(url, "ws" + url[4:], work, sessions, listener, settings))
+        scores = asyncio.run(measure(url, "ws" + url[4:], work, sessions, listener, settings, variant))
     else:
         for source, work in by_source.items():
             # One server per source language: the interpreter translates from one (docs/interpreter.md).
             os.environ[SOURCE_ENV] = source
             with tempfile.TemporaryDirectory() as tmp:
                 serve = ["serve", "--cache-dir", str(settings.cache_dir), "--services", "interpreter", "mt"]
+                serve += [flag for route in args.asr_route for flag in ("--asr-route", route)]
                 with dragoman_server.running(serve, Path(tmp) / "dragoman.log") as server:
-                    scores += asyncio.run(measure(server.http, server.ws, work, sessions, listener, settings))
+                    scores += asyncio.run(
+                        measure(server.http, server.ws, work, sessions, listener, settings, variant)
+                    )
     report(scores)
     listener.close()
     return 0
