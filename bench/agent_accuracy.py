@@ -5,6 +5,9 @@
     --modes typed,spoken
     --limit 40                    the first N questions only (default: all of bench/data/agent_questions.tsv)
     --json answers.json           every answer; --rescore answers.json judges them again (a fixed fact)
+    --language en                 the spoken sessions' `transcription.language` (default: none)
+    --asr-route en=moonshine      the server's ASR routes (`dragoman serve --asr-route`); results
+                                  are goals of their own ("voice agent answers (M, ASR en=moonshine)")
 
 A real `dragoman serve --services agent --llm-model M` on a free loopback port, one
 model after the other, driven by the openai SDK's Realtime client (every event
@@ -128,12 +131,15 @@ def answer_text(done: dict[str, Any]) -> str:
     return " ".join(p for p in parts if p).strip()
 
 
-async def ask(server: Server, question: Question, mode: str, audio: bytes | None) -> Answer:
+async def ask(
+    server: Server, question: Question, mode: str, audio: bytes | None, language: str | None = None
+) -> Answer:
     await wait_pool(server)
     session: Any = {"type": "realtime", "output_modalities": ["text"]}
     if audio is not None:
+        transcription = {"model": "whisper-1"} | ({"language": language} if language else {})
         session["audio"] = {
-            "input": {"transcription": {"model": "whisper-1"}, "turn_detection": {"type": "server_vad"}}
+            "input": {"transcription": transcription, "turn_detection": {"type": "server_vad"}}
         }
     async with client(server).realtime.connect(model="dragoman-agent") as conn:
         events = await read_until(conn, Transcript(), lambda e: e["type"] == "session.created")
@@ -176,8 +182,11 @@ async def run_model(
     modes: Sequence[str],
     spoken: dict[tuple[str, str], bytes],
     workdir: Path,
+    routes: Sequence[str] = (),
+    language: str | None = None,
 ) -> list[Answer]:
     args = ["serve", "--services", "agent", "--llm-model", model]
+    args += [flag for route in routes for flag in ("--asr-route", route)]
     answers: list[Answer] = []
     with dragoman_server.running(args, workdir / f"serve-{model}.log") as server:
         for mode in modes:
@@ -186,7 +195,7 @@ async def run_model(
                 label = mode if voice is None else f"spoken ({voice})"
                 for i, question in enumerate(asked, 1):
                     audio = None if voice is None else spoken[(voice, question.text)]
-                    answer = await ask(server, question, label, audio)
+                    answer = await ask(server, question, label, audio, language)
                     answers.append(answer)
                     if i % 20 == 0 or i == len(asked):
                         right = sum(a.right for a in answers if a.mode == label)
@@ -194,7 +203,8 @@ async def run_model(
     return answers
 
 
-def report(results: dict[str, list[Answer]]) -> None:
+def report(results: dict[str, list[Answer]], variant: str = "") -> None:
+    """The table and the results; `variant` names a server not on its defaults (", ASR en=...")."""
     rows = []
     for model, answers in results.items():
         for mode in dict.fromkeys(a.mode for a in answers):
@@ -204,7 +214,7 @@ def report(results: dict[str, list[Answer]]) -> None:
             percent = 100 * right / len(of_mode)
             record(
                 "agent_accuracy",
-                f"voice agent answers ({model})",
+                f"voice agent answers ({model}{variant})",
                 f"everyday questions answered right, {mode}",
                 percent,
                 "%",
@@ -264,7 +274,9 @@ async def main_async(args: argparse.Namespace) -> None:
     results: dict[str, list[Answer]] = {}
     with tempfile.TemporaryDirectory(prefix="agent-accuracy-") as tmp:
         for model in args.models.split(","):
-            results[model] = await run_model(model, asked, modes, spoken, Path(tmp))
+            results[model] = await run_model(
+                model, asked, modes, spoken, Path(tmp), args.asr_route, args.language
+            )
     if args.json:
         dump = json.dumps(
             {
@@ -287,7 +299,8 @@ async def main_async(args: argparse.Namespace) -> None:
         await asyncio.to_thread(Path(args.json).write_text, dump)
     header("Voice agent answer accuracy")
     print(f"{len(asked)} questions; voices: {', '.join(voices) or '-'}; default instructions.\n")
-    report(results)
+    variant = "".join(f", ASR {route}" for route in args.asr_route)
+    report(results, variant + (f", transcription language {args.language}" if args.language else ""))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -298,6 +311,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--voices", default="hibari,espeak-en")
     parser.add_argument("--modes", default="typed,spoken")
     parser.add_argument("--limit", type=int, default=0)
+    parser.add_argument(
+        "--asr-route",
+        action="append",
+        default=[],
+        metavar="LANG=BACKEND",
+        help="the server's ASR routes (`dragoman serve --asr-route`), e.g. en=moonshine",
+    )
+    parser.add_argument(
+        "--language", help="the spoken sessions' transcription language (default: none, detected)"
+    )
     parser.add_argument("--json", help="write every answer to this JSON file")
     parser.add_argument("--rescore", help="judge the answers of an earlier --json file again and report")
     asyncio.run(main_async(parser.parse_args(argv)))
