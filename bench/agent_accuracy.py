@@ -186,7 +186,7 @@ async def run_model(
     language: str | None = None,
 ) -> list[Answer]:
     args = ["serve", "--services", "agent", "--llm-model", model]
-    args += [flag for route in routes for flag in ("--asr-route", route)]
+    args += dragoman_server.asr_route_flags(routes)
     answers: list[Answer] = []
     with dragoman_server.running(args, workdir / f"serve-{model}.log") as server:
         for mode in modes:
@@ -299,7 +299,7 @@ async def main_async(args: argparse.Namespace) -> None:
         await asyncio.to_thread(Path(args.json).write_text, dump)
     header("Voice agent answer accuracy")
     print(f"{len(asked)} questions; voices: {', '.join(voices) or '-'}; default instructions.\n")
-    variant = "".join(f", ASR {route}" for route in args.asr_route)
+    variant = dragoman_server.asr_route_label(args.asr_route)
     report(results, variant + (f", transcription language {args.language}" if args.language else ""))
 
 
@@ -311,13 +311,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--voices", default="hibari,espeak-en")
     parser.add_argument("--modes", default="typed,spoken")
     parser.add_argument("--limit", type=int, default=0)
-    parser.add_argument(
-        "--asr-route",
-        action="append",
-        default=[],
-        metavar="LANG=BACKEND",
-        help="the server's ASR routes (`dragoman serve --asr-route`), e.g. en=moonshine",
-    )
+    dragoman_server.add_asr_route_option(parser)
     parser.add_argument(
         "--language", help="the spoken sessions' transcription language (default: none, detected)"
     )

@@ -491,13 +491,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--flores", type=int, default=12)
     parser.add_argument("--speakers", default="espeak,best")
     parser.add_argument("--asr-model", default="whisper-base")
-    parser.add_argument(
-        "--asr-route",
-        action="append",
-        default=[],
-        metavar="LANG=BACKEND",
-        help="the server's ASR routes (`dragoman serve --asr-route`), e.g. en=moonshine",
-    )
+    dragoman_server.add_asr_route_option(parser)
     parser.add_argument("--url", help="a running dragoman server (http://host:port)")
     args = parser.parse_args(argv)
     wanted = [f"en-{lang}" for lang in args.languages] if args.languages else args.directions
@@ -525,7 +519,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     listener = load_listener(args.asr_model, settings.cache_dir)
     header("The interpreter: FLEURS clips at real-time pace through the openai SDK")
     # Results of a server with ASR routes are goals of their own: the default's rows stay its own.
-    variant = "".join(f", ASR {route}" for route in args.asr_route)
+    variant = dragoman_server.asr_route_label(args.asr_route)
     scores: list[Scores] = []
     if args.url:
         url = args.url.rstrip("/")
@@ -537,7 +531,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.environ[SOURCE_ENV] = source
             with tempfile.TemporaryDirectory() as tmp:
                 serve = ["serve", "--cache-dir", str(settings.cache_dir), "--services", "interpreter", "mt"]
-                serve += [flag for route in args.asr_route for flag in ("--asr-route", route)]
+                serve += dragoman_server.asr_route_flags(args.asr_route)
                 with dragoman_server.running(serve, Path(tmp) / "dragoman.log") as server:
                     scores += asyncio.run(
                         measure(server.http, server.ws, work, sessions, listener, settings, variant)

@@ -5,6 +5,7 @@ The harness is the end-to-end tests' (`harness/server.py`); this adds the contex
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,3 +20,25 @@ def running(args: Sequence[str], log: Path) -> Iterator[Server]:
         yield server
     finally:
         stop(server)
+
+
+def add_asr_route_option(parser: argparse.ArgumentParser) -> None:
+    """`--asr-route LANG=BACKEND` (repeatable): the started server's ASR routes."""
+    parser.add_argument(
+        "--asr-route",
+        action="append",
+        default=[],
+        metavar="LANG=BACKEND",
+        help="the server's ASR routes (`dragoman serve --asr-route`), e.g. en=moonshine",
+    )
+
+
+def asr_route_flags(routes: Sequence[str]) -> list[str]:
+    """`dragoman serve`'s flags for the routes."""
+    return [flag for route in routes for flag in ("--asr-route", route)]
+
+
+def asr_route_label(routes: Sequence[str]) -> str:
+    """What a goal's name adds for a server with routes, so that its results stay apart from the
+    defaults' (", ASR en=moonshine")."""
+    return "".join(f", ASR {route}" for route in routes)

@@ -26,6 +26,13 @@ def default_cache_dir() -> Path:
     return Path(configured).expanduser() if configured else Path.home() / ".cache" / "dragoman"
 
 
+def _comma_items(value: str | list[object]) -> list[str]:
+    """A flag given once or repeated, each time one item or several comma-separated ("a,b"),
+    as the stripped items."""
+    entries = [value] if isinstance(value, str) else value
+    return [item.strip() for entry in entries for item in str(entry).split(",") if item.strip()]
+
+
 class ASRSettings(BaseModel):
     #: Backend name (see dragoman.engines.registry).
     backend: str = "whisper-ct2"
@@ -64,14 +71,12 @@ class ASRSettings(BaseModel):
     @classmethod
     def _parse_routes(cls, value: object) -> object:
         """`--asr-route en=moonshine` (repeatable) and `en=moonshine,de=...` as well as a mapping."""
-        if isinstance(value, str):
-            value = [value]
         if isinstance(value, dict):
             return {str(language).strip().lower(): backend for language, backend in value.items()}
-        if not isinstance(value, list):
+        if not isinstance(value, str | list):
             return value
         routes: dict[str, str] = {}
-        for item in (part for entry in value for part in str(entry).split(",") if part.strip()):
+        for item in _comma_items(value):
             language, sep, backend = item.partition("=")
             if not sep or not language.strip() or not backend.strip():
                 raise ValueError(f"an ASR route is LANGUAGE=BACKEND[:MODEL], not {item!r}")
@@ -166,11 +171,7 @@ class MTSettings(BaseModel):
     @classmethod
     def _split_nodes(cls, value: object) -> object:
         """`--mt-node a,b` and `DRAGOMAN_MT__NODES=a,b` as well as a list."""
-        if isinstance(value, str):
-            value = [value]
-        if isinstance(value, list):
-            return [url.strip() for item in value for url in str(item).split(",") if url.strip()]
-        return value
+        return _comma_items(value) if isinstance(value, str | list) else value
 
 
 class LLMSettings(BaseModel):
