@@ -141,3 +141,24 @@ def test_warm_up_runs(engine: MoonshineEngine) -> None:
     passes = engine.decoder_passes
     engine.warm_up()
     assert engine.decoder_passes > passes
+
+
+def test_an_utterance_followed_by_silence_is_not_lost(engine: MoonshineEngine, cache_dir: Path) -> None:
+    """espeak-ng's question then 0.6 s of silence decoded to "" before the trailing quiet was cut
+    (a voice agent's turn ends after 500 ms of silence: no transcript, no answer)."""
+    from dragoman.config import TTSSettings
+    from dragoman.engines.tts.speaker import Speaker
+    from dragoman.engines.workers import CancelToken
+
+    speaker = Speaker(TTSSettings(), cache_dir)
+    pcm = bytearray()
+    try:
+        question = "At what temperature in Celsius does water boil at sea level?"
+        speaker.synthesize("espeak-en", question, 1.0, CancelToken(), pcm.extend, RATE)
+    finally:
+        speaker.close()
+    speech = np.frombuffer(bytes(pcm), dtype=np.int16).astype(np.float32) / 32768
+    for silence in (0.6, 1.2):
+        audio = np.concatenate([speech, np.zeros(round(silence * RATE), dtype=np.float32)])
+        text = ok(engine.transcribe_batch([StepRequest(audio, language="en")])[0]).text
+        assert "boil" in text.lower(), (silence, text)

@@ -20,6 +20,13 @@ Moonshine has no task tokens, no language token and no previous-text prompt, so 
 request's `prompt` is not used, and it has no alignment heads, so `word_times`
 gets no word starts.
 
+Trailing quiet is cut to `_QUIET_KEPT_SECONDS` before the encoder: Moonshine sometimes ends
+at once, on its first token, when speech is followed by more than about half a second of it.
+espeak-ng's "At what temperature in Celsius does water boil at sea level?" decoded to the whole
+sentence with 0.3 s of silence after it and to "" with 0.6 s or more, of zeros or of faint noise,
+so a voice agent's turn (which ends after server_vad's 500 ms of silence) got no transcript and
+no answer. Whisper is not affected, and the words cannot change: the cut audio is quiet.
+
 Guards against a decoder that does not stop: a length limit proportional to the audio
 (`_MAX_TOKENS_PER_SECOND`), and the repetition-loop cut Whisper uses (`repetition`).
 """
@@ -68,6 +75,13 @@ _MIN_SAMPLES = SAMPLE_RATE // 10
 #: decoder caught in a loop stops after a few dozen tokens.
 _MAX_TOKENS_PER_SECOND = 6.5
 _SLACK_TOKENS = 8
+#: Quiet after the last sound kept before the encoder (`_trim_trailing_quiet`), and what counts
+#: as sound: 10 ms frames within this much of the loudest frame of the request, and this far
+#: above its noise floor (its 10th-percentile frame).
+_QUIET_KEPT_SECONDS = 0.3
+_QUIET_BELOW_PEAK_DB = 40.0
+_SOUND_ABOVE_FLOOR_DB = 12.0
+_LEVEL_FRAME = SAMPLE_RATE // 100
 #: The SentencePiece word-boundary mark, a space in the text.
 _SPACE = "\u2581"
 _BOS, _EOS = 1, 2
@@ -178,6 +192,25 @@ def _as_onnx(path: Path) -> bytes:
     return data
 
 
+def _trim_trailing_quiet(audio: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """`audio` with at most `_QUIET_KEPT_SECONDS` of the quiet after its last sound (a view)."""
+    frames = len(audio) // _LEVEL_FRAME
+    if frames == 0:
+        return audio
+    power = np.mean(
+        np.square(audio[: frames * _LEVEL_FRAME].reshape(frames, _LEVEL_FRAME), dtype=np.float64), axis=1
+    )
+    levels = 10.0 * np.log10(power + 1e-12)
+    floor = float(np.percentile(levels, 10))
+    sounding = np.flatnonzero(
+        levels >= max(levels.max() - _QUIET_BELOW_PEAK_DB, floor + _SOUND_ABOVE_FLOOR_DB)
+    )
+    if not len(sounding):
+        return audio  # all of it one level: nothing stands out as the end of a sound
+    end = (int(sounding[-1]) + 1) * _LEVEL_FRAME + round(_QUIET_KEPT_SECONDS * SAMPLE_RATE)
+    return audio[:end] if end < len(audio) else audio
+
+
 def _words(text: str) -> list[str]:
     """`text` cut before each word-boundary mark: SentencePiece merges never cross one."""
     words: list[str] = []
@@ -276,15 +309,17 @@ class MoonshineEngine(ASREngine):
         # against 1.2 s one by one); the encoder costs the same either way.
         results: list[StepResult | ClientError | None] = [None] * len(requests)
         groups: dict[tuple[int, int], list[tuple[int, list[int]]]] = {}
+        heard: dict[int, npt.NDArray[np.float32]] = {}
         for slot, request in enumerate(requests):
             try:
                 prefix_ids = self._check(request)
             except ClientError as exc:
                 results[slot] = exc
                 continue
-            groups.setdefault((request.audio.shape[0], len(prefix_ids)), []).append((slot, prefix_ids))
+            heard[slot] = _trim_trailing_quiet(request.audio)
+            groups.setdefault((heard[slot].shape[0], len(prefix_ids)), []).append((slot, prefix_ids))
         for members in groups.values():
-            audio = np.stack([requests[slot].audio for slot, _ in members]).astype(np.float32, copy=False)
+            audio = np.stack([heard[slot] for slot, _ in members]).astype(np.float32, copy=False)
             decoded = self._transcribe(audio, [ids for _, ids in members])
             for (slot, _), one in zip(members, decoded, strict=True):
                 text = requests[slot].prefix + self.tokenizer.decode(one.ids)
