@@ -24,7 +24,7 @@ recordings are Picovoice test sentences with Italian transcripts only), so it→
 spoken FLORES lines below.
 
 Next to them, as the issue asks, the first `--flores` lines of FLORES-200 devtest
-(`../shared/eval/mt/flores200_devtest_first100_en-de-it-zh.tsv`) in the source language, spoken
+(the eval set's four-way excerpt, `eval_set.FLORES`) in the source language, spoken
 by each `--speakers` voice of the project's own TTS: synthetic speech, so the FLEURS rows stay
 the measure of real speech, but enough sentences for a BLEU that a single clip does not swing,
 and the only Italian source speech there is. Each speech source is scored on its own.
@@ -91,6 +91,7 @@ from dragoman.engines.asr.base import ASREngine
 from dragoman.engines.tts.voices import VoiceCatalog
 from dragoman.logs import configure as configure_logs
 from dragoman.sessions.translation.translator import source_words
+from dragoman.tools import eval_set
 from dragoman.weights import resolve
 
 WIRE_RATE = 24_000
@@ -104,7 +105,7 @@ OPEN_TRIES, RETRY_S = 20, 0.25
 LIMIT_REACHED = "session_limit_reached"
 #: ISO 639-1 -> the column of speech_translation.tsv with that language's FLORES line.
 REFERENCE = {"en": "eng", "de": "deu", "it": "ita", "zh": "zho_Hans"}
-FLORES = EVAL / "mt" / "flores200_devtest_first100_en-de-it-zh.tsv"
+FLORES = EVAL / eval_set.FLORES
 #: ISO 639-1 -> the column of the FLORES file with that language's line.
 FLORES_COLUMN = {"en": "eng_Latn", "de": "deu_Latn", "it": "ita_Latn", "zh": "zho_Hans"}
 #: The speech source of the FLEURS rows, in the results' metric names only when another is meant.

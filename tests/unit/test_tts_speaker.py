@@ -146,7 +146,7 @@ def test_speed_outside_openai_range_is_refused(speaker: Speaker, speed: float) -
 
 def test_unknown_voice_is_refused_before_any_load(speaker: Speaker, factory: Factory) -> None:
     with pytest.raises(InvalidValue, match="unknown voice"):
-        speaker.synthesize("nova", "Hello.", 1.0, CancelToken(), lambda b: None, 24_000)
+        speaker.synthesize("no-such-voice", "Hello.", 1.0, CancelToken(), lambda b: None, 24_000)
     assert factory.engines == {}
 
 
