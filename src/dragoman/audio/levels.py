@@ -6,6 +6,9 @@ of eval recordings, a FLEURS recording 40 dB below its neighbours was dropped fr
 transcript whenever it shared a window with them, and transcribed when it stood alone.
 Scaling each speech span to one RMS level (within a bounded gain) keeps every speaker
 audible to the model; the audio between spans is left as it is.
+
+`frame_levels` is the short-time energy both this and the pause finders (streaming/sealing.py,
+the Moonshine engine's trailing-quiet cut) read levels from.
 """
 
 from __future__ import annotations
@@ -43,3 +46,17 @@ def even_levels(
         span *= min(target_rms / rms, max_gain)
     np.clip(out, -1.0, 1.0, out=out)
     return out
+
+
+def frame_levels(
+    audio: npt.NDArray[np.float32], rate: int, frame_seconds: float = 0.02
+) -> tuple[npt.NDArray[np.float64], int]:
+    """Per-frame energy in dB of `frame_seconds` frames (a partial last frame left out), and the
+    frame length in samples."""
+    frame = max(1, round(frame_seconds * rate))
+    n = len(audio) // frame
+    if n == 0:
+        return np.zeros(0), frame
+    frames = audio[: n * frame].astype(np.float64).reshape(n, frame)
+    power = np.mean(frames * frames, axis=1)
+    return 10.0 * np.log10(power + 1e-10), frame

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from dragoman.audio.levels import frame_levels
 from dragoman.engines.asr.base import WordStart
 
 #: Frames of the energy measure (20 ms at 16 kHz).
@@ -77,17 +78,6 @@ class _Boundary:
     level_db: float
 
 
-def frame_levels(audio: npt.NDArray[np.float32], rate: int) -> tuple[npt.NDArray[np.float64], int]:
-    """Per-frame energy in dB, and the frame length in samples."""
-    frame = max(1, round(_FRAME_SECONDS * rate))
-    n = len(audio) // frame
-    if n == 0:
-        return np.zeros(0), frame
-    frames = audio[: n * frame].astype(np.float64).reshape(n, frame)
-    power = np.mean(frames * frames, axis=1)
-    return 10.0 * np.log10(power + 1e-10), frame
-
-
 def quietest_cut(
     levels: npt.NDArray[np.float64], frame: int, lo: int, hi: int, run: int
 ) -> tuple[int, float] | None:
@@ -127,7 +117,7 @@ def choose_seal(
         if seconds >= policy.max_window_seconds and len(audio) > keep:
             return Seal(chars=0, samples=len(audio) - keep)
         return None
-    levels, frame = frame_levels(audio, rate)
+    levels, frame = frame_levels(audio, rate, _FRAME_SECONDS)
     if not len(levels):
         return None
     speech = float(np.percentile(levels, _SPEECH_PERCENTILE))

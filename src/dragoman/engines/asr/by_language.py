@@ -1,8 +1,9 @@
 """Speech in a given language to its own engine: Moonshine for English in front of Whisper.
 
-A language-specific model can beat the multilingual one on its language: Moonshine base
-(English only) transcribed the FLORES lines espeak-ng spoke, and our own voices, with far fewer
-errors than Whisper base (bench/RESULTS.md), and its encoder reads only the audio it is given.
+A language-specific model can beat the multilingual one on its language: with Moonshine base
+(English only) transcribing English speech, the interpreter's BLEU rose on FLEURS and on FLORES
+lines read by our voices and by espeak-ng (bench/RESULTS.md, "ASR en=moonshine"); the voice
+agent's short spoken questions, though, were answered right less often (docs/engines.md).
 `asr.routes` (`{"en": "moonshine"}`) names, for each such language, the backend whose default
 model serves it; everything else, and every step whose language is still open (Whisper detects
 it), goes to the default engine.
@@ -60,16 +61,15 @@ class LanguageRoutedASR(ASREngine):
         return (engine.name, engine.batch_key(request))
 
     def transcribe_batch(self, requests: Sequence[StepRequest]) -> list[StepResult | ClientError]:
-        results: list[StepResult | ClientError | None] = [None] * len(requests)
+        results: dict[int, StepResult | ClientError] = {}
         groups: dict[int, tuple[ASREngine, list[int]]] = {}
         for slot, request in enumerate(requests):
             engine = self.engine_for(request)
             groups.setdefault(id(engine), (engine, []))[1].append(slot)
         for engine, slots in groups.values():
             done = engine.transcribe_batch([requests[slot] for slot in slots])
-            for slot, result in zip(slots, done, strict=True):
-                results[slot] = result
-        return [result for result in results if result is not None]
+            results.update(zip(slots, done, strict=True))
+        return [results[slot] for slot in range(len(requests))]
 
     def warm_up(self) -> None:
         for engine in (self.default, *self.routes.values()):

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dragoman.audio.levels import frame_levels
 from dragoman.audio.rates import SAMPLE_RATE
 from dragoman.config import ASRSettings
 from dragoman.cpu import available_cores
@@ -76,12 +77,11 @@ _MIN_SAMPLES = SAMPLE_RATE // 10
 _MAX_TOKENS_PER_SECOND = 6.5
 _SLACK_TOKENS = 8
 #: Quiet after the last sound kept before the encoder (`_trim_trailing_quiet`), and what counts
-#: as sound: 10 ms frames within this much of the loudest frame of the request, and this far
+#: as sound: 20 ms frames within this much of the loudest frame of the request, and this far
 #: above its noise floor (its 10th-percentile frame).
 _QUIET_KEPT_SECONDS = 0.3
 _QUIET_BELOW_PEAK_DB = 40.0
 _SOUND_ABOVE_FLOOR_DB = 12.0
-_LEVEL_FRAME = SAMPLE_RATE // 100
 #: The SentencePiece word-boundary mark, a space in the text.
 _SPACE = "\u2581"
 _BOS, _EOS = 1, 2
@@ -194,20 +194,16 @@ def _as_onnx(path: Path) -> bytes:
 
 def _trim_trailing_quiet(audio: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     """`audio` with at most `_QUIET_KEPT_SECONDS` of the quiet after its last sound (a view)."""
-    frames = len(audio) // _LEVEL_FRAME
-    if frames == 0:
+    levels, frame = frame_levels(audio, SAMPLE_RATE)
+    if not len(levels):
         return audio
-    power = np.mean(
-        np.square(audio[: frames * _LEVEL_FRAME].reshape(frames, _LEVEL_FRAME), dtype=np.float64), axis=1
-    )
-    levels = 10.0 * np.log10(power + 1e-12)
     floor = float(np.percentile(levels, 10))
     sounding = np.flatnonzero(
         levels >= max(levels.max() - _QUIET_BELOW_PEAK_DB, floor + _SOUND_ABOVE_FLOOR_DB)
     )
     if not len(sounding):
         return audio  # all of it one level: nothing stands out as the end of a sound
-    end = (int(sounding[-1]) + 1) * _LEVEL_FRAME + round(_QUIET_KEPT_SECONDS * SAMPLE_RATE)
+    end = (int(sounding[-1]) + 1) * frame + round(_QUIET_KEPT_SECONDS * SAMPLE_RATE)
     return audio[:end] if end < len(audio) else audio
 
 
