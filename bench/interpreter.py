@@ -11,10 +11,13 @@
     --asr-model whisper-base   the project's Whisper that transcribes the spoken output
     --asr-route en=moonshine   the started server's ASR routes (`dragoman serve --asr-route`);
                                its results are goals of their own ("..., ASR en=moonshine")
-    --url http://...           a running server whose interpreter speaks the directions' one
-                               source language (default: start `dragoman serve --services
-                               interpreter mt` per source language, with
-                               DRAGOMAN_INTERPRETER__SOURCE_LANGUAGE set to it)
+    --source auto              start one `dragoman serve --services interpreter mt` for every
+                               direction, with DRAGOMAN_INTERPRETER__SOURCE_LANGUAGE=auto: each
+                               segment's language is detected; its results are goals of their
+                               own ("..., source auto"). Default "fixed": one server per source
+                               language, with the variable set to it
+    --url http://...           a running server whose interpreter speaks the directions' source
+                               languages
 
 The clips are the FLEURS recordings of `../shared/eval/speech_translation.tsv` in the source
 language with a FLORES reference in the target: 5 English ones (its CoVoST 2 clip has no
@@ -49,7 +52,9 @@ schedule):
   PCM16) transcribed by the project's Whisper with the language fixed to the target
   (bench/listener.py, after the sessions, outside the timings) and scored as BLEU is. The voice
   is the one the server speaks the target with (the voice catalog's best of the language, from
-  the same settings); BLEU - ASR-BLEU is what the voice and the listener lose.
+  the same settings); BLEU - ASR-BLEU is what the voice and the listener lose;
+- **source WER**: the session's own source transcript (`session.input_transcript.delta`,
+  asked for with `audio.input.transcription`) against the gold one: what the interpreter heard.
 
 Progress goes to stderr, markdown tables to stdout. On a shared 2-core machine the lags are
 indicative only; compare figures of one run.
@@ -92,10 +97,13 @@ from dragoman.engines.tts.voices import VoiceCatalog
 from dragoman.logs import configure as configure_logs
 from dragoman.sessions.translation.translator import source_words
 from dragoman.tools import eval_set
+from dragoman.tools.wer import wer
 from dragoman.weights import resolve
 
 WIRE_RATE = 24_000
 FRAME_S = 0.2
+#: The session counts the lag goals bind: "With 2 sessions, the lags above must still hold."
+LAG_BOUND_SESSIONS = 2
 TAIL_S = 2.0
 LEAD_S = 0.5
 #: A session's slot is free once the server has finished its engine work, a moment after
@@ -136,6 +144,8 @@ class Run:
     end_lag_s: float = float("nan")
     pcm: bytearray = field(default_factory=bytearray)
     heard: str = ""
+    #: The source transcript the session sent (`session.input_transcript.delta`).
+    source_text: str = ""
     errors: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -216,7 +226,9 @@ async def interpret(client: AsyncOpenAI, clip: Clip, language: str) -> Run:
     audio = np.concatenate([clip.audio, np.zeros(int(TAIL_S * WIRE_RATE), dtype=np.float32)])
     step = int(FRAME_S * WIRE_RATE)
     async with opened(client) as conn:
-        await conn.session.update(session={"audio": {"output": {"language": language}}})
+        # The source transcript too: what the interpreter heard, scored by WER on its own.
+        audio_config = {"output": {"language": language}, "input": {"transcription": {"model": "whisper"}}}
+        await conn.session.update(session={"audio": audio_config})  # type: ignore[typeddict-item]
         began = time.perf_counter()
         onset, end = began + clip.onset_s, began + clip.end_s
 
@@ -230,6 +242,8 @@ async def interpret(client: AsyncOpenAI, clip: Clip, language: str) -> Run:
                     if run.first_text_s != run.first_text_s:
                         run.first_text_s = now - onset
                     run.end_lag_s = now - end
+                elif kind == "session.input_transcript.delta":
+                    run.source_text += event["delta"]
                 elif kind == "session.output_audio.delta":
                     run.pcm += base64.b64decode(event["delta"])
                     if run.first_audio_s != run.first_audio_s:
@@ -261,7 +275,10 @@ async def concurrently(client: AsyncOpenAI, items: Sequence[Clip], language: str
         while queue:
             clip = queue.pop(0)
             run = await interpret(client, clip, language)
-            log(f"→{language} x{sessions} {clip.name}: {run.text!r} end lag {run.end_lag_s:.2f} s")
+            log(
+                f"→{language} x{sessions} {clip.name}: {run.text!r} first text {run.first_text_s:.2f} s, "
+                f"end lag {run.end_lag_s:.2f} s; heard {run.source_text!r}"
+            )
             runs.append(run)
 
     await asyncio.gather(*(worker() for _ in range(sessions)))
@@ -302,6 +319,8 @@ class Scores:
     bleu: float
     asr_bleu: float
     baseline: float
+    #: WER of the source transcript the interpreter heard, against the gold one.
+    source_wer: float
     first_text_ms: list[float]
     first_audio_ms: list[float]
     end_lag_ms: list[float]
@@ -313,8 +332,9 @@ class Scores:
 
 
 def save(scores: Scores, variant: str = "") -> None:
-    """The goals of issue 25 (`bench/results.py`): BLEU ratio >= 0.8, end lag mean <= 2.5 s, first
-    text p50 <= 3.5 s (with 2 sessions too); first audio and ASR-BLEU without a bound."""
+    """The goals of issue 25 (`bench/results.py`): BLEU ratio >= 0.8; end lag mean <= 2.5 s and
+    first text p50 <= 3.5 s at 1 and 2 sessions ("with 2 sessions, the lags above must still
+    hold"; 4 are measured, without a bound); first audio, ASR-BLEU and the source WER without one."""
     source, target = scores.direction.split("-")
     n = scores.sessions
     goal = f"interpreter {source}→{target}, {n} session{'s' if n > 1 else ''}{variant}"
@@ -325,7 +345,8 @@ def save(scores: Scores, variant: str = "") -> None:
         suffix = f" (FLORES spoken by {scores.speech})"
     conditions = (
         f"{spoken} at real time; text MT BLEU {scores.baseline:.1f}, "
-        f"speech BLEU {scores.bleu:.1f}, ASR-BLEU {scores.asr_bleu:.1f} ({scores.voice})"
+        f"speech BLEU {scores.bleu:.1f}, ASR-BLEU {scores.asr_bleu:.1f} ({scores.voice}), "
+        f"source WER {100 * scores.source_wer:.1f} %"
     )
     ratio = round(scores.ratio, 2)
     end_lag = round(float(np.nanmean(scores.end_lag_ms)))
@@ -337,11 +358,13 @@ def save(scores: Scores, variant: str = "") -> None:
         )
 
     put("BLEU speech / text MT", ratio, "×", "≥ 0.8×", ratio >= 0.8)
-    put("end lag, mean", end_lag, "ms", "≤ 2500 ms", end_lag <= 2500)
-    put("first text, p50", first_text, "ms", "≤ 3500 ms", first_text <= 3500)
+    bound = n <= LAG_BOUND_SESSIONS
+    put("end lag, mean", end_lag, "ms", *(("≤ 2500 ms", end_lag <= 2500) if bound else ()))
+    put("first text, p50", first_text, "ms", *(("≤ 3500 ms", first_text <= 3500) if bound else ()))
     put("first audio, p50", round(percentile(scores.first_audio_ms, 50)), "ms")
     # The voice in the metric's name, so that the summary table says who spoke.
     put(f"ASR-BLEU of the spoken output ({scores.voice})", round(scores.asr_bleu, 1), "BLEU")
+    put("source transcript WER", round(100 * scores.source_wer, 1), "%")
 
 
 def bleu(hypotheses: Sequence[str], references: Sequence[str], language: str) -> float:
@@ -410,6 +433,7 @@ async def measure_speech(
             bleu([r.text for r in runs], refs, target),
             bleu([r.heard for r in runs], refs, target),
             baseline,
+            wer([r.clip.source for r in runs], [r.source_text for r in runs], direction.split("-")[0]),
             [1000 * r.first_text_s for r in runs],
             [1000 * r.first_audio_s for r in runs],
             [1000 * r.end_lag_s for r in runs],
@@ -432,6 +456,7 @@ def report(all_scores: Sequence[Scores]) -> None:
             f"{s.asr_bleu:.1f}",
             f"{s.baseline:.1f}",
             f"{s.ratio:.2f}" if s.baseline else "–",
+            f"{100 * s.source_wer:.1f}",
             percentile(s.first_text_ms, 50),
             percentile(s.first_audio_ms, 50),
             float(np.nanmean(s.end_lag_ms)),
@@ -450,6 +475,7 @@ def report(all_scores: Sequence[Scores]) -> None:
         "ASR-BLEU",
         "text MT BLEU",
         "ratio",
+        "source WER %",
         "first text p50 ms",
         "first audio p50 ms",
         "end lag mean ms",
@@ -493,6 +519,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--speakers", default="espeak,best")
     parser.add_argument("--asr-model", default="whisper-base")
     dragoman_server.add_asr_route_option(parser)
+    parser.add_argument("--source", choices=("auto", "fixed"), default="fixed")
     parser.add_argument("--url", help="a running dragoman server (http://host:port)")
     args = parser.parse_args(argv)
     wanted = [f"en-{lang}" for lang in args.languages] if args.languages else args.directions
@@ -514,29 +541,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         by_source.setdefault(direction.split("-")[0], {})[direction] = items
     if not by_source:
         return 0
-    if args.url and len(by_source) > 1:
-        parser.error("--url serves one source language; give directions from one source")
     log(f"loading {args.asr_model} to transcribe the spoken output")
     listener = load_listener(args.asr_model, settings.cache_dir)
     header("The interpreter: FLEURS clips at real-time pace through the openai SDK")
     # Results of a server with ASR routes are goals of their own: the default's rows stay its own.
     variant = dragoman_server.asr_route_label(args.asr_route)
+    # "fixed": one server per source language, which takes every segment as that language;
+    # "auto": one server, each segment's language detected (docs/interpreter.md).
+    fixed = args.source == "fixed" and not args.url
+    variant += ", source auto" if args.source == "auto" and not args.url else ""
+    every = {direction: items for work in by_source.values() for direction, items in work.items()}
+    groups = list(by_source.items()) if fixed else [("auto", every)]
     scores: list[Scores] = []
-    if args.url:
-        url = args.url.rstrip("/")
-        (work,) = by_source.values()
-        scores = asyncio.run(measure(url, "ws" + url[4:], work, sessions, listener, settings, variant))
-    else:
-        for source, work in by_source.items():
-            # One server per source language: the interpreter translates from one (docs/interpreter.md).
-            os.environ[SOURCE_ENV] = source
-            with tempfile.TemporaryDirectory() as tmp:
-                serve = ["serve", "--cache-dir", str(settings.cache_dir), "--services", "interpreter", "mt"]
-                serve += dragoman_server.asr_route_flags(args.asr_route)
-                with dragoman_server.running(serve, Path(tmp) / "dragoman.log") as server:
-                    scores += asyncio.run(
-                        measure(server.http, server.ws, work, sessions, listener, settings, variant)
-                    )
+    for source, work in groups:
+        if args.url:
+            url = args.url.rstrip("/")
+            scores += asyncio.run(measure(url, "ws" + url[4:], work, sessions, listener, settings, variant))
+            continue
+        os.environ[SOURCE_ENV] = source
+        with tempfile.TemporaryDirectory() as tmp:
+            serve = ["serve", "--cache-dir", str(settings.cache_dir), "--services", "interpreter", "mt"]
+            serve += dragoman_server.asr_route_flags(args.asr_route)
+            with dragoman_server.running(serve, Path(tmp) / "dragoman.log") as server:
+                scores += asyncio.run(
+                    measure(server.http, server.ws, work, sessions, listener, settings, variant)
+                )
     report(scores)
     listener.close()
     return 0

@@ -80,6 +80,18 @@ def test_language_is_detected(base: WhisperCT2Engine) -> None:
     [de, en] = base.transcribe_batch([StepRequest(audio(DE)), StepRequest(audio(EN[0]))])
     assert ok(de).language == "de" and ok(en).language == "en"
     assert wer([REFS[DE]], [ok(de).text], "de") < 0.25, ok(de).text
+    # Whole clips: Whisper is sure of both; a language that was named is not scored.
+    assert all((ok(r).language_probability or 0.0) > 0.8 for r in (de, en))
+    [named] = base.transcribe_batch([StepRequest(audio(EN[0]), language="en")])
+    assert ok(named).language_probability is None
+
+
+def test_detection_among_candidates_reports_the_candidates_probability(base: WhisperCT2Engine) -> None:
+    """A candidate that is not Whisper's first guess comes with its own, lower probability."""
+    [first] = base.transcribe_batch([StepRequest(audio(DE), detect_among=("de", "en"))])
+    [forced] = base.transcribe_batch([StepRequest(audio(DE), detect_among=("en",))])
+    assert ok(first).language == "de" and ok(forced).language == "en"
+    assert (ok(forced).language_probability or 1.0) < (ok(first).language_probability or 0.0)
 
 
 def test_forced_prefix_is_honoured(base: WhisperCT2Engine) -> None:

@@ -1,5 +1,6 @@
 """A session that leaves the language open: the engine detects it, and only a detection on
-enough speech is kept, forced and sent (`LANGUAGE_SETTLES_SECONDS`). No sockets, no models."""
+enough speech, or a sure one on a little less, is kept, forced and sent
+(`LANGUAGE_SETTLES_SECONDS`, `LANGUAGE_SURE_SECONDS`). No sockets, no models."""
 
 from __future__ import annotations
 
@@ -14,7 +15,11 @@ from dragoman.config import TranscriptionSettings
 from dragoman.engines.asr.base import ASRCapabilities, PrefixMode, StepResult
 from dragoman.protocol.realtime.client_parsers import ClientParser, Generation
 from dragoman.sessions.speech.config import EngineProfile, SessionConfig
-from dragoman.sessions.speech.decoder import LANGUAGE_SETTLES_SECONDS
+from dragoman.sessions.speech.decoder import (
+    LANGUAGE_SETTLES_SECONDS,
+    LANGUAGE_SURE_PROBABILITY,
+    LANGUAGE_SURE_SECONDS,
+)
 from dragoman.sessions.speech.events import Delta
 from dragoman.sessions.transcription.session import StepJob, TranscriptionSession
 from tests.unit.fakes import WordTokenizer
@@ -42,11 +47,13 @@ def append(session: TranscriptionSession, parser: ClientParser, seconds: float) 
     session.receive(parser.parse(json.dumps(raw)))
 
 
-def step(session: TranscriptionSession, text: str, heard: str | None) -> tuple[StepJob, list[str]]:
-    """Run the next step, heard as `text` in `heard`; the deltas it sent."""
+def step(
+    session: TranscriptionSession, text: str, heard: str | None, sure: float | None = None
+) -> tuple[StepJob, list[str]]:
+    """Run the next step, heard as `text` in `heard` (with probability `sure`); the deltas it sent."""
     job = session.next_job()
     assert job is not None
-    session.job_done(job, StepResult(text=text, language=heard))
+    session.job_done(job, StepResult(text=text, language=heard, language_probability=sure))
     deltas = [e.delta for e in session.events_to_send() if isinstance(e, Delta)]
     return job, deltas
 
@@ -121,3 +128,44 @@ def test_a_short_item_takes_the_language_its_final_step_hears() -> None:
     final, deltas = step(session, "hallo zusammen", "de")
     assert final.final and final.request.language is None
     assert "".join(deltas).strip() == "hallo zusammen"
+
+
+def interpreter_cadence() -> tuple[TranscriptionSession, ClientParser]:
+    """Steps of 0.8 s, text sent from the third (the interpreter's cadence)."""
+    return make_session(MULTILINGUAL, chunk_seconds=0.8, unfixed_chunks=3)
+
+
+def test_a_sure_detection_on_enough_speech_settles_before_the_usual_window() -> None:
+    """At the interpreter's cadence the third step (2.4 s) is the first that may send text:
+    a sure detection there sends it, rather than a step later than a fixed language would."""
+    session, parser = interpreter_cadence()
+    words = "we went home and then we ate our dinner together"
+    for n in (1, 2):
+        append(session, parser, 0.8)
+        _, deltas = step(session, " ".join(words.split()[: 2 * n]), "en", sure=0.99)
+        assert deltas == [], "a sure guess on a short window is not kept"
+    append(session, parser, 0.8)
+    third, deltas = step(session, words, "en", sure=LANGUAGE_SURE_PROBABILITY)
+    assert len(third.request.audio) >= LANGUAGE_SURE_SECONDS * RATE
+    assert len(third.request.audio) < LANGUAGE_SETTLES_SECONDS * RATE
+    assert "".join(deltas).strip().startswith("we went home")
+    append(session, parser, 0.8)
+    fourth, _ = step(session, words + " at eight", "de", sure=0.9)
+    assert fourth.request.language == "en", "the sure detection is kept"
+
+
+def test_an_unsure_detection_waits_for_the_usual_window() -> None:
+    session, parser = interpreter_cadence()
+    words = "und dann gingen wir nach Hause und assen zu Abend"
+    for _ in range(3):
+        append(session, parser, 0.8)
+        job, deltas = step(session, words, "en", sure=LANGUAGE_SURE_PROBABILITY - 0.05)
+        assert deltas == [] and job.request.language is None
+    append(session, parser, 0.8)
+    fourth, deltas = step(session, words, "de", sure=0.5)
+    assert fourth.request.language is None and len(fourth.request.audio) < LANGUAGE_SETTLES_SECONDS * RATE
+    assert deltas == []
+    append(session, parser, 0.8)
+    fifth, deltas = step(session, words + " mit", "de", sure=0.5)
+    assert len(fifth.request.audio) >= LANGUAGE_SETTLES_SECONDS * RATE
+    assert "".join(deltas).strip().startswith("und dann")

@@ -577,8 +577,8 @@ def test_the_language_is_detected_among_the_sources_the_server_translates() -> N
     speak_segment(h)
     assert all(job.request.detect_among == ("de", "en") for job in h.steps)
     ranking = [("<|nl|>", 0.5), ("<|en|>", 0.3), ("<|de|>", 0.2)]
-    assert likeliest(ranking, ("de", "en")) == "en"
-    assert likeliest(ranking, ()) == "nl" and likeliest(ranking, ("fr",)) == "nl"
+    assert likeliest(ranking, ("de", "en")) == ("en", 0.3)
+    assert likeliest(ranking, ()) == ("nl", 0.5) and likeliest(ranking, ("fr",)) == ("nl", 0.5)
 
 
 def test_speech_already_in_the_target_language_is_passed_through() -> None:

@@ -99,6 +99,8 @@ class StepResult:
     text: str
     #: The language the engine used (detected when the request left it open).
     language: str | None = None
+    #: The probability the engine gave that detected language, where it says.
+    language_probability: float | None = None
     #: Each word's start, in order, when the request asked (`word_times`) and the engine
     #: can tell; empty otherwise.
     words: tuple[WordStart, ...] = ()

@@ -95,11 +95,11 @@ def _read_n_mels(model: Any, folder: Path) -> int:
     return 80
 
 
-def likeliest(ranked: Sequence[tuple[str, float]], among: Sequence[str]) -> str:
+def likeliest(ranked: Sequence[tuple[str, float]], among: Sequence[str]) -> tuple[str, float]:
     """The likeliest language of Whisper's ranking (`[("<|en|>", p), ...]`, best first) that is
-    one of `among` (any, when it is empty or names none of them)."""
-    codes = [token[2:-2] for token, _ in ranked]
-    return next((code for code in codes if code in among), codes[0])
+    one of `among` (any, when it is empty or names none of them), with its probability."""
+    languages = [(token[2:-2], probability) for token, probability in ranked]
+    return next((language for language in languages if language[0] in among), languages[0])
 
 
 class WhisperCT2Engine(ASREngine):
@@ -231,6 +231,7 @@ class WhisperCT2Engine(ASREngine):
                 results[it.slot] = StepResult(
                     text=it.text,
                     language=it.language,
+                    language_probability=it.language_probability,
                     words=it.words,
                     avg_logprob=it.avg_logprob,
                     no_speech_prob=it.no_speech_prob,
@@ -318,7 +319,7 @@ class WhisperCT2Engine(ASREngine):
             detected = self._model.detect_language(encoded)
             for it, ranked in zip(items, detected, strict=True):
                 if it.language is None:
-                    it.language = likeliest(ranked, it.request.detect_among)
+                    it.language, it.language_probability = likeliest(ranked, it.request.detect_among)
         if len(groups) == 1:
             self._generate(items, encoded, window)
             return

@@ -38,6 +38,8 @@ class DecodeItem:
     prev: list[int]
     prefix_ids: list[int]
     language: str | None
+    #: Whisper's probability of `language`, when it was detected here.
+    language_probability: float | None = None
     window: int = 0
     text: str = ""
     #: The hypothesis's tokens, the forced prefix's included.

@@ -44,6 +44,14 @@ STEPS_COALESCED = "transcription_steps_coalesced"
 #: 35 on 4 s (German and Mandarin were heard as English on short windows). With the default
 #: 2 s chunks the second step, the first whose text is sent, settles it: no delta is later.
 LANGUAGE_SETTLES_SECONDS = 3.5
+#: ... unless the engine is this sure of it on at least this much audio. The interpreter's
+#: first stable text comes at 2.4 s (three 0.8 s steps), and waiting for 3.5 s would hold it
+#: back 1.6 s. Measured with whisper-base among en, de, it and zh on the 38 eval clips in
+#: those languages, each from its first speech: at 2.4 s, 27 detections were >= 0.8 (17 of the
+#: 22 English clips), all right, and the wrong ones had at most 0.64; at 1.6 s a Mandarin clip
+#: was heard as English with 0.96, so no shorter window is trusted.
+LANGUAGE_SURE_SECONDS = 2.4
+LANGUAGE_SURE_PROBABILITY = 0.8
 
 
 @dataclass(frozen=True)
@@ -211,11 +219,16 @@ class ItemDecoder:
         item.raw = result.text
         if job.request.language is None:
             item.language = result.language or item.language
+            seconds = len(job.request.audio) / SAMPLE_RATE
             item.language_settled = (
                 job.final
                 or result.language is None  # the engine does not say: nothing to wait for
                 or len(self.engine.capabilities.languages) == 1
-                or len(job.request.audio) >= LANGUAGE_SETTLES_SECONDS * SAMPLE_RATE
+                or seconds >= LANGUAGE_SETTLES_SECONDS
+                or (
+                    seconds >= LANGUAGE_SURE_SECONDS
+                    and (result.language_probability or 0.0) >= LANGUAGE_SURE_PROBABILITY
+                )
             )
         item.steps += 1
         item.decoded_clock = job.clock

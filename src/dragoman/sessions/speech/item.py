@@ -62,7 +62,7 @@ class Item:
     #: The language the engine used (detected when the session leaves it open).
     language: str | None = None
     #: Whether `language` was detected on enough speech to keep: later steps don't detect it
-    #: again (`ItemDecoder`, LANGUAGE_SETTLES_SECONDS).
+    #: again (`ItemDecoder`, LANGUAGE_SETTLES_SECONDS and LANGUAGE_SURE_SECONDS).
     language_settled: bool = False
     ledger: DeltaLedger = field(default_factory=DeltaLedger)
     #: Where the turn began on the session timeline (server VAD).
