@@ -101,6 +101,19 @@ def test_two_utterances_give_two_turns(model: SileroModel) -> None:
     assert not segmenter.in_speech
 
 
+def test_a_first_word_set_off_by_a_pause_is_in_the_turn(model: SileroModel) -> None:
+    """FLEURS "However, due to the slow ...": Silero hears "However," (1.1-1.6 s) for less than
+    the gate, then 0.5 s of quiet; the turn must still begin before it, not 0.3 s before "due"
+    (about 1.8 s), which lost the word."""
+    audio = read_16k("asr/en/en_fleurs_test_000.ogg")
+    segmenter = TurnSegmenter(ServerVADConfig(), SileroVAD(model))
+    ops: list[TurnOp] = []
+    for piece in np.array_split(audio, len(audio) // 320):
+        ops.extend(segmenter.push(piece))
+    first = next(op for op in ops if isinstance(op, SpeechStarted))
+    assert first.audio_start_ms <= 1000, first
+
+
 def test_24k_client_through_the_whole_input_chain(model: SileroModel) -> None:
     """Base64 PCM16 at 24 kHz in odd-sized appends -> decode -> resample -> segment."""
     audio16, clips = two_utterances()

@@ -360,6 +360,33 @@ def test_a_dropped_candidate_can_be_the_next_turns_padding() -> None:
     np.testing.assert_array_equal(turn_audio[: pad + W], audio[45 * W - pad : 46 * W])
 
 
+def test_a_short_word_set_off_by_a_pause_begins_the_turn_after_it() -> None:
+    """ "However, | due to ...": a word of 8 windows (half the gate or more), a pause that drops
+    it (18 windows), then speech within as much quiet again: the turn begins before the word."""
+    audio = signal(("silence", 20), ("tone", 8), ("silence", 18), ("tone", 20), ("silence", 40))
+    [(start, end, turn_audio)] = turns(run(audio))
+    assert start == ms(20 * W - PAD)
+    assert end == ms((66 + SILENCE_WINDOWS) * W)
+    np.testing.assert_array_equal(turn_audio, audio[20 * W - PAD : (66 + SILENCE_WINDOWS) * W])
+
+
+def test_a_dropped_word_is_forgotten_after_as_much_quiet_again() -> None:
+    audio = signal(
+        ("silence", 20), ("tone", 8), ("silence", 2 * SILENCE_WINDOWS + 2), ("tone", 20), ("silence", 40)
+    )
+    speech = (28 + 2 * SILENCE_WINDOWS + 2) * W
+    [(start, _, _)] = turns(run(audio))
+    assert start == ms(speech - PAD)
+
+
+def test_a_recalled_word_does_not_count_toward_the_gate() -> None:
+    """The word and the speech after it are each short of the gate: still no turn."""
+    short = GATE_WINDOWS - 1
+    audio = signal(("silence", 20), ("tone", 8), ("silence", 18), ("tone", short), ("silence", 40))
+    assert run(audio) == []
+    assert run(audio, sizes=[W * 7] * (len(audio) // (W * 7)) + [len(audio) % (W * 7)]) == []
+
+
 def test_open_candidate_announces_a_held_turn_for_a_commit() -> None:
     audio = signal(("silence", 20), ("tone", 5))
     segmenter = TurnSegmenter(ServerVADConfig(), EnergyVAD())

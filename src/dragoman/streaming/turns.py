@@ -20,7 +20,8 @@ emits, in timeline order:
   audio is held, never lost. OpenAI: audio_start_ms "will correspond to the beginning of audio
   sent to the model, and thus includes the prefix_padding_ms". A candidate is dropped (its
   audio left outside turns) once it has been quiet, below `threshold`, for as long as would
-  first end a turn: `silence_duration_ms` (server_vad) or the pause (semantic_vad).
+  first end a turn: `silence_duration_ms` (server_vad) or the pause (semantic_vad); speech soon
+  after may recall it, a short word set off by a pause (`streaming/turn_onset.py`).
 - `TurnAudio` with the turn's samples, in order: the padding, the speech, and the silence up to
   the stop point. Audio outside turns is never emitted.
 - `SpeechStopped` when the turn ends; audio_end_ms is the end of the window that ended it, so
@@ -301,7 +302,7 @@ class TurnSegmenter:
     ) -> None:
         """Outside a turn: keep the window for the idle span, and end the span once it is as long
         as the timeout (never while a candidate turn may still open)."""
-        span = self._idle.add(window, start, self._cursor, may_end=self._onset.candidate is None)
+        span = self._idle.add(window, start, self._cursor, may_end=not self._onset.pending)
         if span is not None:
             begin, audio = span
             _flush(ops, pieces)
