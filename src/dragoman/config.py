@@ -33,6 +33,21 @@ def _comma_items(value: str | list[object]) -> list[str]:
     return [item.strip() for entry in entries for item in str(entry).split(",") if item.strip()]
 
 
+def _asr_routes(value: object) -> object:
+    """`--asr-route en=moonshine` (repeatable) and `en=moonshine,de=...` as well as a mapping."""
+    if isinstance(value, dict):
+        return {str(language).strip().lower(): backend for language, backend in value.items()}
+    if not isinstance(value, str | list):
+        return value
+    routes: dict[str, str] = {}
+    for item in _comma_items(value):
+        language, sep, backend = item.partition("=")
+        if not sep or not language.strip() or not backend.strip():
+            raise ValueError(f"an ASR route is LANGUAGE=BACKEND[:MODEL], not {item!r}")
+        routes[language.strip().lower()] = backend.strip()
+    return routes
+
+
 class ASRSettings(BaseModel):
     #: Backend name (see dragoman.engines.registry).
     backend: str = "whisper-ct2"
@@ -70,18 +85,7 @@ class ASRSettings(BaseModel):
     @field_validator("routes", mode="before")
     @classmethod
     def _parse_routes(cls, value: object) -> object:
-        """`--asr-route en=moonshine` (repeatable) and `en=moonshine,de=...` as well as a mapping."""
-        if isinstance(value, dict):
-            return {str(language).strip().lower(): backend for language, backend in value.items()}
-        if not isinstance(value, str | list):
-            return value
-        routes: dict[str, str] = {}
-        for item in _comma_items(value):
-            language, sep, backend = item.partition("=")
-            if not sep or not language.strip() or not backend.strip():
-                raise ValueError(f"an ASR route is LANGUAGE=BACKEND[:MODEL], not {item!r}")
-            routes[language.strip().lower()] = backend.strip()
-        return routes
+        return _asr_routes(value)
 
 
 class FileTranscriptionSettings(BaseModel):
@@ -277,6 +281,16 @@ class InterpreterSettings(BaseModel):
     #: directions from it that have calibrated heads. "auto": each segment's language is
     #: detected (a multilingual Whisper), so speakers of every source language share a server.
     source_language: str = "en"
+    #: `asr.routes` for the interpreter's steps only, before the server's: English source speech
+    #: goes to Moonshine base, which lifted the BLEU of English speech into German and Italian
+    #: (docs/interpreter.md) while transcription sessions keep Whisper's cheaper steps. `{}`
+    #: (`DRAGOMAN_INTERPRETER__ASR_ROUTES=`): the server's routes only.
+    asr_routes: dict[str, str] = Field(default_factory=lambda: {"en": "moonshine"})
+
+    @field_validator("asr_routes", mode="before")
+    @classmethod
+    def _parse_routes(cls, value: object) -> object:
+        return _asr_routes(value)
 
 
 class Settings(BaseSettings):

@@ -46,3 +46,21 @@ def test_english_goes_to_moonshine_and_german_and_open_language_to_whisper(route
     assert results[len(EN)].language == "de" and wer([REFS[DE]], [results[len(EN)].text]) < 0.5
     # A step whose language is open is Whisper's, which detects it.
     assert results[-1].language == "en" and wer([REFS[EN[2]]], [results[-1].text]) < 0.3
+
+
+def test_the_interpreters_route_takes_its_steps_only(cache_dir: Path) -> None:
+    """`interpreter.asr_routes` (the default `en=moonshine`): the interpreter's English steps
+    are Moonshine's, a transcription session's English stays Whisper's."""
+    engine = create_asr_engine(ASRSettings(threads=2), cache_dir, {"interpreter": {"en": "moonshine"}})
+    assert isinstance(engine, LanguageRoutedASR) and not engine.routes
+    moonshine = engine.scoped["interpreter"]["en"]
+    assert isinstance(moonshine, MoonshineEngine)
+    clip = audio(EN[0])
+    passes = moonshine.decoder_passes
+    [plain] = engine.transcribe_batch([StepRequest(clip, language="en")])
+    assert moonshine.decoder_passes == passes, "a transcription session's step stays Whisper's"
+    [interpreted] = engine.transcribe_batch([StepRequest(clip, language="en", scope="interpreter")])
+    assert moonshine.decoder_passes > passes
+    for result in (plain, interpreted):
+        assert wer([REFS[EN[0]]], [ok(result).text]) < 0.15, ok(result).text
+    engine.close()

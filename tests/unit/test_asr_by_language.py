@@ -7,7 +7,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 import pytest
 
-from dragoman.config import ASRSettings
+from dragoman.config import ASRSettings, InterpreterSettings
 from dragoman.engines.asr.base import ASRCapabilities, ASREngine, PrefixMode, StepRequest, StepResult
 from dragoman.engines.asr.by_language import LanguageRoutedASR
 from dragoman.errors import ClientError, ConfigError, InvalidValue
@@ -94,6 +94,42 @@ def test_capabilities_and_lifecycle_cover_both_engines() -> None:
     assert whisper.warmed and moonshine.warmed
     engine.close()
     assert whisper.closed and moonshine.closed
+
+
+def test_a_services_own_routes_apply_to_its_steps_only() -> None:
+    """`interpreter.asr_routes`: the interpreter's English goes to Moonshine, a transcription
+    session's stays with Whisper, and both scopes share the one Moonshine loaded."""
+    whisper, moonshine = Scripted("whisper", {"en", "de"}), Scripted("moonshine", {"en"})
+    engine = LanguageRoutedASR(whisper, {}, {"interpreter": {"en": moonshine}})
+    requests = [
+        StepRequest(audio(10), language="en", scope="interpreter"),
+        StepRequest(audio(20), language="en"),
+        StepRequest(audio(30), language="de", scope="interpreter"),
+        StepRequest(audio(40), scope="interpreter"),  # still to be detected: Whisper
+    ]
+    texts = [r.text for r in engine.transcribe_batch(requests) if isinstance(r, StepResult)]
+    assert texts == ["moonshine heard 10", "whisper heard 20", "whisper heard 30", "whisper heard 40"]
+    assert engine.batch_key(requests[0]) != engine.batch_key(requests[1])
+    assert "interpreter en: moonshine" in engine.describe().backend
+    assert engine.capabilities.languages == {"en", "de"}
+    server_wide = LanguageRoutedASR(whisper, {"en": moonshine}, {"interpreter": {"en": moonshine}})
+    server_wide.warm_up()
+    server_wide.close()
+    assert moonshine.warmed and moonshine.closed and whisper.closed
+
+
+def test_a_scoped_route_is_checked_like_the_servers() -> None:
+    with pytest.raises(ConfigError, match="does not transcribe 'de'"):
+        LanguageRoutedASR(
+            Scripted("whisper", {"en", "de"}), {}, {"interpreter": {"de": Scripted("m", {"en"})}}
+        )
+
+
+def test_the_interpreter_routes_english_to_moonshine_unless_told_otherwise() -> None:
+    assert InterpreterSettings().asr_routes == {"en": "moonshine"}
+    assert InterpreterSettings(asr_routes="").asr_routes == {}  # type: ignore[arg-type]
+    named = InterpreterSettings(asr_routes="en=whisper-ct2:/models/w")  # type: ignore[arg-type]
+    assert named.asr_routes == {"en": "whisper-ct2:/models/w"}
 
 
 def test_an_engine_that_cannot_take_over_an_item_is_refused() -> None:

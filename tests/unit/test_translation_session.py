@@ -26,7 +26,7 @@ from dragoman.sessions.base import CloseCode
 from dragoman.sessions.mt.events import MTJob
 from dragoman.sessions.speech.config import EngineProfile, SessionConfig
 from dragoman.sessions.speech.decoder import StepJob
-from dragoman.sessions.translation.config import Languages, TranslationConfig, interpreter_speech
+from dragoman.sessions.translation.config import ASR_SCOPE, Languages, TranslationConfig, interpreter_speech
 from dragoman.sessions.translation.session import (
     END_LAG_SECONDS,
     FIRST_TEXT_SECONDS,
@@ -660,9 +660,16 @@ def test_the_interpreter_steps_every_0_8_s_and_commits_source_words_from_the_thi
     default waits 2 s), and source words committed to MT from the third step on, not before."""
     cadence = interpreter_speech(SessionConfig())
     assert (cadence.chunk_seconds, cadence.unfixed_chunks) == (0.8, 3)
-    h = Harness(chunk_seconds=cadence.chunk_seconds, unfixed_chunks=cadence.unfixed_chunks, unfixed_tokens=1)
+    h = Harness(
+        chunk_seconds=cadence.chunk_seconds,
+        unfixed_chunks=cadence.unfixed_chunks,
+        unfixed_tokens=1,
+        asr_scope=cadence.asr_scope,
+    )
     speak_growing(h, 2.4)
     assert len(h.steps) == 2, "a step every 0.8 s of the segment's audio"
+    # ... each taking the interpreter's own ASR routes (`interpreter.asr_routes`).
+    assert {job.request.scope for job in h.steps} == {ASR_SCOPE}
     assert not h.mt.requests, "no source word committed before the third step: nothing to draft"
     speak_growing(h, 0.2)
     assert len(h.steps) == 3

@@ -89,30 +89,45 @@ def _factory(kind: str, name: str, table: Mapping[str, str]) -> Callable[..., An
     return cast(Callable[..., Any], factory)
 
 
-def create_asr_engine(settings: ASRSettings, cache_dir: Path) -> ASREngine:
+def create_asr_engine(
+    settings: ASRSettings, cache_dir: Path, scoped: Mapping[str, Mapping[str, str]] | None = None
+) -> ASREngine:
     """Build the ASR backend named by `settings.backend`, or, with `settings.base_url`, the
-    remote server that transcribes for it."""
+    remote server that transcribes for it; with the routes of `settings.routes` and, for the
+    steps of a service, of `scoped[service]` (`interpreter.asr_routes`), each backend loaded once."""
     backend = "openai-transcriptions" if settings.base_url else settings.backend
     engine = _factory("ASR", backend, ASR_BACKENDS)(settings, cache_dir)
     if not isinstance(engine, ASREngine):
         raise ConfigError(
             f"ASR backend {settings.backend!r} built a {type(engine).__name__}, not an ASREngine"
         )
-    if not settings.routes or settings.base_url:
+    scoped = {scope: routes for scope, routes in (scoped or {}).items() if routes}
+    if (not settings.routes and not scoped) or settings.base_url:
         return engine
     from dragoman.engines.asr.by_language import LanguageRoutedASR
 
-    routes: dict[str, ASREngine] = {}
-    try:
-        for language, route in settings.routes.items():
+    loaded: dict[str, ASREngine] = {}
+
+    def route_engine(route: str) -> ASREngine:
+        if route not in loaded:
             name, _, model = route.partition(":")
             # Without a model named, the backend's factory serves its own packaged default.
             update = {"backend": name, "routes": {}} | ({"model": model} if model else {})
-            routes[language] = create_asr_engine(settings.model_copy(update=update), cache_dir)
-        return LanguageRoutedASR(engine, routes)
+            loaded[route] = create_asr_engine(settings.model_copy(update=update), cache_dir)
+        return loaded[route]
+
+    try:
+        return LanguageRoutedASR(
+            engine,
+            {language: route_engine(route) for language, route in settings.routes.items()},
+            {
+                scope: {language: route_engine(route) for language, route in routes.items()}
+                for scope, routes in scoped.items()
+            },
+        )
     except BaseException:
-        for loaded in (*routes.values(), engine):
-            loaded.close()
+        for unused in (*loaded.values(), engine):
+            unused.close()
         raise
 
 

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from dragoman.config import Settings
 from dragoman.cpu import available_cores
 from dragoman.logs import get_logger
+from dragoman.sessions.translation.config import ASR_SCOPE
 from dragoman.transports.agent_service import AgentService
 from dragoman.transports.interpreter_service import InterpreterService
 from dragoman.transports.services import MTService, TranscriptionService
@@ -97,7 +98,9 @@ class Runtime:
         settings = self._budgeted()
         listening: TranscriptionService | None = None
         if self._listens:
-            listening = TranscriptionService(settings.asr, settings.transcription, settings.cache_dir)
+            interprets = "interpreter" in settings.services
+            scoped = {ASR_SCOPE: settings.interpreter.asr_routes} if interprets else {}
+            listening = TranscriptionService(settings.asr, settings.transcription, settings.cache_dir, scoped)
             await listening.start()
             self.services.append(listening)
             self.listening = listening

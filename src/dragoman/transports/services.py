@@ -40,10 +40,18 @@ class TranscriptionService:
 
     name = "transcription"
 
-    def __init__(self, asr: ASRSettings, transcription: TranscriptionSettings, cache_dir: Path) -> None:
+    def __init__(
+        self,
+        asr: ASRSettings,
+        transcription: TranscriptionSettings,
+        cache_dir: Path,
+        scoped_routes: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
         self.asr = asr
         self.settings = transcription
         self.cache_dir = cache_dir
+        #: ASR routes of one service's steps (`StepRequest.scope`): the interpreter's.
+        self.scoped_routes = dict(scoped_routes or {})
         self.engine: ASREngine | None = None
         self.worker: BatchingWorker[StepRequest, StepResult] | None = None
         self.profile: EngineProfile | None = None
@@ -55,7 +63,7 @@ class TranscriptionService:
     async def start(self) -> None:
         began = time.perf_counter()
         # In threads: the event loop keeps answering /health while the models load.
-        engine = await asyncio.to_thread(create_asr_engine, self.asr, self.cache_dir)
+        engine = await asyncio.to_thread(create_asr_engine, self.asr, self.cache_dir, self.scoped_routes)
         self.vad_model = await asyncio.to_thread(SileroModel.load, resolve("silero-vad", self.cache_dir))
         self.turn_model = await asyncio.to_thread(load_turn_model, self.cache_dir)
         await asyncio.to_thread(engine.warm_up)

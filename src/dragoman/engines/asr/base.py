@@ -78,6 +78,9 @@ class StepRequest:
     #: detects the likeliest of them.
     detect_among: tuple[str, ...] = ()
     prompt: str | None = None
+    #: The service whose ASR routes also apply ("interpreter": `interpreter.asr_routes`); "":
+    #: only the server's (`asr.routes`).
+    scope: str = ""
     #: Also say where each word of the hypothesis starts (`StepResult.words`), for sealing.
     word_times: bool = False
     #: Free-form labels for logs (session id, item id); never sent to a model.

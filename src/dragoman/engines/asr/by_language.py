@@ -6,7 +6,9 @@ lines read by our voices and by espeak-ng (bench/RESULTS.md, "ASR en=moonshine")
 agent's short spoken questions, though, were answered right less often (docs/engines.md).
 `asr.routes` (`{"en": "moonshine"}`) names, for each such language, the backend whose default
 model serves it; everything else, and every step whose language is still open (Whisper detects
-it), goes to the default engine.
+it), goes to the default engine. A service may have routes of its own, which only its steps
+take (`StepRequest.scope`): `interpreter.asr_routes` sends the interpreter's English to
+Moonshine while transcription sessions keep Whisper.
 
 A step is routed by its request's language, so an item whose language Whisper detected moves to
 the routed engine once the language has settled: the text decoded so far is forced as that
@@ -26,11 +28,19 @@ from dragoman.errors import ClientError, ConfigError
 
 
 class LanguageRoutedASR(ASREngine):
-    """`default` for every step but those in a language of `routes`, which go to its engine."""
+    """`default` for every step but those in a language of `routes`, which go to its engine, or
+    of `scoped[step.scope]`, which then come first."""
 
-    def __init__(self, default: ASREngine, routes: Mapping[str, ASREngine]) -> None:
+    def __init__(
+        self,
+        default: ASREngine,
+        routes: Mapping[str, ASREngine],
+        scoped: Mapping[str, Mapping[str, ASREngine]] | None = None,
+    ) -> None:
         first = default.capabilities
-        for language, engine in routes.items():
+        self.scoped = {scope: dict(theirs) for scope, theirs in (scoped or {}).items()}
+        every = [*routes.items(), *(item for theirs in self.scoped.values() for item in theirs.items())]
+        for language, engine in every:
             theirs = engine.capabilities
             if theirs.languages and language not in theirs.languages:
                 raise ConfigError(f"asr.routes: {engine.name} does not transcribe {language!r}")
@@ -43,18 +53,27 @@ class LanguageRoutedASR(ASREngine):
         self.routes = dict(routes)
         self.name = default.name
         self.tokenizer = default.tokenizer
-        engines = [default, *self.routes.values()]
+        engines = self._engines()
+        routed = frozenset(language for language, _ in every)
         self.capabilities = ASRCapabilities(
             max_audio_seconds=min(e.capabilities.max_audio_seconds for e in engines),
-            languages=first.languages | frozenset(self.routes) if first.languages else frozenset(),
+            languages=first.languages | routed if first.languages else frozenset(),
             prefix_mode=first.prefix_mode,
             sample_rate=first.sample_rate,
             # Calls run at once on the worker's lanes; each is one engine's (`batch_key`).
             parallel_calls=max(e.capabilities.parallel_calls for e in engines),
         )
 
+    def _engines(self) -> list[ASREngine]:
+        """Every engine once, the default first (a scope may share another's engine)."""
+        engines = [self.default, *self.routes.values()]
+        engines += [e for theirs in self.scoped.values() for e in theirs.values()]
+        return list({id(e): e for e in engines}.values())
+
     def engine_for(self, request: StepRequest) -> ASREngine:
-        return self.routes.get(request.language or "", self.default)
+        language = request.language or ""
+        scoped = self.scoped.get(request.scope, {}).get(language)
+        return scoped or self.routes.get(language, self.default)
 
     def batch_key(self, request: StepRequest) -> Hashable:
         engine = self.engine_for(request)
@@ -72,12 +91,15 @@ class LanguageRoutedASR(ASREngine):
         return [results[slot] for slot in range(len(requests))]
 
     def warm_up(self) -> None:
-        for engine in (self.default, *self.routes.values()):
+        for engine in self._engines():
             engine.warm_up()
 
     def describe(self) -> EngineInfo:
         info = self.default.describe()
-        routed = ", ".join(f"{language}: {engine.name}" for language, engine in self.routes.items())
+        named = [f"{language}: {engine.name}" for language, engine in self.routes.items()]
+        for scope, theirs in self.scoped.items():
+            named += [f"{scope} {language}: {engine.name}" for language, engine in theirs.items()]
+        routed = ", ".join(named)
         return EngineInfo(
             name=info.name,
             backend=f"{info.backend} ({routed})",
@@ -87,5 +109,5 @@ class LanguageRoutedASR(ASREngine):
         )
 
     def close(self) -> None:
-        for engine in (*self.routes.values(), self.default):
+        for engine in reversed(self._engines()):
             engine.close()

@@ -42,6 +42,8 @@ class SessionConfig:
     unfixed_tokens: int = 5
     #: The re-decode window's bound (`dragoman.streaming.sealing`); 0: no sealing.
     max_window_seconds: float = 10.0
+    #: Whose ASR routes the steps take too (`StepRequest.scope`); "": the server's only.
+    asr_scope: str = ""
 
     @classmethod
     def defaults(cls, settings: TranscriptionSettings, input_rate: int) -> SessionConfig:

@@ -202,6 +202,7 @@ class ItemDecoder:
             language=self._language(item),
             detect_among=self.config.detect_among,
             prompt=item.prompt(self.engine.tokenizer, self.config.prompt),
+            scope=self.config.asr_scope,
             # Word starts are needed only where a cut may be made.
             word_times=not final and policy.enabled and len(audio) >= policy.min_window_seconds * SAMPLE_RATE,
             tags={"session": self.session_id, "item": item.item_id},

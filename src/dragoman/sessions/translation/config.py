@@ -136,9 +136,16 @@ INTERPRETER_CHUNK_SECONDS = 0.8
 INTERPRETER_UNFIXED_CHUNKS = 3
 
 
+#: The scope of the interpreter's ASR steps, which take `interpreter.asr_routes`.
+ASR_SCOPE = "interpreter"
+
+
 def interpreter_speech(speech: SessionConfig) -> SessionConfig:
     """The speech front's settings for a translation session: `speech` at the interpreter's
-    cadence."""
+    cadence, its steps taking the interpreter's ASR routes."""
     return dataclasses.replace(
-        speech, chunk_seconds=INTERPRETER_CHUNK_SECONDS, unfixed_chunks=INTERPRETER_UNFIXED_CHUNKS
+        speech,
+        chunk_seconds=INTERPRETER_CHUNK_SECONDS,
+        unfixed_chunks=INTERPRETER_UNFIXED_CHUNKS,
+        asr_scope=ASR_SCOPE,
     )
