@@ -33,6 +33,7 @@ EN = "asr/en/en_ls-testclean_1995-1837-0001.wav"
 EN_2 = "asr/en/en_ls-devclean_1272-128104-0000.wav"
 EN_3 = "asr/en/en_ls-testclean_6930-75918-0000.flac"
 DE = "asr/de/de_fleurs_test_000.ogg"
+FIRST_WORD = "asr/en/en_fleurs_test_000.ogg"
 #: A client that ends its turns with `input_audio_buffer.commit` turns the server's VAD off,
 #: as it must with OpenAI, whose transcription sessions start with `server_vad`.
 PUSH_TO_TALK: dict[str, Any] = {"type": "transcription", "audio": {"input": {"turn_detection": None}}}
@@ -199,6 +200,25 @@ async def test_server_vad_splits_utterances_joined_with_silence(server: Server) 
     for item, file in zip(transcript.completed, files, strict=True):
         assert wer([reference(file)], [item["transcript"]]) <= 0.2, item["transcript"]
         check_item(transcript, item)
+
+
+async def test_a_short_first_word_set_off_by_a_pause_is_transcribed(server: Server) -> None:
+    """FLEURS "However, | due to the slow ...": "However," is shorter than a turn's gate and a
+    pause follows; server_vad's turn must still hold it (`streaming/turn_onset.py`)."""
+    audio = load_audio(FIRST_WORD, 24_000)
+    async with client(server).realtime.connect(
+        model="whisper-base", extra_query={"intent": "transcription"}
+    ) as conn:
+        transcript = await read_until(conn, Transcript(), lambda e: e["type"] == "session.created")
+        await conn.session.update(
+            session={"type": "transcription", "audio": {"input": {"transcription": {"language": "en"}}}}
+        )
+        await stream(conn, audio, 24_000, piece_seconds=0.2)
+        await stream(conn, np.zeros(24_000, dtype=np.float32), 24_000, piece_seconds=0.2)
+        await read_until(conn, transcript, lambda e: bool(transcript.completed))
+    first = transcript.completed[0]["transcript"]
+    assert first.strip().lower().startswith("however"), first
+    assert transcript.of("input_audio_buffer.speech_started")[0]["audio_start_ms"] <= 1000
 
 
 async def test_semantic_vad_ends_turns_of_real_recordings(server: Server) -> None:

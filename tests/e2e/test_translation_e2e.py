@@ -19,6 +19,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import numpy as np
 import openai.types.realtime as ga_types
 import pytest
@@ -162,6 +163,11 @@ async def test_english_speech_in_german_text_and_speech_out(server: Server) -> N
     # The source text is the streaming transcription's own (its quality is tested there): here,
     # that it comes, and is the clip's.
     assert wer([row["src_text"]], [source]) < 0.6, source
+    # ... heard by Moonshine, the interpreter's default route for English (`interpreter.asr_routes`).
+    async with httpx.AsyncClient() as http:
+        engines = (await http.get(server.http + "/health")).json()["engines"]
+    asr = [e["backend"] for e in engines if e["role"] == "asr"]
+    assert any("interpreter en: moonshine-base-en" in backend for backend in asr), asr
     await assert_german(server, row, source, heard.text("session.output_transcript.delta"))
 
     stamped = [e["elapsed_ms"] for e in heard.events if "elapsed_ms" in e]

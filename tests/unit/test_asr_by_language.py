@@ -119,7 +119,7 @@ def test_a_services_own_routes_apply_to_its_steps_only() -> None:
 
 
 def test_a_scoped_route_is_checked_like_the_servers() -> None:
-    with pytest.raises(ConfigError, match="does not transcribe 'de'"):
+    with pytest.raises(ConfigError, match=r"interpreter\.asr_routes: m does not transcribe 'de'"):
         LanguageRoutedASR(
             Scripted("whisper", {"en", "de"}), {}, {"interpreter": {"de": Scripted("m", {"en"})}}
         )

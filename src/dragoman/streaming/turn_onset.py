@@ -96,9 +96,11 @@ class TurnOnset:
             if recall is not None and start >= recall.until:
                 recall = self._recall = None
             if not speech:
-                self._remember(window)
+                # One copy of the window, for the padding ring and a recall alike (never written).
+                kept = window.copy()
+                self._ring.add(kept)
                 if recall is not None:
-                    recall.held.append(window.copy())
+                    recall.held.append(kept)
                 return False
             if recall is not None:
                 candidate = Candidate(recall.first, recall.held)
@@ -118,8 +120,8 @@ class TurnOnset:
             self.candidate = None
             if candidate.run.active >= self._recall_gate:
                 self._recall = Recall(candidate.first, list(candidate.held), end + self._silence)
-            for piece in candidate.held:
-                self._remember(piece)
+            for piece in candidate.held:  # copies already
+                self._ring.add(piece)
         return False
 
     def take(self) -> Candidate:
@@ -128,7 +130,3 @@ class TurnOnset:
         assert candidate is not None
         self.candidate = self._recall = None
         return candidate
-
-    def _remember(self, window: NDArray[np.float32]) -> None:
-        """Keep `window` as possible padding, forgetting windows no padding can reach."""
-        self._ring.add(window.copy())

@@ -39,14 +39,20 @@ class LanguageRoutedASR(ASREngine):
     ) -> None:
         first = default.capabilities
         self.scoped = {scope: dict(theirs) for scope, theirs in (scoped or {}).items()}
-        every = [*routes.items(), *(item for theirs in self.scoped.values() for item in theirs.items())]
-        for language, engine in every:
+        # (setting, language, engine) of every route, the setting named in errors.
+        every = [("asr.routes", *route) for route in routes.items()]
+        every += [
+            (f"{scope}.asr_routes", *route)
+            for scope, theirs in self.scoped.items()
+            for route in theirs.items()
+        ]
+        for setting, language, engine in every:
             theirs = engine.capabilities
             if theirs.languages and language not in theirs.languages:
-                raise ConfigError(f"asr.routes: {engine.name} does not transcribe {language!r}")
+                raise ConfigError(f"{setting}: {engine.name} does not transcribe {language!r}")
             if theirs.prefix_mode != first.prefix_mode or theirs.sample_rate != first.sample_rate:
                 raise ConfigError(
-                    f"asr.routes: {engine.name} cannot take over {default.name}'s items "
+                    f"{setting}: {engine.name} cannot take over {default.name}'s items "
                     f"(prefix mode {theirs.prefix_mode}, {theirs.sample_rate} Hz)"
                 )
         self.default = default
@@ -54,7 +60,7 @@ class LanguageRoutedASR(ASREngine):
         self.name = default.name
         self.tokenizer = default.tokenizer
         engines = self._engines()
-        routed = frozenset(language for language, _ in every)
+        routed = frozenset(language for _, language, _ in every)
         self.capabilities = ASRCapabilities(
             max_audio_seconds=min(e.capabilities.max_audio_seconds for e in engines),
             languages=first.languages | routed if first.languages else frozenset(),
