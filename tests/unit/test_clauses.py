@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dragoman.streaming.clauses import ClauseCutter, speakable
+from dragoman.streaming.clauses import ClauseCutter, speakable, spoken_length
 
 
 def cut(pieces: list[str], **params: int) -> list[str]:
@@ -88,6 +88,23 @@ def test_commas_cut_only_long_enough_clauses_and_the_first_may_be_shorter() -> N
 
 def test_cjk_marks_cut_without_a_space() -> None:
     assert cut(["你好。今天天气很好！我们走吧"]) == ["你好。", "今天天气很好！", "我们走吧"]
+
+
+def test_a_wide_character_counts_as_a_syllable() -> None:
+    # Counted as letters, a Chinese clause of 4 or 5 syllables was short of the first clause's
+    # 12, and one of 15 short of the later clauses' 40: each waited for the sentence's end.
+    assert cut(["在我看来，这个问题很简单。"]) == ["在我看来，", "这个问题很简单。"]
+    assert cut(["然而，", "由于通讯渠道缓慢，"]) == ["然而，由于通讯渠道缓慢，"], "2 syllables: too short"
+    later = cut(["好的。", "我们明天早上去，然后下午回来，晚上再说吧。"])
+    assert later == ["好的。", "我们明天早上去，然后下午回来，", "晚上再说吧。"]
+    assert spoken_length("然而，") == 9 and spoken_length("ab c") == 4
+
+
+def test_a_long_run_without_spaces_is_cut_where_its_length_runs_out() -> None:
+    text = "字" * 40
+    clauses = cut([text], max_chars=30)
+    assert all(spoken_length(c) <= 30 for c in clauses) and len(clauses) == 4
+    assert "".join(clauses) == text
 
 
 def test_a_long_run_without_marks_is_cut_at_a_space() -> None:
