@@ -100,6 +100,23 @@ def test_a_wide_character_counts_as_a_syllable() -> None:
     assert spoken_length("然而，") == 9 and spoken_length("ab c") == 4
 
 
+def test_the_first_clause_without_spaces_may_end_where_a_piece_ended() -> None:
+    # The interpreter's MT commits of FLEURS en_fleurs_test_001 and _002 translated into Chinese.
+    cutter = ClauseCutter()
+    assert cutter.push("所有") == []
+    assert cutter.push("在世界一边的") == [], "the piece may still grow"
+    assert cutter.push("名词") == ["所有在世界一边的"], "8 characters, and another piece came"
+    assert cutter.push("，都以大写字母开头，") == [], "later clauses: marks only, 14 characters"
+    assert cutter.push("即使在句子的中间。") == ["名词，都以大写字母开头，即使在句子的中间。"]
+    assert cut(["向北和近在", "咫尺", "的"]) == ["向北和近在咫尺", "的"], "5 characters are too few"
+    assert cut(["所有", "在世界一边的", "名词"], first_min_words=5) == ["所有在世界一边的名词"]
+    pieces = ["巴黎是", "法国", "的首都"]
+    spoken = ClauseCutter.spoken_answer()
+    assert [c for p in pieces for c in spoken.push(p)] == ["巴黎是法国"], "two words of two"
+    assert cut(pieces) == ["巴黎是法国的首都"], "the defaults wait for three"
+    assert cut(["Paris", " is", " big"]) == ["Paris is big"], "spaced text: words, as before"
+
+
 def test_a_long_run_without_spaces_is_cut_where_its_length_runs_out() -> None:
     text = "字" * 40
     clauses = cut([text], max_chars=30)

@@ -28,7 +28,10 @@ Lengths are counted as speech, not as characters: a wide (CJK) character is a sy
 spoken in about the time of `WIDE_CHAR_WEIGHT` Latin letters, so a Chinese clause may end
 at a `，` after four characters, as an English one may after twelve letters, and a later one
 after 14 characters, not 40 (most Chinese sentences are shorter than that). Text without
-spaces is cut past `max_chars` where its length runs out.
+spaces is cut past `max_chars` where its length runs out, and its first clause, with no word
+boundaries to see, may end where a pushed piece ended (an MT commit, an LLM token) once it
+holds about `first_min_words` words and the next piece has come: the Mandarin interpreter's
+first clause waited for the first `，` before.
 
 `speakable()` drops what a TTS voice would read out literally and a listener would
 not expect: Markdown emphasis and headings, code fences, bullets. The voice agent
@@ -62,6 +65,9 @@ _WORD = re.compile(r"\S+")
 #: A wide character's length: one syllable of Mandarin at about 5 a second, against about 15
 #: Latin letters a second of English speech.
 WIDE_CHAR_WEIGHT = 3
+#: Characters of a Chinese word, about (jieba's words of the eval set's Chinese references
+#: average 1.7).
+WIDE_WORD_CHARS = 2
 
 
 def char_weight(char: str) -> int:
@@ -103,6 +109,9 @@ class ClauseCutter:
     def __post_init__(self) -> None:
         self._pending = ""
         self._cut_any = False
+        #: Where the pushed pieces end in the pending text: the first clause of text without
+        #: spaces may end there.
+        self._piece_ends: list[int] = []
 
     @classmethod
     def spoken_answer(cls) -> ClauseCutter:
@@ -113,9 +122,11 @@ class ClauseCutter:
     def push(self, piece: str) -> list[str]:
         """The clauses `piece` completes, in order (each with its trailing space trimmed)."""
         self._pending += piece
+        self._piece_ends.append(len(self._pending))
         clauses: list[str] = []
         while (cut := self._find_cut()) is not None:
             clause, self._pending = self._pending[:cut], self._pending[cut:]
+            self._piece_ends = [end - cut for end in self._piece_ends if end > cut]
             clause = clause.strip()
             if clause:
                 clauses.append(clause)
@@ -125,6 +136,7 @@ class ClauseCutter:
     def finish(self) -> str:
         """What is left, as the last clause ("" when nothing is)."""
         rest, self._pending = self._pending.strip(), ""
+        self._piece_ends = []
         return rest
 
     def _find_cut(self) -> int | None:
@@ -176,6 +188,20 @@ class ClauseCutter:
             following = words[n].group().lower() if n < len(words) else ""
             if n >= self.first_min_words and n < len(complete) and following in _PHRASE_OPENERS:
                 return word.end()
+        return self._wide_break(text)
+
+    def _wide_break(self, text: str) -> int | None:
+        """In text without spaces (Chinese, Japanese): the first end of a pushed piece, between
+        two wide characters, once `first_min_words` words of `WIDE_WORD_CHARS` have come and
+        another piece has begun (the piece before it may not be a whole word yet: "近在" of
+        "近在咫尺")."""
+        least = self.first_min_words * WIDE_WORD_CHARS * WIDE_CHAR_WEIGHT
+        for end in self._piece_ends:
+            if end >= len(text):
+                return None
+            wide = char_weight(text[end - 1]) == char_weight(text[end]) == WIDE_CHAR_WEIGHT
+            if wide and spoken_length(text[:end]) >= least:
+                return end
         return None
 
     def _final_end(self, text: str, mark: int) -> bool:
