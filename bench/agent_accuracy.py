@@ -1,7 +1,8 @@
 """Does the voice agent answer everyday questions right? `python -m bench.agent_accuracy`.
 
     --models qwen2.5-0.5b-instruct-gguf,qwen2.5-1.5b-instruct-gguf   LLMs compared (one server each)
-    --voices hibari,espeak-en     the voices that speak the questions (the project's own TTS)
+    --voices hibari,joe,espeak-en the voices that speak the questions (the project's own TTS):
+                                  its two natural English voices, and espeak-ng's robotic one
     --modes typed,spoken
     --limit 40                    the first N questions only (default: all of bench/data/agent_questions.tsv)
     --json answers.json           every answer; --rescore answers.json judges them again (a fixed fact)
@@ -26,9 +27,11 @@ Responses are text (`output_modalities: ["text"]`), which the LLM writes exactly
 it writes an audio response's transcript, and saves the CPU the answers' speech.
 A right answer contains the question's fact (`bench/data/agent_questions.tsv`), as
 whole words after the WER normalisation of dragoman.tools.wer ("4" and "four" agree).
-Reported per model and mode: accuracy, mean words of an answer, responses that ended
-`incomplete`, and median time from the request (or from the end of the appended
-audio) to `response.done`. Every wrong answer is listed with what was heard.
+Reported per model and mode: accuracy, how many spoken questions the server heard word
+for word (after the same normalisation: what the listener, not the LLM, gets wrong), mean
+words of an answer, responses that ended `incomplete`, and median time from the request (or
+from the end of the appended audio) to `response.done`. Every wrong answer is listed with
+what was heard.
 """
 
 from __future__ import annotations
@@ -212,6 +215,7 @@ def report(results: dict[str, list[Answer]], variant: str = "") -> None:
             right = sum(a.right for a in of_mode)
             unfinished = sum(a.status != "completed" for a in of_mode)
             percent = 100 * right / len(of_mode)
+            exact = sum(normalize(a.heard) == normalize(a.question.text) for a in of_mode)
             record(
                 "agent_accuracy",
                 f"voice agent answers ({model}{variant})",
@@ -227,6 +231,7 @@ def report(results: dict[str, list[Answer]], variant: str = "") -> None:
                     model,
                     mode,
                     f"{100 * right / len(of_mode):.1f} % ({right}/{len(of_mode)})",
+                    "" if mode == "typed" else f"{exact}/{len(of_mode)}",
                     f"{statistics.mean(a.words for a in of_mode):.1f}",
                     unfinished,
                     f"{statistics.median(a.seconds for a in of_mode):.2f}",
@@ -234,7 +239,15 @@ def report(results: dict[str, list[Answer]], variant: str = "") -> None:
             )
     print(
         table(
-            ["LLM", "asked", "correct", "mean words", "not completed", "median s to response.done"],
+            [
+                "LLM",
+                "asked",
+                "correct",
+                "heard word for word",
+                "mean words",
+                "not completed",
+                "median s to response.done",
+            ],
             rows,
         )
     )
@@ -308,7 +321,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         prog="python -m bench.agent_accuracy", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--voices", default="hibari,espeak-en")
+    parser.add_argument("--voices", default="hibari,joe,espeak-en")
     parser.add_argument("--modes", default="typed,spoken")
     parser.add_argument("--limit", type=int, default=0)
     dragoman_server.add_asr_route_option(parser)

@@ -47,7 +47,8 @@ schedule):
 - **BLEU** of the output transcripts against the FLORES references (sacrebleu; `zh` tokenised
   as Chinese), next to the same server's offline text MT of the gold transcripts (MT protocol
   v1 on `/v1/mt`, one final update per sentence) in the same run: the ratio is what speech and
-  simultaneity cost;
+  simultaneity cost, with its 95 % bootstrap interval over the sentences (5 clips are few:
+  a ratio of 0.7 on them may be 0.5 or 0.9 on five others);
 - **ASR-BLEU** of the spoken output: each session's `session.output_audio.delta` PCM (24 kHz
   PCM16) transcribed by the project's Whisper with the language fixed to the target
   (bench/listener.py, after the sessions, outside the timings) and scored as BLEU is. The voice
@@ -105,6 +106,8 @@ FRAME_S = 0.2
 #: The session counts the lag goals bind: "With 2 sessions, the lags above must still hold."
 LAG_BOUND_SESSIONS = 2
 TAIL_S = 2.0
+#: Resamples of the sentences for the BLEU ratio's interval.
+BOOTSTRAP_DRAWS = 1000
 LEAD_S = 0.5
 #: A session's slot is free once the server has finished its engine work, a moment after
 #: `session.closed`; a worker that opens the next one at once may be refused with 1013 ("try
@@ -325,6 +328,9 @@ class Scores:
     first_audio_ms: list[float]
     end_lag_ms: list[float]
     errors: int
+    #: The ratio's 95 % bootstrap interval (`ratio_interval`).
+    ratio_low: float = float("nan")
+    ratio_high: float = float("nan")
 
     @property
     def ratio(self) -> float:
@@ -344,7 +350,8 @@ def save(scores: Scores, variant: str = "") -> None:
         spoken = f"{scores.clips} FLORES lines spoken by {scores.speech}"
         suffix = f" (FLORES spoken by {scores.speech})"
     conditions = (
-        f"{spoken} at real time; text MT BLEU {scores.baseline:.1f}, "
+        f"{spoken} at real time; ratio 95 % interval {scores.ratio_low:.2f}-{scores.ratio_high:.2f}; "
+        f"text MT BLEU {scores.baseline:.1f}, "
         f"speech BLEU {scores.bleu:.1f}, ASR-BLEU {scores.asr_bleu:.1f} ({scores.voice}), "
         f"source WER {100 * scores.source_wer:.1f} %"
     )
@@ -370,6 +377,31 @@ def save(scores: Scores, variant: str = "") -> None:
 def bleu(hypotheses: Sequence[str], references: Sequence[str], language: str) -> float:
     tokenize = "zh" if language == "zh" else "13a"
     return float(sacrebleu.corpus_bleu(list(hypotheses), [list(references)], tokenize=tokenize).score)
+
+
+def ratio_interval(
+    hypotheses: Sequence[str],
+    baseline: Sequence[str],
+    references: Sequence[str],
+    language: str,
+    draws: int = BOOTSTRAP_DRAWS,
+) -> tuple[float, float]:
+    """The 95 % bootstrap interval of BLEU(hypotheses) / BLEU(baseline): the sentences drawn
+    again with replacement, both systems scored on the same draw. Five clips are few: the
+    interval says how far the ratio would move on other sentences like them."""
+    rng = np.random.default_rng(0)
+    ratios = []
+    for _ in range(draws):
+        picked = rng.integers(0, len(references), len(references))
+        base = bleu([baseline[i] for i in picked], [references[i] for i in picked], language)
+        if base > 0:
+            ratios.append(
+                bleu([hypotheses[i] for i in picked], [references[i] for i in picked], language) / base
+            )
+    if not ratios:
+        return float("nan"), float("nan")
+    low, high = np.percentile(ratios, [2.5, 97.5])
+    return float(low), float(high)
 
 
 def voice_of(settings: Settings, language: str) -> str:
@@ -424,13 +456,16 @@ async def measure_speech(
             run.heard = await asyncio.to_thread(transcribe, listener, bytes(run.pcm), target, WIRE_RATE)
             log(f"{direction} x{n} {run.clip.name}: heard {run.heard!r} ({run.audio_s:.1f} s)")
         refs = [r.clip.reference for r in runs]
+        texts = [r.text for r in runs]
+        position = {id(c): i for i, c in enumerate(items)}
+        offline_texts = [text_mt[position[id(r.clip)]] for r in runs]
         scores = Scores(
             direction,
             n,
             speech,
             voice,
             len(runs),
-            bleu([r.text for r in runs], refs, target),
+            bleu(texts, refs, target),
             bleu([r.heard for r in runs], refs, target),
             baseline,
             wer([r.clip.source for r in runs], [r.source_text for r in runs], direction.split("-")[0]),
@@ -438,6 +473,7 @@ async def measure_speech(
             [1000 * r.first_audio_s for r in runs],
             [1000 * r.end_lag_s for r in runs],
             sum(len(r.errors) for r in runs),
+            *ratio_interval(texts, offline_texts, refs, target),
         )
         save(scores, variant)
         out.append(scores)
@@ -456,6 +492,7 @@ def report(all_scores: Sequence[Scores]) -> None:
             f"{s.asr_bleu:.1f}",
             f"{s.baseline:.1f}",
             f"{s.ratio:.2f}" if s.baseline else "–",
+            f"{s.ratio_low:.2f}-{s.ratio_high:.2f}",
             f"{100 * s.source_wer:.1f}",
             percentile(s.first_text_ms, 50),
             percentile(s.first_audio_ms, 50),
@@ -475,6 +512,7 @@ def report(all_scores: Sequence[Scores]) -> None:
         "ASR-BLEU",
         "text MT BLEU",
         "ratio",
+        "ratio 95 % interval",
         "source WER %",
         "first text p50 ms",
         "first audio p50 ms",
