@@ -248,14 +248,19 @@ class AgentSettings(BaseModel):
         "or two short, plain sentences, with no lists and no markdown."
     )
     #: Added to the instructions of a response that may call tools ("" leaves them as they are).
-    #: Qwen2.5-Coder-1.5B, the `auto` brain on faster CPUs, otherwise tells the user how to call
-    #: a tool ("call the `get_weather` function with ...") instead of calling it. Measured with
-    #: the default instructions, 12 questions (6 for a tool, 6 not): 12/12 right with this text
-    #: for the 1.5B (11/12 for the 0.5B); 8/12 or 9/12 with wordings that also ask it to say what it
-    #: is about to do first ("Before you call a tool, say in a few words ...", the old default).
+    #: Small models get the call-or-answer decision wrong both ways (bench.agent_tools: 16
+    #: requests for a tool, 30 questions and remarks for none, under the server's instructions,
+    #: a one-line persona and instructions that name the tools). The old text ("You have tools,
+    #: and you call them yourself: when one answers the user's request, call it; never describe a
+    #: call to the user.") had the 1.5B call a tool for 30 and 28 of the 30 under a client's own
+    #: instructions ("What is the capital of France?" -> get_weather(Paris)); this one, with
+    #: `<tools>` read as a call (engines/llm/markup.py), for none of them, while it calls 15, 15
+    #: and 16 of the 16 right. Without "You have tools, and you call them yourself" it described
+    #: the call for "What is the weather in Paris right now?" instead of making it.
     tool_preamble: str = (
-        "You have tools, and you call them yourself: when one answers the user's request, call it; "
-        "never describe a call to the user."
+        "Answer questions, greetings and remarks yourself, in words, in one or two short sentences. "
+        "You have tools, and you call them yourself: when the user asks for exactly what one of "
+        "them does, call it at once; never tell the user about a tool or how to call it."
     )
     #: Most characters of conversation shown to the LLM (the oldest items go first).
     context_chars: int = Field(default=12_000, ge=500)

@@ -29,6 +29,11 @@ INTERRUPTION = "asr/en/en_ls-testclean_6930-75918-0000.flac"
 STORYTELLER = "You tell long, detailed stories of at least ten sentences, however they are asked for."
 #: Enough trailing silence for server VAD (500 ms) to end the turn.
 PAUSE = np.zeros(int(1.2 * RATE), dtype=np.float32)
+#: An application's instructions that say what its tool is for, as a framework's app would. The
+#: flow tests need the call to happen; whether the model decides right under other
+#: instructions is bench.agent_tools' measure (the 1.5B described the call for "What is the
+#: weather in Paris right now?" under the server's own instructions with this one tool).
+WEATHER_APP = "You are a weather assistant: use get_weather when the user asks about the weather somewhere."
 WEATHER = {
     "type": "function",
     "name": "get_weather",

@@ -28,6 +28,7 @@ from tests.e2e.agent_helpers import (
     QUESTION,
     STORYTELLER,
     WEATHER,
+    WEATHER_APP,
     agent,
     answer_audio,
     ask_in_text,
@@ -236,7 +237,7 @@ async def test_with_interrupt_response_off_the_answer_plays_on_and_the_speech_is
 
 
 async def test_a_tool_call_then_its_output_is_spoken(server: Server) -> None:
-    async with agent(server, tools=[WEATHER], tool_choice="auto") as (conn, log):
+    async with agent(server, tools=[WEATHER], tool_choice="auto", instructions=WEATHER_APP) as (conn, log):
         await ask_in_text(conn, log, "What is the weather in Paris right now?")
         calls = log.of("response.function_call_arguments.done")
         assert len(calls) == 1, kinds(log)

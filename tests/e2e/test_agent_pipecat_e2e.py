@@ -21,6 +21,7 @@ from tests.e2e.agent_helpers import (
     QUESTION,
     STORYTELLER,
     WEATHER,
+    WEATHER_APP,
     agent,
     ask_in_text,
     response_done,
@@ -64,7 +65,7 @@ async def test_a_spoken_turn_parses(server: Server) -> None:
 
 
 async def test_a_tool_call_and_its_answer_parse(server: Server) -> None:
-    async with agent(server, tools=[WEATHER], tool_choice="auto") as (conn, log):
+    async with agent(server, tools=[WEATHER], tool_choice="auto", instructions=WEATHER_APP) as (conn, log):
         await ask_in_text(conn, log, "What is the weather in Paris right now?")
         (call,) = log.of("response.function_call_arguments.done")
         output = {"type": "function_call_output", "call_id": call["call_id"], "output": '{"celsius": 21}'}

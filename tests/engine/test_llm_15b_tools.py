@@ -1,5 +1,6 @@
 """The 1.5B, the agent's brain where `auto` measures it fast enough, calls the tools offered
-under the agent's default instructions and tool preamble, and answers other questions in text.
+under the agent's default instructions and tool preamble (with what each tool is for, as a
+session sends them), and answers other questions in text.
 
 Qwen2.5-Coder-1.5B tended to tell the user how to call a tool ("call the `get_weather` function
 with ...") instead of calling it; `AgentSettings.tool_preamble` is worded against that.
@@ -17,6 +18,7 @@ from dragoman.config import AgentSettings, LLMSettings
 from dragoman.engines.llm.base import ChatMessage, ChatRequest, LLMPiece, TextPiece, ToolCallPiece, ToolSpec
 from dragoman.engines.llm.llama_cpp import LlamaCppEngine, create
 from dragoman.engines.workers import CancelToken
+from dragoman.sessions.agent.requests import tool_guidance
 
 pytestmark = pytest.mark.engine
 
@@ -43,7 +45,7 @@ def answer(engine: LlamaCppEngine, question: str) -> tuple[str, list[ToolCallPie
     """One turn with the instructions a session that sets none sends when tools are offered
     (`sessions.agent.requests.chat_request`)."""
     settings = AgentSettings()
-    system = f"{settings.instructions}\n\n{settings.tool_preamble}"
+    system = f"{settings.instructions}\n\n{tool_guidance(settings.tool_preamble, (WEATHER, LIGHT))}"
     request = ChatRequest(
         (ChatMessage("system", system), ChatMessage("user", question)),
         tools=(WEATHER, LIGHT),

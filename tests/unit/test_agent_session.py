@@ -667,7 +667,8 @@ def test_the_tool_lead_in_is_asked_for_only_when_tools_may_be_called() -> None:
     agent.send("response.cancel")
     agent.send("session.update", session={"type": "realtime", "tools": [WEATHER]})
     agent.send("response.create")
-    assert agent.job(LLM).request.messages[0].content == "Be kind.\n\nSay what you do first."
+    content = "Be kind.\n\nSay what you do first.\nYour tools: get_weather: The weather in a city."
+    assert agent.job(LLM).request.messages[0].content == content, "the preamble names each tool's use"
     agent.send("response.cancel")
     agent.send("response.create", response={"tool_choice": "none"})
     assert agent.job(LLM).request.messages[0].content == "Be kind."

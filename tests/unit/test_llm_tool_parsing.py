@@ -141,6 +141,35 @@ def test_fenced_and_bare_calls(text: str, step: int) -> None:
     assert spoken(events) in ("Sure!", "")
 
 
+@pytest.mark.parametrize("step", [1, 2, 1000])
+def test_a_call_opened_with_a_doubled_brace_says_nothing(step: int) -> None:
+    # Qwen2.5-Coder-1.5B's `{{` token opened its calls under a client's own instructions, and
+    # the first brace was spoken (bench.agent_tools).
+    text = 'Sure. {{"name": "get_weather", "arguments": {"city": "Paris"}}} Done.'
+    events = run(text, step=step)
+    assert calls(events) == [("get_weather", {"city": "Paris"})]
+    assert spoken(events) == "Sure.Done."
+    markup = MarkupFilter((WEATHER,), parse_calls=False)
+    assert markup.feed("{{") == [], "it may still open a call"
+    [start] = markup.feed('"name":')
+    assert start == CallStart(0, 1) and start.spoken_end(markup.raw) == 0
+    assert spoken(run("Use {{braces}} here.", step=step)) == "Use {{braces}} here."
+
+
+@pytest.mark.parametrize("step", [1, 3, 1000])
+def test_the_tools_tag_opens_a_call_and_is_never_spoken(step: int) -> None:
+    # Qwen2.5-Coder-1.5B answered "Is it snowing in Moscow?" with "<tools></tools>": it meant a
+    # call (bench.agent_tools); the engine decodes one from the tag on, under the tools' grammar.
+    markup = MarkupFilter((WEATHER,), parse_calls=False)
+    events = [e for i in range(0, 17, step) for e in markup.feed("<tools></tools>"[i : i + step])]
+    assert events == [CallStart(0, len("<tools>"))]
+    tagged = 'Sure. <tools>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tools> Done.'
+    events = run(tagged, step=step)
+    assert calls(events) == [("get_weather", {"city": "Oslo"})] and spoken(events) == "Sure.Done."
+    assert spoken(run("No tools here: <tools></tools>.", step=step, tools=())) == "No tools here:."
+    assert spoken(run("Use a <toolset> now.", step=step)) == "Use a <toolset> now."
+
+
 def test_two_calls_in_a_row() -> None:
     text = QWEN + '\n<tool_call>\n{"name": "hang_up", "arguments": {}}\n</tool_call>'
     events = run(text, step=5, tools=(WEATHER, HANG_UP))

@@ -7,7 +7,8 @@ takes the text as it comes and gives back what is safe to speak at once, holding
 back only what might be the start of markup (`<tool`, a fence, `{"na`), so a
 lead-in such as "Let me check." reaches TTS before the call is written.
 
-Special tokens that leak as text (`<|im_end|>`) and stray closing tags are cut too.
+Special tokens that leak as text (`<|im_end|>`) and stray closing tags are cut too, and
+Qwen2.5's `<tools>` tag, which the 1.5B writes where it means `<tool_call>`, opens a call.
 Whitespace at the ends of the spoken text is never sent: before a call it is the
 line break that introduces the markup.
 
@@ -29,15 +30,23 @@ from dragoman.engines.llm.calls import find_object_end, parse_call_object
 
 OPEN_TAG = "<tool_call>"
 CLOSE_TAG = "</tool_call>"
+#: The tag Qwen2.5's template puts around the tools' signatures. Qwen2.5-Coder-1.5B writes it
+#: where it means to call one (`<tools></tools>`, bench.agent_tools): an opener where tools
+#: are offered, markup to drop where none is, never speech.
+TOOLS_TAG = "<tools>"
+TOOLS_CLOSE_TAG = "</tools>"
+_TAGS = (OPEN_TAG, CLOSE_TAG, TOOLS_TAG, TOOLS_CLOSE_TAG)
 FENCE = "```"
 #: Longest `<|...|>` special token the filter waits to see closed.
 _MAX_SPECIAL = 40
 #: A fence that opens a JSON object: ```json, ``` or ```tool_call, then the object.
 _FENCED_OBJECT = re.compile(r"```[A-Za-z_]*[ \t]*\r?\n?\s*\{")
-_BARE_CALL = re.compile(r'\{\s*"name"\s*:')
+#: A bare call; its object opens at group 1. Qwen2.5-Coder-1.5B opens some with a doubled brace
+#: (`{{"name": ...}}`, measured by bench.agent_tools), which is the call's markup, never speech.
+_BARE_CALL = re.compile(r'(?:\{\s*)?(\{)\s*"name"\s*:')
 #: Literals whose beginnings are held back at the end of the text until they are decided.
-_HELD_LITERALS = (OPEN_TAG, CLOSE_TAG, "<|")
-_CALL_CLOSERS = (CLOSE_TAG, FENCE)
+_HELD_LITERALS = (*_TAGS, "<|")
+_CALL_CLOSERS = (CLOSE_TAG, TOOLS_CLOSE_TAG, FENCE)
 
 
 @dataclass(frozen=True)
@@ -73,6 +82,8 @@ class MarkupFilter:
         self._line_start = True
         #: A call just ended: a fence that follows closes it.
         self._after_call = False
+        #: The open call began with a doubled brace: the "}" after its object is markup too.
+        self._doubled = False
 
     def feed(self, delta: str) -> list[Event]:
         if self._stopped:
@@ -97,6 +108,8 @@ class MarkupFilter:
                 if not self._scan_call(events):
                     break
                 continue
+            if self._doubled and not self._skip_doubled_closer(final=final):
+                break
             marker = self._next_marker()
             if marker is None:
                 end = len(self.raw) if final else self._held_from()
@@ -115,6 +128,7 @@ class MarkupFilter:
                 events.append(CallStart(marker, at))
                 if self._parse_calls:
                     self._call_from = at
+                    self._doubled = self.raw[marker] == "{" and at > marker
                 else:
                     self._stopped = True
         return events
@@ -142,8 +156,10 @@ class MarkupFilter:
         rest = text[at:]
         if rest.startswith(OPEN_TAG):
             return "call", at + len(OPEN_TAG)
-        if rest.startswith(CLOSE_TAG):
-            return "drop", at + len(CLOSE_TAG)
+        if rest.startswith(TOOLS_TAG):
+            return ("call" if self._tools else "drop"), at + len(TOOLS_TAG)
+        if rest.startswith((CLOSE_TAG, TOOLS_CLOSE_TAG)):
+            return "drop", at + len(CLOSE_TAG if rest.startswith(CLOSE_TAG) else TOOLS_CLOSE_TAG)
         if rest.startswith("<|"):
             close = rest.find("|>", 2, _MAX_SPECIAL)
             if close >= 0:
@@ -161,15 +177,25 @@ class MarkupFilter:
                 return "wait", at
             return "text", at + len(FENCE)
         if rest.startswith("{"):
-            if _BARE_CALL.match(rest):
-                return "call", at
+            if match := _BARE_CALL.match(rest):
+                return "call", at + match.start(1)
             if not final and _could_be_bare_call(rest):
                 return "wait", at
             return "text", at + 1
         # "<t" or "</": a tag still arriving, or plain text.
-        if not final and any(tag.startswith(rest) for tag in (OPEN_TAG, CLOSE_TAG)):
+        if not final and any(tag.startswith(rest) for tag in _TAGS):
             return "wait", at
         return "text", at + 1
+
+    def _skip_doubled_closer(self, *, final: bool) -> bool:
+        """Past the "}" that closes a doubled brace; False while only white space follows the call."""
+        rest = self.raw[self._pos :]
+        if not rest.strip() and not final:
+            return False
+        self._doubled = False
+        if rest.lstrip().startswith("}"):
+            self._pos += len(rest) - len(rest.lstrip()) + 1
+        return True
 
     def _held_from(self) -> int:
         """Where a literal that the text ends with the beginning of starts (else the end)."""
@@ -239,6 +265,6 @@ def _could_be_fence(text: str) -> bool:
 
 
 def _could_be_bare_call(text: str) -> bool:
-    """Whether more text could still make `{"name":`."""
+    """Whether more text could still make `{"name":` (or `{{"name":`)."""
     compact = re.sub(r"\s+", "", text)
-    return len(text) <= 24 and '{"name":'.startswith(compact)
+    return len(text) <= 24 and ('{"name":'.startswith(compact) or '{{"name":'.startswith(compact))

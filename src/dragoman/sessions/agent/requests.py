@@ -49,7 +49,7 @@ def chat_request(
     tools = tuple(ToolSpec(t.name, t.description, t.parameters) for t in config.tools)
     instructions = config.instructions
     if tools and choice != "none" and limits.tool_preamble:
-        instructions = f"{instructions}\n\n{limits.tool_preamble}".strip()
+        instructions = f"{instructions}\n\n{tool_guidance(limits.tool_preamble, tools)}".strip()
     messages = conversation.messages(instructions, limits.context_chars, context)
     if pending_turn is not None:
         messages += (ChatMessage("user", pending_turn),)
@@ -62,3 +62,13 @@ def chat_request(
         answer_tokens=None if config.max_output_tokens else limits.answer_tokens,
         conversation=conversation_id,
     )
+
+
+def tool_guidance(preamble: str, tools: Sequence[ToolSpec]) -> str:
+    """The preamble, then what each tool is for, from its description: instructions that name
+    the tools' purposes had the 1.5B call them where the preamble alone had it describe the call
+    (bench.agent_tools)."""
+    uses = [
+        f"{t.name}: {' '.join(t.description.split()).rstrip('.')}" for t in tools if t.description.strip()
+    ]
+    return f"{preamble}\nYour tools: {'; '.join(uses)}." if uses else preamble
