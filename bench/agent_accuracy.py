@@ -39,13 +39,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import csv
 import json
 import statistics
 import tempfile
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -134,6 +135,18 @@ def answer_text(done: dict[str, Any]) -> str:
     return " ".join(p for p in parts if p).strip()
 
 
+@contextlib.asynccontextmanager
+async def configured(server: Server, session: Any) -> AsyncIterator[tuple[Any, Transcript]]:
+    """A new Realtime session, past the `session.updated` of `session`, and its events."""
+    async with client(server).realtime.connect(model="dragoman-agent") as conn:
+        events = await read_until(conn, Transcript(), lambda e: e["type"] == "session.created")
+        await conn.session.update(session=session)
+        await read_until(conn, events, lambda e: e["type"] in ("session.updated", "error"))
+        if events.errors():
+            raise RuntimeError(f"session.update refused: {events.errors()}")
+        yield conn, events
+
+
 async def ask(
     server: Server, question: Question, mode: str, audio: bytes | None, language: str | None = None
 ) -> Answer:
@@ -144,12 +157,7 @@ async def ask(
         session["audio"] = {
             "input": {"transcription": transcription, "turn_detection": {"type": "server_vad"}}
         }
-    async with client(server).realtime.connect(model="dragoman-agent") as conn:
-        events = await read_until(conn, Transcript(), lambda e: e["type"] == "session.created")
-        await conn.session.update(session=session)
-        await read_until(conn, events, lambda e: e["type"] in ("session.updated", "error"))
-        if events.errors():
-            raise RuntimeError(f"session.update refused: {events.errors()}")
+    async with configured(server, session) as (conn, events):
         if audio is None:
             item: Any = {
                 "type": "message",

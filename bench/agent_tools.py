@@ -40,10 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from bench import server as dragoman_server
-from bench.agent_accuracy import MODELS, Question, answer_text, client, questions, wait_pool
+from bench.agent_accuracy import MODELS, Question, answer_text, configured, questions, wait_pool
 from bench.agent_latency import header, log, table
 from bench.results import record
-from harness.realtime_helpers import Transcript, read_until
+from harness.realtime_helpers import read_until
 from harness.server import Server
 
 TOOLS: list[dict[str, Any]] = [
@@ -124,12 +124,7 @@ async def ask(server: Server, text: str, instructions: str | None) -> tuple[list
     session: Any = {"type": "realtime", "output_modalities": ["text"], "tools": TOOLS}
     if instructions is not None:
         session["instructions"] = instructions
-    async with client(server).realtime.connect(model="dragoman-agent") as conn:
-        events = await read_until(conn, Transcript(), lambda e: e["type"] == "session.created")
-        await conn.session.update(session=session)
-        await read_until(conn, events, lambda e: e["type"] in ("session.updated", "error"))
-        if events.errors():
-            raise RuntimeError(f"session.update refused: {events.errors()}")
+    async with configured(server, session) as (conn, events):
         item: Any = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
         await conn.conversation.item.create(item=item)
         await conn.response.create()
