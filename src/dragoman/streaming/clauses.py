@@ -122,15 +122,16 @@ class ClauseCutter:
     def push(self, piece: str) -> list[str]:
         """The clauses `piece` completes, in order (each with its trailing space trimmed)."""
         self._pending += piece
-        self._piece_ends.append(len(self._pending))
+        if not self._cut_any:  # only the first clause may end at a piece's end
+            self._piece_ends.append(len(self._pending))
         clauses: list[str] = []
         while (cut := self._find_cut()) is not None:
             clause, self._pending = self._pending[:cut], self._pending[cut:]
-            self._piece_ends = [end - cut for end in self._piece_ends if end > cut]
             clause = clause.strip()
             if clause:
                 clauses.append(clause)
                 self._cut_any = True
+            self._piece_ends = [end - cut for end in self._piece_ends if end > cut and not self._cut_any]
         return clauses
 
     def finish(self) -> str:

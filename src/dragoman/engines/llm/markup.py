@@ -158,8 +158,9 @@ class MarkupFilter:
             return "call", at + len(OPEN_TAG)
         if rest.startswith(TOOLS_TAG):
             return ("call" if self._tools else "drop"), at + len(TOOLS_TAG)
-        if rest.startswith((CLOSE_TAG, TOOLS_CLOSE_TAG)):
-            return "drop", at + len(CLOSE_TAG if rest.startswith(CLOSE_TAG) else TOOLS_CLOSE_TAG)
+        for closer in (CLOSE_TAG, TOOLS_CLOSE_TAG):
+            if rest.startswith(closer):
+                return "drop", at + len(closer)
         if rest.startswith("<|"):
             close = rest.find("|>", 2, _MAX_SPECIAL)
             if close >= 0:
