@@ -34,3 +34,28 @@ def stable_prefix(raw_text: str, tokenizer: TextTokenizer, unfixed_tokens: int) 
             return head
         end -= 1
     return ""
+
+
+def agreed_prefix(earlier: str, later: str) -> str:
+    """The whole words two consecutive hypotheses of the same audio start with alike
+    (LocalAgreement-2, as in whisper_streaming): their longest common prefix, cut back to where
+    a word ends in both, trailing spaces dropped.
+
+    A word ends where whitespace follows it in both. The end of `earlier` counts only after
+    punctuation: a decode cut off mid-word ("The cab") must not agree with a longer one on the
+    stem. The match is exact: letting case or punctuation differ ("However." for "However,")
+    forced commas that sent Moonshine into a comma-laden reading of a FLEURS clip (source WER
+    15.5 -> 20.4 % over five clips). Text without spaces (Chinese) agrees on nothing here.
+    """
+    common = 0
+    for a, b in zip(earlier, later, strict=False):
+        if a != b:
+            break
+        common += 1
+    end = 0
+    for index in range(1, common + 1):
+        after_earlier, after_later = earlier[index : index + 1], later[index : index + 1]
+        ends_earlier = after_earlier.isspace() or (not after_earlier and not earlier[-1].isalnum())
+        if ends_earlier and (after_later.isspace() or not after_later):
+            end = index
+    return later[:end].rstrip()

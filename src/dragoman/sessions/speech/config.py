@@ -40,6 +40,9 @@ class SessionConfig:
     chunk_seconds: float = 2.0
     unfixed_chunks: int = 2
     unfixed_tokens: int = 5
+    #: Before unfixed_chunks steps, firm up the whole words two consecutive steps agree on
+    #: (`agreed_prefix`): the interpreter's first source words without waiting for the third step.
+    agree_early: bool = False
     #: The re-decode window's bound (`dragoman.streaming.sealing`); 0: no sealing.
     max_window_seconds: float = 10.0
     #: Whose ASR routes the steps take too (`StepRequest.scope`); "": the server's only.

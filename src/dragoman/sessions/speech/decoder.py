@@ -33,7 +33,7 @@ from dragoman.sessions.speech.events import (
 )
 from dragoman.sessions.speech.item import Item
 from dragoman.streaming.sealing import SealPolicy, choose_seal
-from dragoman.streaming.stable_prefix import stable_prefix
+from dragoman.streaming.stable_prefix import agreed_prefix, stable_prefix
 
 #: Observed (`Observation`) for each partial step skipped under load, its audio decoded by the next.
 STEPS_COALESCED = "transcription_steps_coalesced"
@@ -189,8 +189,10 @@ class ItemDecoder:
     def _forced(self, item: Item) -> bool:
         """Whether the item's stable prefix is forced (and so firm): after unfixed_chunks
         steps, in a language that no longer changes."""
-        settled = self.config.language is not None or item.language_settled
-        return item.steps >= self.config.unfixed_chunks and settled
+        return (item.steps >= self.config.unfixed_chunks or item.agreed) and self._settled(item)
+
+    def _settled(self, item: Item) -> bool:
+        return self.config.language is not None or item.language_settled
 
     def _job(self, item: Item, final: bool) -> StepJob:
         prefix = item.raw_prefix if self._forced(item) else ""
@@ -217,7 +219,7 @@ class ItemDecoder:
         item = job.item
         if item.dropped:
             return
-        item.raw = result.text
+        earlier, item.raw = item.raw, result.text
         if job.request.language is None:
             item.language = result.language or item.language
             seconds = len(job.request.audio) / SAMPLE_RATE
@@ -242,6 +244,9 @@ class ItemDecoder:
             # A step that added fewer than unfixed_tokens tokens (a pause) keeps what it was
             # forced to: that text went out as deltas, and no later step may contradict it.
             item.raw_prefix = forced
+        if self._agrees_early(job, item, earlier):
+            item.raw_prefix = agreed_prefix(earlier, item.raw)
+            item.agreed = bool(item.raw_prefix)
         if not job.final:
             # Only text forced in this step (stable for a step already) and still stable is sealed.
             stable = min(len(job.request.prefix), len(item.raw_prefix))
@@ -269,6 +274,19 @@ class ItemDecoder:
                 audio_seconds=round(job.clock / SAMPLE_RATE, 3),
                 language=self._language(item),
             )
+        )
+
+    def _agrees_early(self, job: StepJob, item: Item, earlier: str) -> bool:
+        """Whether this step may firm up what it and the step before agree on: a partial step
+        before unfixed_chunks, both in the item's settled language (`agree_early`). One short
+        decode alone mishears a phrase's start; two that agree seldom do."""
+        return (
+            self.config.agree_early
+            and not job.final
+            and not item.agreed
+            and 2 <= item.steps < self.config.unfixed_chunks
+            and self.config.language is not None
+            and bool(earlier)
         )
 
     def coalesce(self, item: Item | None) -> None:

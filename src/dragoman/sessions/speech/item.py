@@ -59,6 +59,8 @@ class Item:
     raw: str = ""
     #: `raw` minus its last unfixed_tokens tokens: the next step's forced prefix.
     raw_prefix: str = ""
+    #: Whether `raw_prefix` was firmed up early, by two steps agreeing (`SessionConfig.agree_early`).
+    agreed: bool = False
     #: The language the engine used (detected when the session leaves it open).
     language: str | None = None
     #: Whether `language` was detected on enough speech to keep: later steps don't detect it

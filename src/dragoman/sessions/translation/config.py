@@ -134,7 +134,10 @@ class Languages:
 #: commits against. Measured: first text p50 5.5 -> 3.4 s, BLEU (sum of en-de and en-zh) 40.7 -> 46.1.
 #: Again with Moonshine hearing English (2026-12-04, 5 FLEURS clips): 2 steps instead of 3 took
 #: the first text from 3.2 to 2.0 s, but the source WER from 15.5 to 18.4 % and en-it's BLEU
-#: ratio from 0.88 to 0.69.
+#: ratio from 0.88 to 0.69. Words the second step says exactly as the first did go out at the
+#: second step (`SessionConfig.agree_early`): first text p50 3.15 -> 2.87 s (FLEURS en-de, 1
+#: session; 3.47 -> 3.12 s at 2), 2.99 -> 1.85 s (FLORES read by hibari), source WER unchanged
+#: (15.5 and 3.3 %), 2026-12-04 on AVX-512 (docs/interpreter.md).
 INTERPRETER_CHUNK_SECONDS = 0.8
 INTERPRETER_UNFIXED_CHUNKS = 3
 
@@ -150,5 +153,6 @@ def interpreter_speech(speech: SessionConfig) -> SessionConfig:
         speech,
         chunk_seconds=INTERPRETER_CHUNK_SECONDS,
         unfixed_chunks=INTERPRETER_UNFIXED_CHUNKS,
+        agree_early=True,
         asr_scope=ASR_SCOPE,
     )
