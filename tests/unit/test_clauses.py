@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from dragoman.streaming.clauses import ClauseCutter, speakable, spoken_length
 
 
-def cut(pieces: list[str], **params: int) -> list[str]:
+def cut(pieces: list[str], **params: int | str) -> list[str]:
     cutter = ClauseCutter(**params)
     clauses = [clause for piece in pieces for clause in cutter.push(piece)]
     rest = cutter.finish()
@@ -46,6 +46,20 @@ def test_the_first_clause_breaks_between_words_before_any_mark() -> None:
     words = cut(["Seven big red apples fell down today"])
     assert words == ["Seven big red apples fell down", "today"], "at most 6 words"
     assert cut(["I think you know the answer"])[0] == "I think you know the answer"
+
+
+def test_the_first_clause_breaks_before_a_phrase_opener_of_its_own_language() -> None:
+    """The interpreter's German and Italian translations: "weil" and "perché" open a phrase as
+    "because" does; English's openers are not German's ("die" is an article there)."""
+    german = ClauseCutter(language="de")
+    assert german.push("Viele Menschen denken nicht daran") == []
+    assert german.push(" weil sie") == ["Viele Menschen denken nicht daran"]
+    italian = ClauseCutter(language="it")
+    assert italian.push("Molte persone non pensano") == []
+    assert italian.push(" perché hanno") == ["Molte persone non pensano"]
+    assert cut(["Die Stile im Westen die"], language="de") == ["Die Stile im Westen die"]
+    assert cut(["Le cose belle di oggi"]) == ["Le cose belle di oggi"], "'di' opens nothing in English"
+    assert cut(["Le cose belle di oggi"], language="it") == ["Le cose belle", "di oggi"]
 
 
 def test_a_spoken_answer_cuts_its_first_clause_after_two_to_four_words() -> None:

@@ -13,8 +13,9 @@ no clock. It cuts
 The first clause of an answer is cut sooner, because the first audio is what the user
 waits for: at a clause mark once it holds `first_min_chars`, and, with no mark yet,
 at a word boundary once it holds `first_max_words` words, or from
-`first_min_words` on before a word that opens a phrase ("and", "of", "is", ...), where
-a speaker would take a breath anyway. A spoken answer (`ClauseCutter.spoken_answer()`, the
+`first_min_words` on before a word that opens a phrase ("and", "of", "is", ...; German's
+and Italian's too, for the interpreter's translations), where a speaker would take a breath
+anyway. A spoken answer (`ClauseCutter.spoken_answer()`, the
 voice agent's) cuts its first clause sooner still, after two to four words: each word is
 about one LLM token, and the cut waits for the token after the word, so the first audio
 comes a token or two sooner than with the defaults (the 1.5B made about 9 tokens a second
@@ -55,12 +56,27 @@ _ABBREVIATIONS = frozenset(
     | {"no", "approx", "dept", "fig", "inc", "ltd", "co"}
 )
 
-#: English words a phrase opens with: the first clause may end before one of them.
-_PHRASE_OPENERS = frozenset(
-    {"and", "but", "or", "so", "because", "which", "that", "who", "when", "where", "if", "while"}
-    | {"to", "of", "in", "on", "at", "for", "with", "from", "by", "about", "into", "than"}
-    | {"is", "are", "was", "were", "will", "can", "has", "have"}
-)
+#: Words a phrase opens with, by language: the first clause may end before one of them. Only
+#: words that seldom start anything else: no articles ("die" and "a" open most noun phrases).
+PHRASE_OPENERS: dict[str, frozenset[str]] = {
+    "en": frozenset(
+        {"and", "but", "or", "so", "because", "which", "that", "who", "when", "where", "if", "while"}
+        | {"to", "of", "in", "on", "at", "for", "with", "from", "by", "about", "into", "than"}
+        | {"is", "are", "was", "were", "will", "can", "has", "have"}
+    ),
+    "de": frozenset(
+        {"und", "aber", "oder", "denn", "weil", "dass", "wenn", "als", "ob", "während", "sondern"}
+        | {"zu", "von", "mit", "im", "auf", "am", "für", "aus", "bei", "nach", "über", "unter"}
+        | {"durch", "gegen", "ohne", "vor", "seit", "ist", "sind", "war", "waren", "wird", "werden"}
+        | {"hat", "haben", "kann", "können"}
+    ),
+    "it": frozenset(
+        {"e", "ed", "ma", "o", "oppure", "perché", "che", "quando", "dove", "se", "mentre", "come"}
+        | {"di", "da", "con", "su", "per", "tra", "fra", "del", "della", "dei", "delle", "al"}
+        | {"alla", "nel", "nella", "dal", "dalla", "sul", "sulla", "è", "sono", "era", "erano"}
+        | {"sarà", "ha", "hanno", "può"}
+    ),
+}
 _WORD = re.compile(r"\S+")
 #: A wide character's length: one syllable of Mandarin at about 5 a second, against about 15
 #: Latin letters a second of English speech.
@@ -105,6 +121,8 @@ class ClauseCutter:
     first_max_words: int = 6
     min_chars: int = 40
     max_chars: int = 160
+    #: The language of the text (ISO 639-1): whose `PHRASE_OPENERS` the first clause may end before.
+    language: str = "en"
 
     def __post_init__(self) -> None:
         self._pending = ""
@@ -181,13 +199,14 @@ class ClauseCutter:
         """Where the first clause may end between words, before any mark: the end of its
         `first_max_words`-th word, or an earlier one that a phrase opener follows."""
         words = list(_WORD.finditer(text))
+        openers = PHRASE_OPENERS.get(self.language, frozenset())
         # The last word may still be growing; a word counts once white space follows it.
         complete = words if text[-1:].isspace() else words[:-1]
         for n, word in enumerate(complete[: self.first_max_words], start=1):
             if n == self.first_max_words:
                 return word.end()
             following = words[n].group().lower() if n < len(words) else ""
-            if n >= self.first_min_words and n < len(complete) and following in _PHRASE_OPENERS:
+            if n >= self.first_min_words and n < len(complete) and following in openers:
                 return word.end()
         return self._wide_break(text)
 

@@ -309,7 +309,7 @@ class TranslationSession:
             text = (" " if joins and not delta[:1].isspace() else "") + delta
             self._said_output = True
             self._emit(OutputTranscriptDelta(text, on_grid(self.clock_ms)))
-            self.speech.say(text, voice)
+            self.speech.say(text, voice, target)
             self.timeline.mark(item_id, "text", self.clock_ms)
             start = self._starts.pop(item_id, None)
             if start is not None:

@@ -52,7 +52,8 @@ class SpokenOutput:
     def __init__(self, emit: Callable[[OutputAudioDelta], None], rate: int = OUTPUT_RATE) -> None:
         self._emit = emit
         self.rate = rate
-        self._cutter = ClauseCutter()
+        #: The utterance's clause cutter, made by its first text (in its target language).
+        self._cutter: ClauseCutter | None = None
         self._clauses: deque[SpeakRequest] = deque()
         self._job: SpeakJob | None = None
         #: Audio of the clause in flight not yet sent (less than a frame).
@@ -73,15 +74,19 @@ class SpokenOutput:
         """Nothing left to say: no clause waiting, none being spoken."""
         return self._job is None and not self._clauses
 
-    def say(self, text: str, voice: str) -> None:
-        """Translated text as it is committed; each clause it completes is spoken."""
+    def say(self, text: str, voice: str, language: str) -> None:
+        """Translated text in `language` as it is committed; each clause it completes is spoken."""
+        if self._cutter is None:
+            self._cutter = ClauseCutter(language=language)
         for clause in self._cutter.push(text):
             self._queue(clause, voice)
 
     def end_utterance(self, voice: str) -> None:
-        """The utterance is over: its last words are spoken, and the next one starts a new clause."""
-        self._queue(self._cutter.finish(), voice)
-        self._cutter = ClauseCutter()  # its first clause is cut early again
+        """The utterance is over: its last words are spoken, and the next one starts a new clause
+        (its first clause cut early again)."""
+        if self._cutter is not None:
+            self._queue(self._cutter.finish(), voice)
+        self._cutter = None
 
     def _queue(self, clause: str, voice: str) -> None:
         text = speakable(clause)
