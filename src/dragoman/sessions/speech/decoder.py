@@ -277,9 +277,10 @@ class ItemDecoder:
         )
 
     def _agrees_early(self, job: StepJob, item: Item, earlier: str) -> bool:
-        """Whether this step may firm up what it and the step before agree on: a partial step
-        before unfixed_chunks, both in the item's settled language (`agree_early`). One short
-        decode alone mishears a phrase's start; two that agree seldom do."""
+        """Whether this step may firm up what it and the step before agree on (`agree_early`): a
+        partial step before unfixed_chunks, in the session's fixed language (one being detected
+        may change between the two steps). One short decode alone mishears a phrase's start;
+        two that say it alike seldom do."""
         return (
             self.config.agree_early
             and not job.final
