@@ -188,11 +188,9 @@ class ItemDecoder:
 
     def _forced(self, item: Item) -> bool:
         """Whether the item's stable prefix is forced (and so firm): after unfixed_chunks
-        steps, in a language that no longer changes."""
-        return (item.steps >= self.config.unfixed_chunks or item.agreed) and self._settled(item)
-
-    def _settled(self, item: Item) -> bool:
-        return self.config.language is not None or item.language_settled
+        steps (or once two steps agreed, `_agrees_early`), in a language that no longer changes."""
+        settled = self.config.language is not None or item.language_settled
+        return (item.steps >= self.config.unfixed_chunks or item.agreed) and settled
 
     def _job(self, item: Item, final: bool) -> StepJob:
         prefix = item.raw_prefix if self._forced(item) else ""
