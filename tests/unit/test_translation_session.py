@@ -67,6 +67,7 @@ class Harness:
         clock: Callable[[], float] = lambda: 1_999_996_400.0,
         source: str = "en",
         directions: tuple[str, ...] = ("en-de", "en-it", "en-zh"),
+        max_utterance_words: int = 60,
         **speech: Any,
     ) -> None:
         self.mt = FakeEngine(directions)
@@ -99,7 +100,7 @@ class Harness:
                 decode=self.mt.decode,
                 default_preset="test",
                 presets={"test": AlignAttParams()},
-                max_utterance_words=60,
+                max_utterance_words=max_utterance_words,
             ),
             voices=voice_for,
             vad_factory=EnergyVAD,
@@ -734,3 +735,25 @@ def test_a_partial_that_changes_only_the_tail_is_not_drafted() -> None:
     translator.final("item_a", "Hello world how are you", 500.0)
     job = translator.next_job()
     assert job is not None and job.kind.value == "final", "the final is always translated"
+
+
+def test_a_segment_that_ends_while_mt_force_closes_its_utterance_is_translated_in_full() -> None:
+    """MT closes an utterance past `max_utterance_words` with a forced final; when the segment's
+    own final transcript went out while that draft ran, its last words go into the next
+    utterance, and the session still closes: the stale final is answered, not awaited."""
+    h = Harness(max_utterance_words=3)
+    translator = h.session.translator
+    translator.begin("item_a")
+    translator.partial("item_a", "Hello world, how are you?", 25, 100.0)
+    forced = translator.next_job()
+    assert forced is not None and forced.kind.value == "forced_final"
+    translator.final("item_a", "Hello world, how are you? the big house", 200.0)
+    translator.job_done(forced, h.mt.draft(forced.request))
+    while (job := translator.next_job()) is not None:
+        translator.job_done(job, h.mt.draft(job.request))
+    assert translator.idle, "every final answered"
+    h.drain()
+    assert h.text("session.output_transcript.delta") == "Hallo Welt, wie geht es? die große Haus"
+    h.send("session.close")
+    h.run()
+    assert h.events[-1]["type"] == "session.closed"

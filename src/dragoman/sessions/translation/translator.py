@@ -59,6 +59,10 @@ class _Direction:
     items: dict[int, str] = field(default_factory=dict)
     #: The input clock of each update not yet started, by seq (`Translator.started`).
     clocks: dict[int, float] = field(default_factory=dict)
+    #: The input clock of the last update sent.
+    clock_ms: float = 0.0
+    #: The words of each utterance's final update not yet answered (`Translator._roll_over`).
+    final_words: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass
@@ -238,9 +242,10 @@ class Translator:
         direction = segment.direction
         assert direction is not None, "bound before its first update"
         direction.seq += 1
-        direction.clocks[direction.seq] = clock_ms
+        direction.clocks[direction.seq] = direction.clock_ms = clock_ms
         if final:
             direction.pending_finals.add(direction.seq)
+            direction.final_words[segment.utterance] = words
         update = Update(
             seq=direction.seq,
             utterance_id=segment.utterance,
@@ -316,26 +321,39 @@ class Translator:
 
     def _translation(self, direction: _Direction, event: Translation) -> None:
         if event.utterance_id in direction.closed:
-            return  # a forced final again, for an update that was on its way
+            # A forced final again, for an update that was on its way: a final among them is
+            # answered by it (its words went on in the next utterance, `_roll_over`).
+            direction.pending_finals.discard(event.seq)
+            return
+        item_id = direction.items.get(event.utterance_id, "")
         if event.final:
             direction.pending_finals.discard(event.seq)
             direction.closed.add(event.utterance_id)
-            if event.forced_final:
-                self._roll_over(direction, event.utterance_id)
-        opens = event.committed_text == event.committed_delta
-        item_id = direction.items.get(event.utterance_id, "")
-        if event.final:
             direction.items.pop(event.utterance_id, None)
+        opens = event.committed_text == event.committed_delta
         if event.committed_delta or event.final:
             self._on_text(direction.target, item_id, event.committed_delta, opens, event.final)
+        if event.forced_final:
+            self._roll_over(direction, event.utterance_id, item_id)
+        elif event.final:
+            direction.final_words.pop(event.utterance_id, None)
 
-    def _roll_over(self, direction: _Direction, utterance: int) -> None:
+    def _roll_over(self, direction: _Direction, utterance: int, item_id: str) -> None:
         """MT closed a long utterance (`forced_final`): the segment goes on in the next one, whose
-        updates still carry the closed words; MT drops them (`Utterances.strip_carry_over`)."""
+        updates still carry the closed words; MT drops them (`Utterances.strip_carry_over`).
+        A segment whose final transcript went out while the forced final was drafted has its
+        final sent again, to the next utterance: MT answers the first with the forced final.
+        (When the next segment has taken that utterance already, the final's last words are
+        not translated: MT takes the carried words only in the utterance right after.)"""
         for segment in self._segments.values():
             if segment.direction is direction and segment.utterance == utterance:
-                segment.utterance = self._new_utterance(direction, direction.items.get(utterance, ""))
+                segment.utterance = self._new_utterance(direction, item_id)
                 segment.last = None
+                return
+        words = direction.final_words.pop(utterance, None)
+        if words is not None and direction.next_utterance == utterance + 1:
+            ended = _Segment(direction.target, direction, self._new_utterance(direction, item_id))
+            self._send(ended, words, (), direction.clock_ms, final=True)
 
     def _error(self, direction: _Direction, event: Error) -> None:
         if event.seq is not None:
