@@ -280,7 +280,7 @@ async def concurrently(client: AsyncOpenAI, items: Sequence[Clip], language: str
             run = await interpret(client, clip, language)
             log(
                 f"→{language} x{sessions} {clip.name}: {run.text!r} first text {run.first_text_s:.2f} s, "
-                f"end lag {run.end_lag_s:.2f} s; heard {run.source_text!r}"
+                f"first audio {run.first_audio_s:.2f} s, end lag {run.end_lag_s:.2f} s; heard {run.source_text!r}"
             )
             runs.append(run)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dragoman.streaming.clauses import ClauseCutter, speakable, spoken_length
+from dragoman.streaming.clauses import ClauseCutter, chinese_word_ends, speakable, spoken_length
 
 
 def cut(pieces: list[str], **params: int | str) -> list[str]:
@@ -122,13 +122,34 @@ def test_the_first_clause_without_spaces_may_end_where_a_piece_ended() -> None:
     assert cutter.push("名词") == ["所有在世界一边的"], "8 characters, and another piece came"
     assert cutter.push("，都以大写字母开头，") == [], "later clauses: marks only, 14 characters"
     assert cutter.push("即使在句子的中间。") == ["名词，都以大写字母开头，即使在句子的中间。"]
-    assert cut(["向北和近在", "咫尺", "的"]) == ["向北和近在咫尺", "的"], "5 characters are too few"
-    assert cut(["所有", "在世界一边的", "名词"], first_min_words=5) == ["所有在世界一边的名词"]
-    pieces = ["巴黎是", "法国", "的首都"]
-    spoken = ClauseCutter.spoken_answer()
-    assert [c for p in pieces for c in spoken.push(p)] == ["巴黎是法国"], "two words of two"
-    assert cut(pieces) == ["巴黎是法国的首都"], "the defaults wait for three"
+    assert cut(["所有", "在世界一边的", "名词"], first_min_chars=30) == ["所有在世界一边的名词"]
+    assert cut(["巴黎是", "法国", "的首都"]) == ["巴黎是法国", "的首都"], "four characters of speech"
+    assert cut(["白菜", "汁的颜色"]) == ["白菜汁的颜色"], "two characters are too few"
     assert cut(["Paris", " is", " big"]) == ["Paris is big"], "spaced text: words, as before"
+
+
+def test_a_first_chinese_clause_ends_where_a_word_does() -> None:
+    # FLEURS en_fleurs_test_002 into Chinese: MT committed "近在" before "咫尺" ("within easy
+    # reach"), and a voice that stops between them is heard as "竟在? 直迟".
+    pieces = ["向北和近在", "咫尺", "的小镇"]
+    assert cut(pieces, language="zh") == ["向北和近在咫尺", "的小镇"]
+    assert cut(pieces) == ["向北和近在", "咫尺的小镇"], "no word list for another language"
+    assert chinese_word_ends("向北和近在咫尺的") == {2, 3, 7, 8}
+    # A Latin word in the translation begins a word, as a Chinese character does.
+    assert cut(["今天的天气", " Paris", "很好。"], language="zh") == ["今天的天气", "Paris很好。"]
+
+
+def test_a_first_chinese_clause_counts_jiebas_words_as_an_english_one_counts_words() -> None:
+    # en_fleurs_test_003 into Chinese: MT committed the middle of the sentence in one piece,
+    # and the sentence has no mark before its end; its first clause waited for it (6.2 s
+    # after the first text). It ends before a phrase opener ("会", will) after three words...
+    mixed = ["白菜", "汁", "的颜色会根据 cabbage的", "酸碱性变化。"]
+    assert cut(mixed, language="zh") == ["白菜汁的颜色", "会根据 cabbage的酸碱性变化。"]
+    # ... or at the end of the sixth, unless a mark follows: the mark ends the clause.
+    assert cut(["我们明天早上坐火车去北京看看"], language="zh") == ["我们明天早上坐火车去北京", "看看"]
+    assert cut(["他说", "，我们明天早上坐"], language="zh") == ["他说，我们明天早上坐"]
+    marked = cut(["由于通信渠道", "，西方的"], language="zh")
+    assert marked == ["由于通信渠道，", "西方的"], "a mark stays with the clause it ends"
 
 
 def test_a_long_run_without_spaces_is_cut_where_its_length_runs_out() -> None:

@@ -13,9 +13,9 @@ no clock. It cuts
 The first clause of an answer is cut sooner, because the first audio is what the user
 waits for: at a clause mark once it holds `first_min_chars`, and, with no mark yet,
 at a word boundary once it holds `first_max_words` words, or from
-`first_min_words` on before a word that opens a phrase ("and", "of", "is", ...; German's
-and Italian's too, for the interpreter's translations), where a speaker would take a breath
-anyway. A spoken answer (`ClauseCutter.spoken_answer()`, the
+`first_min_words` on before a word that opens a phrase ("and", "of", "is", ...; German's,
+Italian's and Chinese's too, for the interpreter's translations), where a speaker would take
+a breath anyway. Chinese words are jieba's (the dictionary the Mandarin voice phonemises with). A spoken answer (`ClauseCutter.spoken_answer()`, the
 voice agent's) cuts its first clause sooner still, after two to four words: each word is
 about one LLM token, and the cut waits for the token after the word, so the first audio
 comes a token or two sooner than with the defaults (the 1.5B made about 9 tokens a second
@@ -29,10 +29,12 @@ Lengths are counted as speech, not as characters: a wide (CJK) character is a sy
 spoken in about the time of `WIDE_CHAR_WEIGHT` Latin letters, so a Chinese clause may end
 at a `，` after four characters, as an English one may after twelve letters, and a later one
 after 14 characters, not 40 (most Chinese sentences are shorter than that). Text without
-spaces is cut past `max_chars` where its length runs out, and its first clause, with no word
-boundaries to see, may end where a pushed piece ended (an MT commit, an LLM token) once it
-holds about `first_min_words` words and the next piece has come: the Mandarin interpreter's
-first clause waited for the first `，` before.
+spaces is cut past `max_chars` where its length runs out, and its first clause may also end
+where a pushed piece ended (an MT commit, an LLM token) once it holds `first_min_chars` of
+speech (four characters) and the next piece has come; in Chinese only where one of jieba's
+words ends too, so "近在|咫尺" stays whole. The Mandarin interpreter's first clause waited for
+the first `，` before, then for six characters, and then, in a sentence with no mark before its
+end, for the sentence (6.2 s after the first text, FLEURS en_fleurs_test_003).
 
 `speakable()` drops what a TTS voice would read out literally and a listener would
 not expect: Markdown emphasis and headings, code fences, bullets. The voice agent
@@ -42,6 +44,8 @@ exactly what was spoken.
 
 from __future__ import annotations
 
+import itertools
+import logging
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -76,14 +80,42 @@ PHRASE_OPENERS: dict[str, frozenset[str]] = {
         | {"alla", "nel", "nella", "dal", "dalla", "sul", "sulla", "è", "sono", "era", "erano"}
         | {"sarà", "ha", "hanno", "può"}
     ),
+    # jieba's words (`chinese_tokens`).
+    "zh": frozenset(
+        {"和", "但", "但是", "而", "或", "或者", "因为", "所以", "如果", "虽然", "当", "并", "并且"}
+        | {"在", "从", "对", "向", "到", "把", "被", "给", "跟", "与", "为", "比"}
+        | {"是", "会", "能", "可以", "将", "已经"}
+    ),
 }
 _WORD = re.compile(r"\S+")
 #: A wide character's length: one syllable of Mandarin at about 5 a second, against about 15
 #: Latin letters a second of English speech.
 WIDE_CHAR_WEIGHT = 3
-#: Characters of a Chinese word, about (jieba's words of the eval set's Chinese references
-#: average 1.7).
-WIDE_WORD_CHARS = 2
+
+
+def chinese_tokens(text: str) -> list[tuple[int, int]]:
+    """jieba's tokens of Chinese `text` (words, and the marks and spaces between), as spans. Its
+    dictionary loads on the first call (about 1 s); the server's Kokoro voices load it at
+    start-up (`engines/tts/kokoro.py`)."""
+    import jieba  # on first use: only Chinese text needs it
+
+    jieba.setLogLevel(logging.WARNING)  # not its "Building prefix dict" lines
+    ends = list(itertools.accumulate(len(token) for token in jieba.cut(text)))
+    return list(zip([0, *ends[:-1]], ends, strict=True))
+
+
+def chinese_word_ends(text: str) -> frozenset[int]:
+    """Where jieba's tokens of Chinese `text` end."""
+    return frozenset(end for _, end in chinese_tokens(text))
+
+
+def _mark_or_space(token: str) -> bool:
+    return not any(unicodedata.category(char)[0] in "LN" for char in token)
+
+
+def _starts_word(char: str) -> bool:
+    """Whether `char` may begin the next clause: a letter, a digit or white space, not a mark."""
+    return unicodedata.category(char)[0] in "LNZ"
 
 
 def char_weight(char: str) -> int:
@@ -198,31 +230,45 @@ class ClauseCutter:
     def _first_break(self, text: str) -> int | None:
         """Where the first clause may end between words, before any mark: the end of its
         `first_max_words`-th word, or an earlier one that a phrase opener follows."""
-        words = list(_WORD.finditer(text))
+        words = self._words(text)
         openers = PHRASE_OPENERS.get(self.language, frozenset())
         # The last word may still be growing; a word counts once white space follows it.
         complete = words if text[-1:].isspace() else words[:-1]
-        for n, word in enumerate(complete[: self.first_max_words], start=1):
+        for n, (_, end) in enumerate(complete[: self.first_max_words], start=1):
+            if not _starts_word(text[end]):
+                continue  # a mark follows (Chinese words leave it out): it ends the clause
             if n == self.first_max_words:
-                return word.end()
-            following = words[n].group().lower() if n < len(words) else ""
+                return end
+            following = text[slice(*words[n])].lower() if n < len(words) else ""
             if n >= self.first_min_words and n < len(complete) and following in openers:
-                return word.end()
+                return end
         return self._wide_break(text)
 
+    def _words(self, text: str) -> list[tuple[int, int]]:
+        """The spans of `text`'s words: between spaces (with their marks), or in Chinese,
+        jieba's words (without the marks and spaces between them)."""
+        if self.language != "zh":
+            return [match.span() for match in _WORD.finditer(text)]
+        return [(start, end) for start, end in chinese_tokens(text) if not _mark_or_space(text[start:end])]
+
     def _wide_break(self, text: str) -> int | None:
-        """In text without spaces (Chinese, Japanese): the first end of a pushed piece, between
-        two wide characters, once `first_min_words` words of `WIDE_WORD_CHARS` have come and
-        another piece has begun (the piece before it may not be a whole word yet: "近在" of
-        "近在咫尺")."""
-        least = self.first_min_words * WIDE_WORD_CHARS * WIDE_CHAR_WEIGHT
+        """In text without spaces (Chinese, Japanese): the first end of a pushed piece after a
+        wide character and before a word (not a mark, which ends the clause it follows), once
+        the text before it is `first_min_chars` long and another piece has begun; in Chinese,
+        only where a word ends (a piece may end inside one: "近在" of "近在咫尺"). A Latin word
+        after it ("根据| cabbage的") is a word too: the clause need not wait for the next mark."""
         for end in self._piece_ends:
             if end >= len(text):
                 return None
-            wide = char_weight(text[end - 1]) == char_weight(text[end]) == WIDE_CHAR_WEIGHT
-            if wide and spoken_length(text[:end]) >= least:
+            breaks = char_weight(text[end - 1]) == WIDE_CHAR_WEIGHT and _starts_word(text[end])
+            if breaks and spoken_length(text[:end]) >= self.first_min_chars and self._word_end(text, end):
                 return end
         return None
+
+    def _word_end(self, text: str, end: int) -> bool:
+        """Whether a word of `text` ends at `end`: in Chinese, one of jieba's words (the same
+        dictionary as the Mandarin voice's phonemes); elsewhere nothing says otherwise."""
+        return self.language != "zh" or end in chinese_word_ends(text)
 
     def _final_end(self, text: str, mark: int) -> bool:
         """A sentence end at the very end of the text that nothing to come can undo: not a
