@@ -757,3 +757,23 @@ def test_a_segment_that_ends_while_mt_force_closes_its_utterance_is_translated_i
     h.send("session.close")
     h.run()
     assert h.events[-1]["type"] == "session.closed"
+
+
+def test_a_chinese_source_counts_two_characters_a_word_against_the_utterance_bound() -> None:
+    """MT takes Chinese a character a word; `max_utterance_words` is in words, so a Chinese
+    utterance is force-closed past twice as many characters, not in the middle of a sentence."""
+    h = Harness(language="en", source="zh", directions=("zh-en",), max_utterance_words=3)
+    translator = h.session.translator
+    translator.begin("item_a")
+    translator.partial("item_a", "我们现在有四", 6, 100.0, "zh")
+    job = translator.next_job()
+    assert job is not None and job.kind.value == "partial", "6 characters: 3 words of 2"
+    translator.job_done(job, h.mt.draft(job.request))
+    translator.partial("item_a", "我们现在有四个", 7, 200.0, "zh")
+    job = translator.next_job()
+    assert job is not None and job.kind.value == "forced_final", "7 characters"
+    english = Harness(max_utterance_words=3).session.translator
+    english.begin("item_b")
+    english.partial("item_b", "Hello world, how are", 20, 100.0)
+    job = english.next_job()
+    assert job is not None and job.kind.value == "forced_final", "4 words of English"
