@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dragoman.streaming.clauses import ClauseCutter, chinese_word_ends, speakable, spoken_length
+from dragoman.streaming.clauses import ClauseCutter, chinese_tokens, speakable, spoken_length
 
 
 def cut(pieces: list[str], **params: int | str) -> list[str]:
@@ -134,7 +134,7 @@ def test_a_first_chinese_clause_ends_where_a_word_does() -> None:
     pieces = ["向北和近在", "咫尺", "的小镇"]
     assert cut(pieces, language="zh") == ["向北和近在咫尺", "的小镇"]
     assert cut(pieces) == ["向北和近在", "咫尺的小镇"], "no word list for another language"
-    assert chinese_word_ends("向北和近在咫尺的") == {2, 3, 7, 8}
+    assert chinese_tokens("向北和近在咫尺的") == [(0, 2), (2, 3), (3, 7), (7, 8)]
     # A Latin word in the translation begins a word, as a Chinese character does.
     assert cut(["今天的天气", " Paris", "很好。"], language="zh") == ["今天的天气", "Paris很好。"]
 

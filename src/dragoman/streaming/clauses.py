@@ -15,8 +15,8 @@ waits for: at a clause mark once it holds `first_min_chars`, and, with no mark y
 at a word boundary once it holds `first_max_words` words, or from
 `first_min_words` on before a word that opens a phrase ("and", "of", "is", ...; German's,
 Italian's and Chinese's too, for the interpreter's translations), where a speaker would take
-a breath anyway. Chinese words are jieba's (the dictionary the Mandarin voice phonemises with). A spoken answer (`ClauseCutter.spoken_answer()`, the
-voice agent's) cuts its first clause sooner still, after two to four words: each word is
+a breath anyway; Chinese words are jieba's (the dictionary the Mandarin voice phonemises
+with). A spoken answer (`ClauseCutter.spoken_answer()`, the voice agent's) cuts its first clause sooner still, after two to four words: each word is
 about one LLM token, and the cut waits for the token after the word, so the first audio
 comes a token or two sooner than with the defaults (the 1.5B made about 9 tokens a second
 with all three services on 2 cores, bench.agent_latency). A sentence end at the very end of the text so
@@ -102,11 +102,6 @@ def chinese_tokens(text: str) -> list[tuple[int, int]]:
     jieba.setLogLevel(logging.WARNING)  # not its "Building prefix dict" lines
     ends = list(itertools.accumulate(len(token) for token in jieba.cut(text)))
     return list(zip([0, *ends[:-1]], ends, strict=True))
-
-
-def chinese_word_ends(text: str) -> frozenset[int]:
-    """Where jieba's tokens of Chinese `text` end."""
-    return frozenset(end for _, end in chinese_tokens(text))
 
 
 def _mark_or_space(token: str) -> bool:
@@ -229,8 +224,13 @@ class ClauseCutter:
 
     def _first_break(self, text: str) -> int | None:
         """Where the first clause may end between words, before any mark: the end of its
-        `first_max_words`-th word, or an earlier one that a phrase opener follows."""
-        words = self._words(text)
+        `first_max_words`-th word, or an earlier one that a phrase opener follows. In Chinese
+        the words are jieba's (without the marks and spaces between them), found once here."""
+        tokens = chinese_tokens(text) if self.language == "zh" else None
+        if tokens is None:
+            words = [match.span() for match in _WORD.finditer(text)]
+        else:
+            words = [(start, end) for start, end in tokens if not _mark_or_space(text[start:end])]
         openers = PHRASE_OPENERS.get(self.language, frozenset())
         # The last word may still be growing; a word counts once white space follows it.
         complete = words if text[-1:].isspace() else words[:-1]
@@ -242,33 +242,23 @@ class ClauseCutter:
             following = text[slice(*words[n])].lower() if n < len(words) else ""
             if n >= self.first_min_words and n < len(complete) and following in openers:
                 return end
-        return self._wide_break(text)
+        return self._wide_break(text, None if tokens is None else {end for _, end in tokens})
 
-    def _words(self, text: str) -> list[tuple[int, int]]:
-        """The spans of `text`'s words: between spaces (with their marks), or in Chinese,
-        jieba's words (without the marks and spaces between them)."""
-        if self.language != "zh":
-            return [match.span() for match in _WORD.finditer(text)]
-        return [(start, end) for start, end in chinese_tokens(text) if not _mark_or_space(text[start:end])]
-
-    def _wide_break(self, text: str) -> int | None:
+    def _wide_break(self, text: str, word_ends: set[int] | None) -> int | None:
         """In text without spaces (Chinese, Japanese): the first end of a pushed piece after a
         wide character and before a word (not a mark, which ends the clause it follows), once
-        the text before it is `first_min_chars` long and another piece has begun; in Chinese,
-        only where a word ends (a piece may end inside one: "近在" of "近在咫尺"). A Latin word
-        after it ("根据| cabbage的") is a word too: the clause need not wait for the next mark."""
+        the text before it is `first_min_chars` long and another piece has begun; where
+        `word_ends` are known (Chinese), only at one of them (a piece may end inside a word:
+        "近在" of "近在咫尺"). A Latin word after it ("根据| cabbage的") is a word too: the
+        clause need not wait for the next mark."""
         for end in self._piece_ends:
             if end >= len(text):
                 return None
             breaks = char_weight(text[end - 1]) == WIDE_CHAR_WEIGHT and _starts_word(text[end])
-            if breaks and spoken_length(text[:end]) >= self.first_min_chars and self._word_end(text, end):
+            at_word_end = word_ends is None or end in word_ends
+            if breaks and at_word_end and spoken_length(text[:end]) >= self.first_min_chars:
                 return end
         return None
-
-    def _word_end(self, text: str, end: int) -> bool:
-        """Whether a word of `text` ends at `end`: in Chinese, one of jieba's words (the same
-        dictionary as the Mandarin voice's phonemes); elsewhere nothing says otherwise."""
-        return self.language != "zh" or end in chinese_word_ends(text)
 
     def _final_end(self, text: str, mark: int) -> bool:
         """A sentence end at the very end of the text that nothing to come can undo: not a

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from dragoman.engines.asr.word_agreement import split_words
-from dragoman.engines.mt.base import UNSEGMENTED_LANGS, MTDraft
+from dragoman.engines.mt.base import MTDraft
 from dragoman.errors import ClientError, DragomanError, EngineFailure
 from dragoman.sessions.mt.events import Error, Init, MTJob, Translation, Update, Word
 from dragoman.sessions.mt.session import MTSession
@@ -29,10 +29,12 @@ from dragoman.sessions.mt.utterance import Decode
 from dragoman.sessions.translation.config import AUTO, Languages
 from dragoman.streaming.alignatt import AlignAttParams
 
-#: Characters of a Chinese word, about (jieba's words of the eval set's Chinese references average
-#: 1.7). A source written without spaces goes to MT a character a word (`source_words`), so its
-#: `max_utterance_words` is taken as this many characters a word: at 60 characters MT force-closed
-#: a quarter of the FLORES sentences in the middle (end lag 8.4 s on one of 93 characters).
+#: Sources whose text goes to MT a character a word (`source_words`: `split_words` cuts Chinese
+#: and Japanese script so), and the characters of their word, about (jieba's words of the eval
+#: set's Chinese references average 1.7): their `max_utterance_words` is taken as this many
+#: characters a word. At 60 characters MT force-closed a quarter of the FLORES sentences in the
+#: middle (end lag 8.4 s on one of 93 characters).
+CHARACTER_WORD_SOURCES = frozenset({"zh", "ja"})
 CHARS_PER_WORD = 2
 
 
@@ -229,7 +231,7 @@ class Translator:
                 decode=profile.decode,
                 default_preset=profile.default_preset,
                 max_utterance_words=profile.max_utterance_words
-                * (CHARS_PER_WORD if source in UNSEGMENTED_LANGS else 1),
+                * (CHARS_PER_WORD if source in CHARACTER_WORD_SOURCES else 1),
                 presets=profile.presets,
             )
             mt.receive(Init(protocol_version=1, source_lang=source, target_lang=target))
