@@ -36,6 +36,7 @@ from dragoman.sessions.translation.session import (
     TranslationSession,
 )
 from dragoman.sessions.translation.speech_out import SpeakJob
+from dragoman.sessions.translation.timeline import MILESTONES
 from dragoman.sessions.translation.translator import MTProfile, split_transcript
 from dragoman.streaming.alignatt import AlignAttParams
 from dragoman.streaming.turns import ServerVADConfig
@@ -707,9 +708,10 @@ def test_the_timeline_marks_where_a_segments_first_text_waited() -> None:
     h = Harness()
     speak_segment(h)
     (row,) = h.session.timeline.summary()["segments"]  # type: ignore[index]
-    assert set(row) == {"partial", "words", "mt_job", "text", "speech_end", "final"}
+    assert set(row) == set(MILESTONES) - {"speech"}, "each milestone after the speech began"
     assert 0 < row["partial"] <= row["words"] <= row["text"] <= row["final"]
-    assert row["mt_job"] <= row["text"] and row["speech_end"] <= row["final"]
+    assert row["mt_job"] <= row["text"]
+    assert row["speech_end"] <= row["committed"] <= row["transcribed"] <= row["final"]
     summary = h.session.timeline.summary()
     assert summary["mt_jobs"] == len(h.mt.requests) and summary["mt_staleness_ms"] == 0
 

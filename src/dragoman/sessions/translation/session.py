@@ -270,6 +270,7 @@ class TranslationSession:
         elif isinstance(event, speech.Committed):
             self._transcribing += 1
             self._ends.setdefault(event.item_id, self.clock_ms)
+            self.timeline.mark(event.item_id, "committed", self.clock_ms)
         elif isinstance(event, speech.SpeechStarted):
             self._starts[event.item_id] = float(event.audio_start_ms)
             self.timeline.mark(event.item_id, "speech", float(event.audio_start_ms))
@@ -279,6 +280,7 @@ class TranslationSession:
             self.timeline.mark(event.item_id, "speech_end", float(event.audio_end_ms))
         elif isinstance(event, speech.Completed):
             self._transcribing -= 1
+            self.timeline.mark(event.item_id, "transcribed", self.clock_ms)
             self.translator.final(event.item_id, event.transcript, self.clock_ms, event.language)
         elif isinstance(event, speech.Failed):
             self._transcribing -= 1

@@ -20,6 +20,8 @@ MILESTONES = (
     "mt_job",  # the first MT draft started on the segment
     "text",  # the first committed translated text
     "speech_end",  # the VAD heard speech end
+    "committed",  # the segment was committed (server_vad closed it)
+    "transcribed",  # the final source transcript
     "final",  # the final translation
 )
 
