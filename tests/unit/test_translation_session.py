@@ -779,3 +779,23 @@ def test_a_chinese_source_counts_two_characters_a_word_against_the_utterance_bou
     english.partial("item_b", "Hello world, how are", 20, 100.0)
     job = english.next_job()
     assert job is not None and job.kind.value == "forced_final", "4 words of English"
+
+
+def test_a_final_whose_translation_fails_is_reported_once_and_leaves_nothing_waiting() -> None:
+    """MT answers a failed final with an error; the session reports the engine's own error once,
+    counts the final as answered (so `session.close` completes) and keeps none of its words."""
+    h = Harness()
+    translator = h.session.translator
+    translator.begin("item_a")
+    translator.final("item_a", "Hello world.", 100.0)
+    job = translator.next_job()
+    assert job is not None and job.kind.value == "final"
+    assert not translator.idle
+    translator.job_failed(job, EngineFailure("boom"))
+    errors = [e for e in h.drain() if e["type"] == "error"]
+    assert len(errors) == 1 and "boom" not in json.dumps(errors)
+    assert translator.idle
+    assert not any(d.final_words for d in translator._directions.values())
+    h.send("session.close")
+    h.run()
+    assert h.events[-1]["type"] == "session.closed"

@@ -57,8 +57,8 @@ class _Direction:
     mt: MTSession
     seq: int = 0
     next_utterance: int = 0
-    #: Finals sent and not yet answered, by seq.
-    pending_finals: set[int] = field(default_factory=set)
+    #: Finals sent and not yet answered: their utterance, by seq.
+    pending_finals: dict[int, int] = field(default_factory=dict)
     #: Updates whose job failed: already reported, their `processing_failed` is not.
     failed: set[int] = field(default_factory=set)
     #: Utterances whose final translation came.
@@ -253,7 +253,7 @@ class Translator:
         direction.seq += 1
         direction.clocks[direction.seq] = direction.clock_ms = clock_ms
         if final:
-            direction.pending_finals.add(direction.seq)
+            direction.pending_finals[direction.seq] = segment.utterance
             direction.final_words[segment.utterance] = words
         update = Update(
             seq=direction.seq,
@@ -332,11 +332,11 @@ class Translator:
         if event.utterance_id in direction.closed:
             # A forced final again, for an update that was on its way: a final among them is
             # answered by it (its words went on in the next utterance, `_roll_over`).
-            direction.pending_finals.discard(event.seq)
+            direction.pending_finals.pop(event.seq, None)
             return
         item_id = direction.items.get(event.utterance_id, "")
         if event.final:
-            direction.pending_finals.discard(event.seq)
+            direction.pending_finals.pop(event.seq, None)
             direction.closed.add(event.utterance_id)
             direction.items.pop(event.utterance_id, None)
         opens = event.committed_text == event.committed_delta
@@ -366,7 +366,11 @@ class Translator:
 
     def _error(self, direction: _Direction, event: Error) -> None:
         if event.seq is not None:
-            direction.pending_finals.discard(event.seq)
+            utterance = direction.pending_finals.pop(event.seq, None)
+            if utterance is not None:
+                # The final failed: its utterance is left for the next to close (MT keeps it
+                # open for a retry the interpreter does not make), and its words are not sent again.
+                direction.final_words.pop(utterance, None)
             if event.seq in direction.failed:
                 direction.failed.discard(event.seq)
                 return  # reported with the engine's own error
