@@ -8,6 +8,7 @@ heads whose argmax lands on the same source word.
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 import sacrebleu
 
 from dragoman.config import MTSettings
+from dragoman.engines.asr.word_agreement import split_words
 from dragoman.engines.mt.base import DraftMode, MTRequest
 from dragoman.engines.mt.head_selection import combined_attention, usable_pairs
 from dragoman.engines.mt.qwen_llama import QwenLlamaMTEngine, create
@@ -231,6 +233,23 @@ def test_target_prefix_is_continued_verbatim(engine: QwenLlamaMTEngine) -> None:
     )
     text = engine.decode(forced.token_ids)
     assert "Am Montag" not in text and text.strip(), text
+
+
+def test_an_english_translation_writes_no_chinese_even_after_a_chinese_prefix(
+    engine: QwenLlamaMTEngine,
+) -> None:
+    """Left to itself the model goes on in Chinese after a target prefix that echoes the source
+    (and once left "武装分子" untranslated in an English line, docs/mt.md); a Latin-script target
+    never chooses an East Asian token (`engines.mt.target_script`)."""
+    with FLORES.open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+    chinese = rows[26]["zho_Hans"]
+    words = [w.strip() for w in split_words(chinese) if w.strip()]
+    echo = chinese[: chinese.index("，") + 1]
+    for mode in (DraftMode.FINAL, DraftMode.PARTIAL):
+        draft = engine.draft(MTRequest("zh", "en", words, target_prefix=echo, mode=mode, max_new_tokens=8))
+        text = engine.decode(draft.token_ids)
+        assert not re.search("[\u3000-\u9fff]", text) and re.search("[A-Za-z]{3}", text), text
 
 
 def test_partial_needs_calibrated_heads_final_does_not(engine: QwenLlamaMTEngine) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from dragoman.engines.llama_models import ModelContext
 from dragoman.engines.llama_native import ContextSpec, NativeModel
@@ -126,6 +127,8 @@ class TappedContext:
         #: and how many those are (None and 0: every cell is exact).
         self.stale_from: int | None = None
         self.stale_tokens = 0
+        #: Tokens no greedy choice may be (`engines.mt.target_script`); None: any.
+        self.excluded: npt.NDArray[np.bool_] | None = None
 
     # -- vocabulary ---------------------------------------------------------------------
 
@@ -167,7 +170,10 @@ class TappedContext:
                 parts.append(self.tap.take())
                 self.cells.check_reach(self.tap.reach, len(self.held) - 1)
             for i in range(first_out, len(chunk)):
-                choices.append(int(self._context.logits(i).argmax()))
+                row = self._context.logits(i)
+                if self.excluded is not None:
+                    row = np.where(self.excluded, -np.inf, row)
+                choices.append(int(row.argmax()))
             done += len(chunk)
         attention = np.concatenate(parts, axis=1) if parts else None
         return choices, attention

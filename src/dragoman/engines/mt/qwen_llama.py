@@ -9,7 +9,8 @@ speculation and the frontier stop from the loop both engines run (`engines.mt.dr
 
 Differences from the torch engine: Q4_K weights (the argmax of the heads' attention
 agrees with torch's on most but not all tokens, see tests/engine/test_mt_llama.py),
-and no conversion step at first start.
+no conversion step at first start, and a translation into a Latin-script language never
+chooses an East Asian token (`engines.mt.target_script`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from dragoman.engines.mt.presets import (
 )
 from dragoman.engines.mt.qwen_engine import QwenMTEngine
 from dragoman.engines.mt.qwen_prompt import Prompt, PromptBuilder
+from dragoman.engines.mt.target_script import TargetScript
 from dragoman.engines.torch_lm.kv_cache import MAX_CACHED_PROMPTS
 from dragoman.errors import ConfigError, EngineFailure
 from dragoman.logs import get_logger
@@ -92,6 +94,7 @@ class QwenLlamaMTEngine(QwenMTEngine):
         self.speculate = speculate
         self._init_heads(heads_dir, cache_dir)
         self._cache = llama_draft.SequenceCache(self._ctx, max_cached_prompts, stale_budget)
+        self._scripts = TargetScript(self._ctx.piece, self._ctx.n_vocab)
         self._prompts = PromptBuilder(self._ctx.tokenizer, memo_size=4 * self._cache.max_entries)
         self.compute_type = self._ctx.metadata.get("general.file_type", "gguf")
         log.info(
@@ -125,6 +128,7 @@ class QwenLlamaMTEngine(QwenMTEngine):
         self, request: MTRequest, prompt: Prompt, heads: list[tuple[int, int]] | None, limit: int
     ) -> MTDraft:
         final = request.mode is DraftMode.FINAL
+        self._ctx.excluded = self._scripts.excluded(request.target_lang)
         try:
             return llama_draft.draft(
                 self._ctx,
