@@ -799,3 +799,24 @@ def test_a_final_whose_translation_fails_is_reported_once_and_leaves_nothing_wai
     h.send("session.close")
     h.run()
     assert h.events[-1]["type"] == "session.closed"
+
+
+def test_a_segment_is_decoded_whole_when_its_silence_begins_so_its_end_waits_for_no_step() -> None:
+    """The early start: the silence that ends a segment starts a decode of all of it, which is
+    its final transcript when the segment is committed; no step runs after the commit."""
+    h = Harness()
+    for _ in range(6):
+        h.append(tone(0.5))
+        h.run()
+    steps = len(h.steps)
+    h.append(silence(0.2))
+    h.run()
+    assert len(h.steps) == steps + 1 and not h.steps[-1].final, "decoded whole as the silence began"
+    assert len(h.steps[-1].request.audio) >= 3.0 * 16_000, "all of it, at the model's 16 kHz"
+    h.append(silence(0.8))
+    h.run()
+    assert len(h.steps) == steps + 1, "the commit took the pause's transcript"
+    assert h.of("session.output_transcript.delta") and h.text("session.output_transcript.delta").endswith(".")
+    h.send("session.close")
+    h.run()
+    assert h.events[-1]["type"] == "session.closed"
