@@ -44,7 +44,7 @@ running. The turn model is asked again at the next pause. A turn that has stoppe
 committed, and OpenAI's protocol cannot reopen a committed item: speech after it is a new turn
 (or a barge-in) and always needs the full `min_speech_ms`.
 
-With `pauses` on (the voice agent's early start) either mode keeps its own end of turn, and
+With `pauses` on (the early start of the voice agent and the interpreter) either mode keeps its own end of turn, and
 also emits `Paused` the moment a silence begins in the open turn, so the turn can be transcribed
 and an answer prepared while the silence runs out (server_vad's 500 ms, or semantic_vad's pause
 and the turn model's call); the first window of speech after it emits `Resumed`, in a

@@ -155,7 +155,8 @@ SpeechEvent = (
     | Partial
     | Error
 )
-#: The early start's events, for the voice agent only.
+#: The early start's events: the voice agent prepares its answer on them; the interpreter, which
+#: turns the early start on for its final transcripts alone, ignores them.
 EarlyEvent = Provisional | TurnResumed
 #: Everything the front says.
 FrontEvent = SpeechEvent | EarlyEvent

@@ -52,9 +52,9 @@ class SpeechFront:
         turn_model_factory: Callable[[], turns.TurnCompletion] | None = None,
         early_start: bool = False,
     ) -> None:
-        """`early_start` (the voice agent): with either VAD, each pause in a turn is decoded
-        whole the moment it begins, and its transcript goes out (`Provisional`) unless speech
-        came back meanwhile."""
+        """`early_start` (the voice agent, the interpreter): with either VAD, each pause in a
+        turn is decoded whole the moment it begins, and its transcript goes out (`Provisional`)
+        unless speech came back meanwhile."""
         self.session_id = session_id
         self.engine = engine
         self.config = config
