@@ -11,19 +11,19 @@ no clock. It cuts
 - at white space once a clause runs past `max_chars` with no mark at all.
 
 The first clause of an answer is cut sooner, because the first audio is what the user
-waits for: at a clause mark once it holds `first_min_chars`, and, with no mark yet,
-at a word boundary once it holds `first_max_words` words, or from
-`first_min_words` on before a word that opens a phrase ("and", "of", "is", ...; German's,
-Italian's and Chinese's too, for the interpreter's translations), where a speaker would take
-a breath anyway; Chinese words are jieba's (the dictionary the Mandarin voice phonemises
-with). A spoken answer (`ClauseCutter.spoken_answer()`, the voice agent's) cuts its first clause sooner still, after two to four words: each word is
-about one LLM token, and the cut waits for the token after the word, so the first audio
-comes a token or two sooner than with the defaults (the 1.5B made about 9 tokens a second
-with all three services on 2 cores, bench.agent_latency). A sentence end at the very end of the text so
-far is cut at once, without waiting for the space after it, unless it may still be
-part of a number, an abbreviation or an ellipsis. A period inside a number (3.5), an
-abbreviation (Dr., e.g.) or an initial is not a sentence end. `finish()` returns
-what is left.
+waits for: at a clause mark once it holds `first_min_chars`, and, with no mark yet, at a word
+boundary once it holds `first_max_words` words, or from `first_min_words` on before a word that
+opens a phrase ("and", "of", "is", ...; German's, Italian's and Chinese's too, for the
+interpreter's translations), where a speaker would take a breath anyway; Chinese words are
+jieba's (the dictionary the Mandarin voice phonemises with). A spoken answer
+(`ClauseCutter.spoken_answer()`, the voice agent's) cuts its first clause sooner still, after
+two to four words: each word is about one LLM token, and the cut waits for the token after the
+word, so the first audio comes a token or two sooner than with the defaults (the 1.5B made about
+9 tokens a second with all three services on 2 cores, bench.agent_latency). A sentence end at
+the very end of the text so far is cut at once, without waiting for the space after it, unless
+it may still be part of a number, an abbreviation or an ellipsis. A period inside a number
+(3.5), an abbreviation (Dr., e.g.) or an initial is not a sentence end. `finish()` returns what
+is left.
 
 Lengths are counted as speech, not as characters: a wide (CJK) character is a syllable,
 spoken in about the time of `WIDE_CHAR_WEIGHT` Latin letters, so a Chinese clause may end

@@ -44,13 +44,14 @@ running. The turn model is asked again at the next pause. A turn that has stoppe
 committed, and OpenAI's protocol cannot reopen a committed item: speech after it is a new turn
 (or a barge-in) and always needs the full `min_speech_ms`.
 
-With `pauses` on (the early start of the voice agent and the interpreter) either mode keeps its own end of turn, and
-also emits `Paused` the moment a silence begins in the open turn, so the turn can be transcribed
-and an answer prepared while the silence runs out (server_vad's 500 ms, or semantic_vad's pause
-and the turn model's call); the first window of speech after it emits `Resumed`, in a
-soft-ended turn too, even speech too short to resume it: the pause's transcript no longer holds
-all the turn's speech. (A turn model judging the pause at `PAUSE_MS` before the decode came too
-late for server_vad: the transcript arrived after its 500 ms had ended the turn.)
+With `pauses` on (the early start of the voice agent and the interpreter) either mode keeps its
+own end of turn, and also emits `Paused` the moment a silence begins in the open turn, so the
+turn can be transcribed and an answer prepared while the silence runs out (server_vad's 500 ms,
+or semantic_vad's pause and the turn model's call); the first window of speech after it emits
+`Resumed`, in a soft-ended turn too, even speech too short to resume it: the pause's transcript
+no longer holds all the turn's speech. (A turn model judging the pause at `PAUSE_MS` before the
+decode came too late for server_vad: the transcript arrived after its 500 ms had ended the
+turn.)
 
 server_vad's `idle_timeout_ms` (`streaming/idle_timer.py`) runs on the audio timeline, as
 everything here does: from the start, from the end of each turn, and from each start-over

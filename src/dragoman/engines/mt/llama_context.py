@@ -171,9 +171,11 @@ class TappedContext:
                 self.cells.check_reach(self.tap.reach, len(self.held) - 1)
             for i in range(first_out, len(chunk)):
                 row = self._context.logits(i)
-                if self.excluded is not None:
-                    row = np.where(self.excluded, -np.inf, row)
-                choices.append(int(row.argmax()))
+                choice = int(row.argmax())
+                if self.excluded is not None and self.excluded[choice]:
+                    # Rare: only then is the vocabulary masked (a copy of its logits).
+                    choice = int(np.where(self.excluded, -np.inf, row).argmax())
+                choices.append(choice)
             done += len(chunk)
         attention = np.concatenate(parts, axis=1) if parts else None
         return choices, attention
