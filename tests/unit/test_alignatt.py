@@ -135,25 +135,38 @@ def test_a_word_attending_partly_to_the_tail_is_held_whole() -> None:
 
 
 def test_a_cut_never_ends_inside_a_multibyte_character() -> None:
-    # "Grüße": the cut after b"\xc3" decodes to U+FFFD; with a CJK target every clean
+    # A cut after b"\xe3" decodes to U+FFFD; with a Japanese target every clean
     # character boundary is a unit, so the cut backs off to before the broken byte.
-    pieces = Pieces("好".encode(), "的".encode()[:1], "的".encode()[1:], "人".encode())
+    pieces = Pieces("日".encode(), "の".encode()[:1], "の".encode()[1:], "人".encode())
     texts = DraftText(pieces.ids, pieces.decode)
     assert texts.prefixes[2].endswith("\ufffd")
-    assert unit_boundaries(texts, 0, False, "zh") == [1, 3, 4]
-    cut = cut_of(pieces, [0, 0, 1, 2], Frontier(3, 1), target="zh")
-    assert cut.text == "好"
-    cut = cut_of(pieces, [0, 0, 1, 2], Frontier(3, 2), target="zh")
-    assert cut.text == "好的"
+    assert unit_boundaries(texts, 0, False, "ja") == [1, 3, 4]
+    cut = cut_of(pieces, [0, 0, 1, 2], Frontier(3, 1), target="ja")
+    assert cut.text == "日"
+    cut = cut_of(pieces, [0, 0, 1, 2], Frontier(3, 2), target="ja")
+    assert cut.text == "日の"
 
 
-def test_units_are_words_for_spaced_targets_and_characters_for_chinese() -> None:
+def test_units_are_words_for_spaced_targets_and_jiebas_words_for_chinese() -> None:
     spaced = Pieces(b"Gr", b"\xc3", b"\xbc\xc3\x9f", b"e", b" Welt")
     texts = DraftText(spaced.ids, spaced.decode)
     assert unit_boundaries(texts, 0, False, "de") == [4]
     assert unit_boundaries(texts, 0, True, "de") == [4, 5]
-    chinese = Pieces("你好".encode(), "世界".encode())
-    assert unit_boundaries(DraftText(chinese.ids, chinese.decode), 0, False, "zh-Hans") == [1, 2]
+    # jieba: 美国 | 总统 | 说. A cut between 美 and 国 would split a word; the draft's last
+    # word may still grow (说 -> 说明), so it is a unit only when the draft is finished.
+    chinese = Pieces(*(char.encode() for char in "美国总统说"))
+    texts = DraftText(chinese.ids, chinese.decode)
+    assert unit_boundaries(texts, 0, False, "zh-Hans") == [2, 4]
+    assert unit_boundaries(texts, 0, True, "zh") == [2, 4, 5]
+    assert unit_boundaries(texts, 2, False, "zh") == [4]
+
+
+def test_a_chinese_commit_never_ends_inside_a_word() -> None:
+    # 国 attends to the tail: the character before it is the first of 美国, which waits.
+    chinese = Pieces(*(char.encode() for char in "美国总统说"))
+    assert cut_of(chinese, [0, 2, 2, 2, 2], Frontier(3, 1), target="zh").text == ""
+    assert cut_of(chinese, [0, 0, 0, 2, 2], Frontier(3, 1), target="zh").text == "美国"
+    assert cut_of(chinese, [0, 0, 1, 1, 2], Frontier(3, 2), target="zh").text == "美国总统"
 
 
 def test_hold_back_and_min_emit_units() -> None:

@@ -101,7 +101,7 @@ def chinese_tokens(text: str) -> list[tuple[int, int]]:
 
     jieba.setLogLevel(logging.WARNING)  # not its "Building prefix dict" lines
     ends = list(itertools.accumulate(len(token) for token in jieba.cut(text)))
-    return list(zip([0, *ends[:-1]], ends, strict=True))
+    return list(zip([0, *ends][: len(ends)], ends, strict=True))
 
 
 def _mark_or_space(token: str) -> bool:

@@ -26,7 +26,7 @@ from dragoman.errors import ConfigError, ModelUnavailable
 from dragoman.logs import get_logger, log_failure
 from dragoman.sessions.mt.session import MAX_QUEUED_FINALS
 from dragoman.sessions.speech.config import EngineProfile
-from dragoman.streaming.alignatt import AlignAttParams
+from dragoman.streaming.alignatt import AlignAttParams, prepare_units
 from dragoman.streaming.alignatt_presets import policy_presets
 from dragoman.streaming.turns import TurnCompletion
 from dragoman.weights import resolve
@@ -228,6 +228,8 @@ class MTService:
         self.presets = presets
         self.engine = engine
         self.directions = list(engine.directions())
+        for target in {direction.partition("-")[2] for direction in self.directions}:
+            await asyncio.to_thread(prepare_units, target)
         self.worker = mt_worker(engine)
         log.info(
             "mt ready", **engine.describe().as_dict(), directions=self.directions, preset=self.default_preset

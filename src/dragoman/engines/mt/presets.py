@@ -54,7 +54,6 @@ PRESETS: dict[str, MTPreset] = {
                 "frontier_margin": 1,
                 "max_draft_tokens": 12,
                 "stop_at_frontier": True,
-                "unsegmented_hold_back": 1,
                 "history_pairs": 2,
             },
         ),
@@ -66,7 +65,6 @@ PRESETS: dict[str, MTPreset] = {
                 "frontier_margin": 1,
                 "max_draft_tokens": 12,
                 "stop_at_frontier": True,
-                "unsegmented_hold_back": 1,
                 # Earlier pairs in the prompt cost the 0.5B: IWSLT dev talk BLEU 17.9 without,
                 # 17.4 with one pair, 14.4 with two (bench/RESULTS.md).
                 "history_pairs": 0,
@@ -80,7 +78,6 @@ PRESETS: dict[str, MTPreset] = {
                 "frontier_margin": 0,
                 "max_draft_tokens": 8,
                 "stop_at_frontier": True,
-                "unsegmented_hold_back": 1,
                 "history_pairs": 2,
             },
         ),
