@@ -761,6 +761,31 @@ def test_a_segment_that_ends_while_mt_force_closes_its_utterance_is_translated_i
     assert h.events[-1]["type"] == "session.closed"
 
 
+def test_a_segment_that_starts_before_a_forced_final_is_answered_costs_the_last_one_no_words() -> None:
+    """As above, and the next segment is heard before MT answers: it waits for an utterance id
+    until the last segment's words have gone on in the next one, so neither loses a word and
+    the translations come in the order they were spoken."""
+    h = Harness(max_utterance_words=3)
+    translator = h.session.translator
+    translator.begin("item_a")
+    translator.partial("item_a", "Hello world, how are you?", 25, 100.0)
+    forced = translator.next_job()
+    assert forced is not None and forced.kind.value == "forced_final"
+    translator.final("item_a", "Hello world, how are you? the big house", 200.0)
+    translator.begin("item_b")
+    translator.partial("item_b", "the house is red.", 9, 300.0)
+    translator.job_done(forced, h.mt.draft(forced.request))
+    translator.final("item_b", "the house is red.", 400.0)
+    while (job := translator.next_job()) is not None:
+        translator.job_done(job, h.mt.draft(job.request))
+    assert translator.idle, "every final answered"
+    h.drain()
+    assert (
+        h.text("session.output_transcript.delta")
+        == "Hallo Welt, wie geht es? die große Haus die Haus ist rot."
+    )
+
+
 def test_a_chinese_source_counts_two_characters_a_word_against_the_utterance_bound() -> None:
     """MT takes Chinese a character a word; `max_utterance_words` is in words, so a Chinese
     utterance is force-closed past twice as many characters, not in the middle of a sentence."""

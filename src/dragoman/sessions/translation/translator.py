@@ -71,15 +71,26 @@ class _Direction:
     clock_ms: float = 0.0
     #: The words of each utterance's final update not yet answered (`Translator._roll_over`).
     final_words: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    #: Segments heard while a final was unanswered, oldest first: each takes its utterance id
+    #: once no final is (`Translator._release`).
+    waiting: list[_Segment] = field(default_factory=list)
+
+
+#: An update held back until its segment has an utterance id: words, tail, clock, final.
+_Held = tuple[tuple[str, ...], tuple[str, ...], float, bool]
 
 
 @dataclass
 class _Segment:
     #: The target the segment is bound to from its first speech.
     target: str
-    #: Its direction and utterance, once its source language is known (its first transcript).
+    item_id: str
+    #: Its direction, once its source language is known (its first transcript), and its
+    #: utterance, once no earlier final of the direction is unanswered (-1 until then).
     direction: _Direction | None = None
     utterance: int = -1
+    #: Its latest update while it has no utterance.
+    held: _Held | None = None
     #: Heard in the target language itself: its final transcript is the translation.
     passed: bool = False
     #: Heard in a language nothing translates into the target: dropped.
@@ -142,7 +153,7 @@ class Translator:
     @property
     def idle(self) -> bool:
         """Every segment's final translation is in."""
-        return not any(d.pending_finals for d in self._directions.values())
+        return not any(d.pending_finals or d.waiting for d in self._directions.values())
 
     # -- transcripts in ---------------------------------------------------------------
 
@@ -186,13 +197,17 @@ class Translator:
         """The segment failed to transcribe: its utterance is left; the next one closes it."""
         segment = self._segments.pop(item_id, None)
         self._finished.add(item_id)
-        if segment is not None and segment.direction is not None:
+        if segment is None or segment.direction is None:
+            return
+        if segment in segment.direction.waiting:
+            segment.direction.waiting.remove(segment)
+        else:
             segment.direction.closed.add(segment.utterance)
 
     def _segment(self, item_id: str) -> _Segment | None:
         segment = self._segments.get(item_id)
         if segment is None and self.target is not None and item_id not in self._finished:
-            segment = self._segments[item_id] = _Segment(self.target)
+            segment = self._segments[item_id] = _Segment(self.target, item_id)
         return segment
 
     def _bound(self, item_id: str, language: str | None) -> _Segment | None:
@@ -209,8 +224,13 @@ class Translator:
         if source == segment.target:
             segment.passed = True
             return segment
-        direction = self._direction(source, segment.target)
-        segment.direction, segment.utterance = direction, self._new_utterance(direction, item_id)
+        direction = segment.direction = self._direction(source, segment.target)
+        if direction.pending_finals or direction.waiting:
+            # An earlier segment's final may yet be answered by a forced final, whose last
+            # words then go on in the next utterance (`_roll_over`): that id is theirs.
+            direction.waiting.append(segment)
+        else:
+            segment.utterance = self._new_utterance(direction, item_id)
         return segment
 
     @staticmethod
@@ -250,6 +270,9 @@ class Translator:
     ) -> None:
         direction = segment.direction
         assert direction is not None, "bound before its first update"
+        if segment.utterance < 0:
+            segment.held = (words, tail, clock_ms, final)  # the full state: the latest wins
+            return
         direction.seq += 1
         direction.clocks[direction.seq] = direction.clock_ms = clock_ms
         if final:
@@ -327,6 +350,18 @@ class Translator:
             elif isinstance(event, Error):
                 self._error(direction, event)
             # InitOk: nothing to tell the client.
+        self._release(direction)
+
+    def _release(self, direction: _Direction) -> None:
+        """Give the waiting segments their utterance ids, in the order they were heard, while
+        no final is unanswered, and send what each held. MT would not have drafted them
+        before the final anyway: it takes an utterance only after the one before closed."""
+        while direction.waiting and not direction.pending_finals:
+            segment = direction.waiting.pop(0)
+            segment.utterance = self._new_utterance(direction, segment.item_id)
+            if segment.held is not None:
+                (words, tail, clock_ms, final), segment.held = segment.held, None
+                self._send(segment, words, tail, clock_ms, final=final)
 
     def _translation(self, direction: _Direction, event: Translation) -> None:
         if event.utterance_id in direction.closed:
@@ -351,9 +386,9 @@ class Translator:
         """MT closed a long utterance (`forced_final`): the segment goes on in the next one, whose
         updates still carry the closed words; MT drops them (`Utterances.strip_carry_over`).
         A segment whose final transcript went out while the forced final was drafted has its
-        final sent again, to the next utterance: MT answers the first with the forced final.
-        (When the next segment has taken that utterance already, the final's last words are
-        not translated: MT takes the carried words only in the utterance right after.)"""
+        final sent again, to the next utterance: MT answers the first with the forced final,
+        and takes the carried words only in the utterance right after, which no segment heard
+        meanwhile has taken (`_bound`)."""
         for segment in self._segments.values():
             if segment.direction is direction and segment.utterance == utterance:
                 segment.utterance = self._new_utterance(direction, item_id)
@@ -361,7 +396,7 @@ class Translator:
                 return
         words = direction.final_words.pop(utterance, None)
         if words is not None and direction.next_utterance == utterance + 1:
-            ended = _Segment(direction.target, direction, self._new_utterance(direction, item_id))
+            ended = _Segment(direction.target, item_id, direction, self._new_utterance(direction, item_id))
             self._send(ended, words, (), direction.clock_ms, final=True)
 
     def _error(self, direction: _Direction, event: Error) -> None:
