@@ -786,6 +786,30 @@ def test_a_segment_that_starts_before_a_forced_final_is_answered_costs_the_last_
     )
 
 
+def test_a_waiting_segment_that_fails_to_transcribe_leaves_the_next_one_its_place() -> None:
+    """A segment waiting for its utterance id whose transcription fails takes none: the segment
+    after it follows the last answered final directly, and the session ends idle."""
+    h = Harness()
+    translator = h.session.translator
+    translator.begin("item_a")
+    translator.final("item_a", "Hello world, how are you?", 100.0)
+    final = translator.next_job()
+    assert final is not None and final.kind.value == "final"
+    translator.begin("item_b")
+    translator.partial("item_b", "the house", 9, 200.0)
+    translator.abandon("item_b")
+    translator.begin("item_c")
+    translator.final("item_c", "the house is red.", 300.0)
+    assert translator.next_job() is None, "nothing of b or c before a's final is answered"
+    translator.job_done(final, h.mt.draft(final.request))
+    job = translator.next_job()
+    assert job is not None and job.kind.value == "final" and job.utterance_id == final.utterance_id + 1
+    translator.job_done(job, h.mt.draft(job.request))
+    assert translator.idle
+    h.drain()
+    assert h.text("session.output_transcript.delta") == "Hallo Welt, wie geht es? die Haus ist rot."
+
+
 def test_a_chinese_source_counts_two_characters_a_word_against_the_utterance_bound() -> None:
     """MT takes Chinese a character a word; `max_utterance_words` is in words, so a Chinese
     utterance is force-closed past twice as many characters, not in the middle of a sentence."""
