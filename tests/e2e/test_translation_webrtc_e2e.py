@@ -28,7 +28,7 @@ import websockets
 from harness.realtime_helpers import load_audio, wer
 from harness.server import Server, stop
 from harness.webrtc_client import RATE, Caller, start_for_calls
-from tests.e2e.test_translation_e2e import assert_german, client, clip, validate
+from tests.e2e.test_translation_e2e import assert_translates, client, clip, validate
 
 pytestmark = pytest.mark.e2e
 
@@ -103,7 +103,7 @@ async def test_english_spoken_into_the_call_comes_back_german_on_the_track_and_t
     source = "".join(e["delta"] for e in caller.of("session.input_transcript.delta"))
     assert wer([row["src_text"]], [source]) < 0.6, source
     german = "".join(e["delta"] for e in caller.of("session.output_transcript.delta"))
-    await assert_german(server, row, source, german)
+    await assert_translates(server, row, source, german)
 
     # The translation is heard on the track: seconds of sound after the English began.
     loud = [h for h in caller.heard if h.at > began and h.rms > SOUND]
