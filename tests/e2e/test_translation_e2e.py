@@ -140,27 +140,46 @@ async def stream(conn: Any, audio: np.ndarray, pace: float = 2.0) -> None:
         await asyncio.sleep(0.2 / pace)
 
 
+def clip_audio(row: dict[str, str]) -> np.ndarray:
+    """The clip at 24 kHz, and a breath after the speech shorter than the 500 ms that ends a
+    segment: `session.close` flushes it."""
+    return np.concatenate([load_audio(row["file"], RATE), np.zeros(int(RATE * 0.3), dtype=np.float32)])
+
+
+async def interpret(
+    conn: Any,
+    heard: Heard,
+    audio: np.ndarray,
+    session: dict[str, Any],
+    after_close: typing.Callable[[], typing.Awaitable[None]] | None = None,
+) -> None:
+    """Configure the session (it must take `session`), stream `audio`, close, and read all that
+    comes until `session.closed`; `after_close` runs between the close and the end."""
+    await conn.session.update(session=session)
+    await read(conn, heard, lambda e: e["type"] in ("session.updated", "error"), 30)
+    assert heard.events[-1]["type"] == "session.updated", heard.errors()
+    reader = asyncio.create_task(read(conn, heard, lambda e: e["type"] == "session.closed", 300))
+    await stream(conn, audio)
+    await conn.session.close()
+    if after_close is not None:
+        await after_close()
+    await reader
+
+
 async def test_english_speech_in_german_text_and_speech_out(server: Server) -> None:
     row = clip(3)
-    # A breath after the speech, shorter than the 500 ms that ends a segment: the close flushes it.
-    audio = np.concatenate([load_audio(row["file"], RATE), np.zeros(int(RATE * 0.3), dtype=np.float32)])
+    audio = clip_audio(row)
     heard = Heard()
     async with client(server).realtime.translations.connect(model="gpt-realtime-translate") as conn:
         await read(conn, heard, lambda e: e["type"] == "session.created", 30)
-        await conn.session.update(
-            session={
-                "audio": {"output": {"language": "de"}, "input": {"transcription": {"model": "whisper"}}}
-            }
-        )
-        await read(conn, heard, lambda e: e["type"] in ("session.updated", "error"), 30)
-        assert heard.events[-1]["type"] == "session.updated"
-        reader = asyncio.create_task(read(conn, heard, lambda e: e["type"] == "session.closed", 300))
-        await stream(conn, audio)
-        # The close flushes the segment under way. Audio after session.close is refused; the
-        # rest of the translation still comes.
-        await conn.session.close()
-        await conn.session.input_audio_buffer.append(audio=b64(audio[:RATE]), event_id="late")
-        await reader
+
+        async def late() -> None:
+            # The close flushes the segment under way. Audio after session.close is refused;
+            # the rest of the translation still comes.
+            await conn.session.input_audio_buffer.append(audio=b64(audio[:RATE]), event_id="late")
+
+        session = {"audio": {"output": {"language": "de"}, "input": {"transcription": {"model": "whisper"}}}}
+        await interpret(conn, heard, audio, session, after_close=late)
     assert heard.events[0]["type"] == "session.created"
     assert heard.events[-1]["type"] == "session.closed"
     (late,) = heard.errors()
@@ -193,17 +212,10 @@ async def test_english_speech_in_chinese_text_and_speech_out(server: Server) -> 
     """Into Chinese: MT commits whole words (jieba's), the transcript has no spaces to join
     segments by, and Kokoro speaks it."""
     row = clip(3)
-    audio = np.concatenate([load_audio(row["file"], RATE), np.zeros(int(RATE * 0.3), dtype=np.float32)])
     heard = Heard()
     async with client(server).realtime.translations.connect(model="gpt-realtime-translate") as conn:
         await read(conn, heard, lambda e: e["type"] == "session.created", 30)
-        await conn.session.update(session={"audio": {"output": {"language": "zh"}}})
-        await read(conn, heard, lambda e: e["type"] in ("session.updated", "error"), 30)
-        assert heard.events[-1]["type"] == "session.updated"
-        reader = asyncio.create_task(read(conn, heard, lambda e: e["type"] == "session.closed", 300))
-        await stream(conn, audio)
-        await conn.session.close()
-        await reader
+        await interpret(conn, heard, clip_audio(row), {"audio": {"output": {"language": "zh"}}})
     assert heard.errors() == [] and heard.of("session.input_transcript.delta") == []
     chinese = heard.text("session.output_transcript.delta")
     letters = [char for char in chinese if char.isalpha()]

@@ -19,9 +19,8 @@ import pytest
 import sacrebleu
 import websockets
 
-from harness.realtime_helpers import load_audio
 from harness.server import Server, start, stop
-from tests.e2e.test_translation_e2e import CHRF_RATIO, RATE, Heard, client, clip, read, stream
+from tests.e2e.test_translation_e2e import CHRF_RATIO, RATE, Heard, client, clip, clip_audio, interpret, read
 
 pytestmark = pytest.mark.e2e
 
@@ -59,7 +58,7 @@ async def text_mt(server: Server, source: str) -> str:
 async def test_german_speech_in_english_text_and_speech_out(german_server: Server) -> None:
     row = clip(GERMAN_CLIP)
     assert row["src_lang"] == "de"
-    audio = np.concatenate([load_audio(row["file"], RATE), np.zeros(int(RATE * 0.3), dtype=np.float32)])
+    audio = clip_audio(row)
     heard = Heard()
     async with client(german_server).realtime.translations.connect(model="gpt-realtime-translate") as conn:
         await read(conn, heard, lambda e: e["type"] == "session.created", 30)
@@ -67,17 +66,8 @@ async def test_german_speech_in_english_text_and_speech_out(german_server: Serve
         await conn.session.update(session={"audio": {"output": {"language": "de"}}})
         await read(conn, heard, lambda e: e["type"] in ("session.updated", "error"), 30)
         assert heard.errors() and heard.errors()[-1]["code"] == "unsupported_language"
-        await conn.session.update(
-            session={
-                "audio": {"output": {"language": "en"}, "input": {"transcription": {"model": "whisper"}}}
-            }
-        )
-        await read(conn, heard, lambda e: e["type"] in ("session.updated", "error"), 30)
-        assert heard.events[-1]["type"] == "session.updated"
-        reader = asyncio.create_task(read(conn, heard, lambda e: e["type"] == "session.closed", 300))
-        await stream(conn, audio)
-        await conn.session.close()
-        await reader
+        session = {"audio": {"output": {"language": "en"}, "input": {"transcription": {"model": "whisper"}}}}
+        await interpret(conn, heard, audio, session)
 
     source = heard.text("session.input_transcript.delta")
     english = heard.text("session.output_transcript.delta")
@@ -104,18 +94,12 @@ def auto_server(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> It
     stop(running)
 
 
-async def interpret(server: Server, audio: np.ndarray, target: str) -> Heard:
+async def translated(server: Server, audio: np.ndarray, target: str) -> Heard:
     """One translation session of `audio` into `target`, closed after it."""
     heard = Heard()
     async with client(server).realtime.translations.connect(model="gpt-realtime-translate") as conn:
         await read(conn, heard, lambda e: e["type"] == "session.created", 30)
-        await conn.session.update(session={"audio": {"output": {"language": target}}})
-        await read(conn, heard, lambda e: e["type"] in ("session.updated", "error"), 30)
-        assert heard.events[-1]["type"] == "session.updated", heard.errors()
-        reader = asyncio.create_task(read(conn, heard, lambda e: e["type"] == "session.closed", 300))
-        await stream(conn, audio)
-        await conn.session.close()
-        await reader
+        await interpret(conn, heard, audio, {"audio": {"output": {"language": target}}})
     return heard
 
 
@@ -127,13 +111,8 @@ async def test_one_server_interprets_both_sides_of_a_conversation(auto_server: S
     # What the demo page offers: every source with a direction, every target with a voice.
     assert {"en", "de"} <= set(offered["sources"]) and {"en", "de"} <= set(offered["targets"]), offered
     german, english = clip(GERMAN_CLIP), clip(3)
-    pause = np.zeros(int(RATE * 0.3), dtype=np.float32)
-    from_german = await interpret(
-        auto_server, np.concatenate([load_audio(german["file"], RATE), pause]), "en"
-    )
-    from_english = await interpret(
-        auto_server, np.concatenate([load_audio(english["file"], RATE), pause]), "de"
-    )
+    from_german = await translated(auto_server, clip_audio(german), "en")
+    from_english = await translated(auto_server, clip_audio(english), "de")
     assert not from_german.errors() and not from_english.errors()
     into_english = from_german.text("session.output_transcript.delta")
     into_german = from_english.text("session.output_transcript.delta")

@@ -739,17 +739,25 @@ def test_a_partial_that_changes_only_the_tail_is_not_drafted() -> None:
     assert job is not None and job.kind.value == "final", "the final is always translated"
 
 
-def test_a_segment_that_ends_while_mt_force_closes_its_utterance_is_translated_in_full() -> None:
-    """MT closes an utterance past `max_utterance_words` with a forced final; when the segment's
-    own final transcript went out while that draft ran, its last words go into the next
-    utterance, and the session still closes: the stale final is answered, not awaited."""
-    h = Harness(max_utterance_words=3)
+def _forced_final_under_way(h: Harness) -> MTJob:
+    """Segment a passes `max_utterance_words` (3): MT's forced final for its utterance is drafted,
+    and a's own final transcript goes out meanwhile. Returns the forced final's job."""
     translator = h.session.translator
     translator.begin("item_a")
     translator.partial("item_a", "Hello world, how are you?", 25, 100.0)
     forced = translator.next_job()
     assert forced is not None and forced.kind.value == "forced_final"
     translator.final("item_a", "Hello world, how are you? the big house", 200.0)
+    return forced
+
+
+def test_a_segment_that_ends_while_mt_force_closes_its_utterance_is_translated_in_full() -> None:
+    """MT closes an utterance past `max_utterance_words` with a forced final; when the segment's
+    own final transcript went out while that draft ran, its last words go into the next
+    utterance, and the session still closes: the stale final is answered, not awaited."""
+    h = Harness(max_utterance_words=3)
+    translator = h.session.translator
+    forced = _forced_final_under_way(h)
     translator.job_done(forced, h.mt.draft(forced.request))
     while (job := translator.next_job()) is not None:
         translator.job_done(job, h.mt.draft(job.request))
@@ -767,11 +775,7 @@ def test_a_segment_that_starts_before_a_forced_final_is_answered_costs_the_last_
     the translations come in the order they were spoken."""
     h = Harness(max_utterance_words=3)
     translator = h.session.translator
-    translator.begin("item_a")
-    translator.partial("item_a", "Hello world, how are you?", 25, 100.0)
-    forced = translator.next_job()
-    assert forced is not None and forced.kind.value == "forced_final"
-    translator.final("item_a", "Hello world, how are you? the big house", 200.0)
+    forced = _forced_final_under_way(h)
     translator.begin("item_b")
     translator.partial("item_b", "the house is red.", 9, 300.0)
     translator.job_done(forced, h.mt.draft(forced.request))

@@ -80,7 +80,7 @@ class _Direction:
 _Held = tuple[tuple[str, ...], tuple[str, ...], float, bool]
 
 
-@dataclass
+@dataclass(eq=False)  # a segment is itself, not its fields (`waiting` finds it by identity)
 class _Segment:
     #: The target the segment is bound to from its first speech.
     target: str
