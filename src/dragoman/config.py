@@ -17,6 +17,8 @@ from pydantic_settings import (
 from dragoman.errors import ConfigError
 
 Service = Literal["transcription", "mt", "agent", "interpreter"]
+#: The script Chinese transcripts are written in (`engines/asr/chinese_script.py`).
+ChineseScript = Literal["simplified", "traditional", "heard"]
 SERVICES: tuple[Service, ...] = ("transcription", "mt", "agent", "interpreter")
 
 
@@ -70,6 +72,9 @@ class ASRSettings(BaseModel):
     routes: dict[str, str] = Field(default_factory=dict)
     #: Most step requests one engine call may carry.
     max_batch: int = Field(default=16, ge=1)
+    #: The script of the local Whisper's Chinese transcripts (it writes Mandarin in either, as
+    #: it happens): "simplified", "traditional", or "heard" (as the model wrote it).
+    chinese_script: ChineseScript = "simplified"
     #: A remote ASR server's OpenAI-compatible /v1 URL (another dragoman, vLLM serving Whisper,
     #: speaches, OpenAI), which then transcribes every step (`engines/asr/openai_transcriptions.py`);
     #: unset: the local `backend`. Its API key (may be empty; never logged), the model to ask

@@ -27,7 +27,7 @@ over the full 30 s window. What each decode's hypothesis goes through is in
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dragoman.audio.rates import SAMPLE_RATE
-from dragoman.config import ASRSettings
+from dragoman.config import ASRSettings, ChineseScript
 from dragoman.cpu import available_cores
 from dragoman.engines.asr.base import (
     ASRCapabilities,
@@ -48,6 +48,7 @@ from dragoman.engines.asr.base import (
     call_layout,
 )
 from dragoman.engines.asr.buckets import grid_window, length_buckets
+from dragoman.engines.asr.chinese_script import write
 from dragoman.engines.asr.whisper_hypothesis import DecodeItem, length_budget, take_hypothesis
 from dragoman.engines.asr.whisper_tokenizer import WhisperTokenizer
 from dragoman.engines.info import EngineInfo
@@ -114,6 +115,7 @@ class WhisperCT2Engine(ASREngine):
         parallel_calls: int = 1,
         beam_size: int = 1,
         trim: bool = True,
+        chinese_script: ChineseScript = "simplified",
     ) -> None:
         """Load a CTranslate2 Whisper folder (model.bin, config.json, tokenizer.json).
 
@@ -123,6 +125,7 @@ class WhisperCT2Engine(ASREngine):
 
         `trim=False` encodes every request over the full 30 s window, as Whisper was
         trained; it exists for comparison and is about 2-3× slower on short audio.
+        Chinese hypotheses are written in `chinese_script` (`engines.asr.chinese_script`).
         """
         import ctranslate2
         from transformers import WhisperFeatureExtractor
@@ -148,6 +151,7 @@ class WhisperCT2Engine(ASREngine):
         #: On a CPU, encoder calls of at most `_CPU_ENCODE_SECONDS` of windows (False: one call).
         self.split_encode = device == "cpu"
         self._beam_size = beam_size
+        self.chinese_script = chinese_script
         #: Encode only the audio a request has (see the module docstring); False pads to 30 s.
         self.trim = trim
         self.path = folder
@@ -362,7 +366,7 @@ class WhisperCT2Engine(ASREngine):
             return_no_speech_prob=True,
         )
         for it, prompt, out in zip(items, prompts, outputs, strict=True):
-            take_hypothesis(it, out, len(prompt), limit, window, self._clause_end, self.tokenizer.decode)
+            take_hypothesis(it, out, len(prompt), limit, window, self._clause_end, self._written(it))
         self._align([i for i, it in enumerate(items) if it.request.word_times and it.ids], items, encoded)
 
     def _align(self, wanted: list[int], items: Sequence[DecodeItem], encoded: Any) -> None:
@@ -391,15 +395,21 @@ class WhisperCT2Engine(ASREngine):
             first.setdefault(int(text_index), int(time_index))
         tok = self.tokenizer
         assert isinstance(tok, WhisperTokenizer)
+        text = self._written(it)
         words = []
         for i in range(len(it.ids)):
             token = tok.id_to_token(it.ids[i]) or ""
             if (i and not token.startswith("Ġ")) or i not in first:
                 continue
-            head = tok.decode(it.ids[:i])
+            head = text(it.ids[:i])
             if it.text.startswith(head):
                 words.append(WordStart(chars=len(head), seconds=first[i] * _GRAIN / SAMPLE_RATE))
         return tuple(words)
+
+    def _written(self, it: DecodeItem) -> Callable[[Sequence[int]], str]:
+        """The text of tokens of `it`'s hypothesis, as the engine writes its language."""
+        script, language, decode = self.chinese_script, it.language, self.tokenizer.decode
+        return lambda ids: write(decode(ids), language, script)
 
     def _clause_end(self, token_id: int) -> bool:
         ends = self._clause_ends.get(token_id)
@@ -432,4 +442,5 @@ def create(settings: ASRSettings, cache_dir: Path) -> ASREngine:
         threads=threads,
         parallel_calls=calls,
         beam_size=settings.beam_size,
+        chinese_script=settings.chinese_script,
     )
