@@ -6,12 +6,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from pydantic import ValidationError
 
 from dragoman import __version__
-from dragoman.config import SERVICES, Settings, load_settings
+from dragoman.config import SERVICES, ChineseScript, Settings, load_settings
 from dragoman.errors import DragomanError
 from dragoman.logs import configure, get_logger
 
@@ -72,6 +72,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--asr-compute-type", dest="asr.compute_type", help="CTranslate2 compute type (int8)")
     serve.add_argument("--asr-max-batch", dest="asr.max_batch", type=int, help="most steps per engine call")
+    serve.add_argument(
+        "--asr-chinese-script",
+        dest="asr.chinese_script",
+        choices=list(get_args(ChineseScript)),
+        help="the script the local Whisper writes Chinese in: simplified (default), traditional or heard",
+    )
     serve.add_argument(
         "--asr-parallel-calls",
         dest="asr.parallel_calls",

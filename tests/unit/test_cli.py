@@ -32,6 +32,8 @@ def test_flags_set_nested_settings(monkeypatch: pytest.MonkeyPatch) -> None:
             "bfloat16",
             "--mt-stale-budget",
             "12",
+            "--asr-chinese-script",
+            "traditional",
         ]
     )
     assert settings.port == 9100  # the flag wins over the environment
@@ -39,6 +41,7 @@ def test_flags_set_nested_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.mt.preset == "fastest"
     assert settings.mt.compute_type == "bfloat16"
     assert settings.mt.stale_budget == 12
+    assert settings.asr.chinese_script == "traditional"
     assert settings.transcription.chunk_seconds == 1.5
 
 
@@ -48,6 +51,12 @@ def test_config_file_is_below_the_environment(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setenv("DRAGOMAN_PORT", "7100")
     settings = settings_from(["serve", "--config", str(config)])
     assert (settings.port, settings.log_level, settings.asr.max_batch) == (7100, "debug", 4)
+
+
+def test_a_flag_with_choices_refuses_another(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["serve", "--asr-chinese-script", "cantonese"])
+    assert "invalid choice" in capsys.readouterr().err
 
 
 def test_help_shows_plain_metavars() -> None:
