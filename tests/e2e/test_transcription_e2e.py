@@ -16,6 +16,7 @@ import pytest
 from openai import AsyncOpenAI
 from prometheus_client.parser import text_string_to_metric_families
 
+from dragoman.engines.asr.chinese_script import write
 from harness.realtime_helpers import (
     Transcript,
     b64,
@@ -33,6 +34,7 @@ EN = "asr/en/en_ls-testclean_1995-1837-0001.wav"
 EN_2 = "asr/en/en_ls-devclean_1272-128104-0000.wav"
 EN_3 = "asr/en/en_ls-testclean_6930-75918-0000.flac"
 DE = "asr/de/de_fleurs_test_000.ogg"
+ZH = "asr/zh/zh_fleurs_cmn_1883.wav"
 FIRST_WORD = "asr/en/en_fleurs_test_000.ogg"
 #: A client that ends its turns with `input_audio_buffer.commit` turns the server's VAD off,
 #: as it must with OpenAI, whose transcription sessions start with `server_vad`.
@@ -137,6 +139,16 @@ async def test_german(server: Server) -> None:
     transcript = await transcribe_once(server, DE, audio={"input": {"transcription": {"language": "de"}}})
     (item,) = transcript.completed
     assert wer([reference(DE)], [item["transcript"]], language="de") <= 0.45, item["transcript"]
+    check_item(transcript, item)
+
+
+async def test_mandarin_is_written_in_simplified_characters(server: Server) -> None:
+    # Whisper base writes this clip mostly in traditional characters ("該項目於…"); every step,
+    # forced prefixes included, comes out in the server's script (asr.chinese_script).
+    transcript = await transcribe_once(server, ZH, audio={"input": {"transcription": {"language": "zh"}}})
+    (item,) = transcript.completed
+    assert write(item["transcript"], "zh", "simplified") == item["transcript"], item["transcript"]
+    assert wer([reference(ZH)], [item["transcript"]], language="zh") <= 0.3, item["transcript"]
     check_item(transcript, item)
 
 
