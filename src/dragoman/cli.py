@@ -76,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
         "--asr-chinese-script",
         dest="asr.chinese_script",
         choices=list(get_args(ChineseScript)),
-        help="the script the local Whisper writes Chinese in: simplified (default), traditional or heard",
+        help="the script Chinese transcripts are written in: simplified (default), traditional or heard",
     )
     serve.add_argument(
         "--asr-parallel-calls",

@@ -72,8 +72,8 @@ class ASRSettings(BaseModel):
     routes: dict[str, str] = Field(default_factory=dict)
     #: Most step requests one engine call may carry.
     max_batch: int = Field(default=16, ge=1)
-    #: The script of the local Whisper's Chinese transcripts (it writes Mandarin in either, as
-    #: it happens): "simplified", "traditional", or "heard" (as the model wrote it).
+    #: The script of Chinese transcripts, the local Whisper's and a remote server's (Whisper
+    #: writes Mandarin in either, as it happens): "simplified", "traditional", or "heard".
     chinese_script: ChineseScript = "simplified"
     #: A remote ASR server's OpenAI-compatible /v1 URL (another dragoman, vLLM serving Whisper,
     #: speaches, OpenAI), which then transcribes every step (`engines/asr/openai_transcriptions.py`);

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dragoman.config import load_settings
-from dragoman.engines.asr.base import PrefixMode, WordStart
+from dragoman.config import ASRSettings, load_settings
+from dragoman.engines.asr.base import PrefixMode, StepRequest, StepResult, WordStart
 from dragoman.engines.asr.openai_transcriptions import (
     BACKEND,
     OpenAITranscriptions,
@@ -276,3 +276,28 @@ def test_a_retranslation_stands_for_unmatched_prefix_words_one_for_one() -> None
     # MT (`engines/mt/chat_translation.py`): a new draft may say the accepted words otherwise.
     assert agree("Guten Morgen", "Hallo zusammen, wie geht es").text == "Guten Morgen wie geht es"
     assert agree(" national as", " a jingo poem.").text == " national as poem."
+
+
+@pytest.mark.parametrize(
+    ("script", "written"), [("simplified", "该项目于2011年完工"), ("heard", "該項目於2011年完工")]
+)
+def test_chinese_from_the_server_is_written_in_this_servers_script(
+    script: str, written: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As the local Whisper's (`asr.chinese_script`): the prefix sent before agrees with it, and
+    # the server's words still time the text's.
+    engine = OpenAITranscriptions(
+        ASRSettings(base_url="http://127.0.0.1:9/v1", chinese_script=script)  # type: ignore[arg-type]
+    )
+    heard = "該項目於2011年完工"
+    words = [{"word": c, "start": 0.1 * i, "end": 0.1 * i + 0.1} for i, c in enumerate(heard[:4])]
+    body = {"text": heard, "language": "chinese", "words": words}
+    monkeypatch.setattr(engine, "_post", lambda fields, files: body)
+    try:
+        step = StepRequest(np.zeros(16_000, np.float32), language="zh", word_times=True)
+        result = engine.transcribe(step)
+    finally:
+        engine.close()
+    assert isinstance(result, StepResult)
+    assert result.text.strip() == written
+    assert [round(w.seconds, 1) for w in result.words] == [0.0, 0.1, 0.2, 0.3]

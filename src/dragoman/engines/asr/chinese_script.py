@@ -9,7 +9,8 @@ simplified-traditional tables map characters and phrases one to one, so a conver
 keeps its length and the character offsets of its words (`StepResult.words`). A conversion
 that would change the length is not made.
 
-`asr.chinese_script`: "simplified" (the default: mainland China and Singapore, and what
+The local Whisper (`whisper_ct2`) and a remote server's answers (`openai_transcriptions`,
+whatever model wrote them) are both written so. `asr.chinese_script`: "simplified" (the default: mainland China and Singapore, and what
 the eval set's Mandarin is), "traditional" (in Taiwan's standard forms: 才, not OpenCC's
 general 纔), or "heard": as the model wrote it.
 """

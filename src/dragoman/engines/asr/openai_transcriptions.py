@@ -38,6 +38,7 @@ from dragoman.engines.asr.base import (
     StepResult,
     WordStart,
 )
+from dragoman.engines.asr.chinese_script import write
 from dragoman.engines.asr.word_agreement import (
     WordTokenizer,
     agree,
@@ -96,6 +97,8 @@ class OpenAITranscriptions(ASREngine):
             max_connections=settings.max_concurrent,
         )
         self._language_codes = _language_codes()
+        #: The script Chinese is written in here, whatever the server writes (`chinese_script`).
+        self.chinese_script = settings.chinese_script
 
     # -- the ASREngine interface ------------------------------------------------------
 
@@ -142,8 +145,10 @@ class OpenAITranscriptions(ASREngine):
         text = body.get("text")
         if not isinstance(text, str):
             raise self.server.fault("a text")
-        # Spaced as a local Whisper's text is: the window's text follows the sealed text.
-        hypothesis = with_space(text)
+        language = self._language(body.get("language")) or request.language
+        # Spaced as a local Whisper's text is: the window's text follows the sealed text, and
+        # its Chinese written as the local Whisper's, so that the prefix agrees with it.
+        hypothesis = with_space(write(text, language, self.chinese_script))
         agreement = agree(request.prefix, hypothesis, by_letters=True)
         if agreement.disagreed:
             log.debug(
@@ -152,12 +157,17 @@ class OpenAITranscriptions(ASREngine):
         segments = [s for s in body.get("segments") or [] if isinstance(s, dict)]
         words: tuple[WordStart, ...] = ()
         if request.word_times:
-            times = word_times(hypothesis, body.get("words") or [])
+            said = [
+                {**w, "word": write(str(w.get("word", "")), language, self.chinese_script)}
+                for w in body.get("words") or []
+                if isinstance(w, dict)
+            ]
+            times = word_times(hypothesis, said)
             timed = [(chars, times[index]) for chars, index in agreement.words]
             words = _ordered(WordStart(chars, at) for chars, at in timed if at is not None)
         return StepResult(
             text=agreement.text,
-            language=self._language(body.get("language")) or request.language,
+            language=language,
             words=words,
             avg_logprob=_mean(s.get("avg_logprob") for s in segments),
             no_speech_prob=_mean(s.get("no_speech_prob") for s in segments),
