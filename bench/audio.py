@@ -61,10 +61,11 @@ class Clip:
 
     row: EvalRow
     parts: tuple[Audio, ...]
+    rate: int = RATE
 
     @property
     def seconds(self) -> float:
-        return sum(len(p) for p in self.parts) / RATE
+        return sum(len(p) for p in self.parts) / self.rate
 
 
 def eval_rows(language: str | None = None) -> list[EvalRow]:
@@ -89,16 +90,19 @@ def load(row: EvalRow, rate: int = RATE) -> Audio:
     return np.ascontiguousarray(load_audio(row.file, rate, row.channel), dtype=np.float32)
 
 
-def split(audio: Audio, cap_seconds: float) -> tuple[Audio, ...]:
-    """`audio` in equal consecutive parts of at most `cap_seconds` each."""
-    cap = int(cap_seconds * RATE)
+def split(audio: Audio, cap_seconds: float, rate: int = RATE) -> tuple[Audio, ...]:
+    """`audio` (at `rate`) in equal consecutive parts of at most `cap_seconds` each."""
+    cap = int(cap_seconds * rate)
     count = max(1, math.ceil(len(audio) / cap))
     size = math.ceil(len(audio) / count)
     return tuple(audio[start : start + size] for start in range(0, len(audio), size))
 
 
-def wer_clips(cap_seconds: float, *, shortest: float = 0.0, longest: float = math.inf) -> list[Clip]:
-    """The English rows with a human reference, shortest first, those past the cap split at it.
+def wer_clips(
+    cap_seconds: float, *, shortest: float = 0.0, longest: float = math.inf, rate: int = RATE
+) -> list[Clip]:
+    """The English rows with a human reference at `rate`, shortest first, those past the cap
+    split at it.
 
     `shortest` / `longest` keep only recordings of that many seconds (a quick subset).
     """
@@ -106,7 +110,7 @@ def wer_clips(cap_seconds: float, *, shortest: float = 0.0, longest: float = mat
         r for r in eval_rows("en") if r.reference.strip() and not r.weak and shortest <= r.duration <= longest
     ]
     rows.sort(key=lambda r: r.duration)
-    return [Clip(row, split(load(row), cap_seconds)) for row in rows]
+    return [Clip(row, split(load(row, rate), cap_seconds, rate), rate) for row in rows]
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,17 @@
 """Soak and abuse run against one real server: `python -m bench.soak [--minutes 10] [--abuse]`.
 
-One `dragoman serve --services transcription mt agent` on a free loopback port, and for
-`--minutes` concurrent sessions of real speech that reconnect (a new session every
+One `dragoman serve --services transcription mt agent interpreter` on a free loopback port,
+and for `--minutes` concurrent sessions of real speech that reconnect (a new session every
 `--reconnect-every` utterances, sentences or turns): transcription (recordings of
-../shared/eval/asr.tsv at real-time pace), MT (FLORES sentences fed word by word) and the
-voice agent (text turns, and every third turn spoken). The clients are in
-`bench/soak_clients.py`.
+../shared/eval/asr.tsv at real-time pace), MT (FLORES sentences fed word by word), the
+voice agent (text turns, and every third turn spoken) and the interpreter (the same
+recordings spoken on and on into a translation session). The clients are in
+`bench/soak_clients.py` and `bench/soak_interpreter.py`.
 
 Reported: the server's RSS slope (least squares over samples of /proc/<pid>/status VmRSS),
 errors by code (server_error must be 0), lost items (every committed transcription item must
 reach `.completed`, every MT final its final translation, every agent response its
-`response.done`), and p95 latency in the first against the last fifth of the run.
+`response.done`, every recording the interpreter heard some translation), and p95 latency in the first against the last fifth of the run.
 
 `--abuse` splits the run into ten windows, calm and abuse in turn (each fifth is one of
 each): in the abuse windows flooders append `--flood-speed` × faster than real time,
@@ -42,6 +43,7 @@ import numpy as np
 
 from bench import server as dragoman_server
 from bench import soak_clients as clients
+from bench import soak_interpreter
 from bench.asr_streaming import log, table
 from bench.audio import Audio, eval_rows, load, wer_clips
 from bench.soak_clients import Recorder, Schedule
@@ -60,8 +62,10 @@ KINDS = (
     ("mt final", "MT final: is_final update → its translation"),
     ("agent text", "agent text turn: response.create → response.done"),
     ("agent spoken", "agent spoken turn: end of speech sent → response.done"),
+    ("interpreter first text", "interpreter: a recording's first append → its first translated text"),
+    ("interpreter end lag", "interpreter: a recording's last append → its last translated text"),
 )
-WELL_BEHAVED = ("transcription", "mt", "agent")
+WELL_BEHAVED = ("transcription", "mt", "agent", "interpreter")
 #: Each abuser, and what it must be told (MT protocol v1 has four codes: bad_protocol for both there).
 EXPECTED = {
     "flooder": "input_audio_buffer_backlog",
@@ -80,6 +84,7 @@ class Plan:
     transcription: int
     mt: int
     agent: int
+    interpreter: int
     flooders: int
     oversize: int
     idle: int
@@ -97,6 +102,7 @@ class Plan:
             "transcription",
             "mt",
             "agent",
+            "interpreter",
             "--num-pipelines",
             str(max(2, self.agent + 1)),
             "--max-transcription-sessions",
@@ -186,13 +192,16 @@ class Material:
     utterances: list[Audio]
     speech: list[Audio]
     sentences: list[str]
+    #: The utterances at the interpreter's 24 kHz.
+    talk: list[Audio]
 
 
 def material() -> Material:
     utterances = [part for clip in wer_clips(UTTERANCE_CAP_S) for part in clip.parts]
     rows = {row.file: row for row in eval_rows("en")}
     speech = [load(rows[file], clients.AGENT_RATE) for file in AGENT_SPEECH]
-    return Material(utterances, speech, clients.flores_sentences(FLORES))
+    talk = [part for clip in wer_clips(UTTERANCE_CAP_S, rate=soak_interpreter.RATE) for part in clip.parts]
+    return Material(utterances, speech, clients.flores_sentences(FLORES), talk)
 
 
 async def soak(plan: Plan, server: Server, stuff: Material) -> tuple[Recorder, list[Sample]]:
@@ -213,6 +222,9 @@ async def soak(plan: Plan, server: Server, stuff: Material) -> tuple[Recorder, l
         work.append(clients.translator(mt, rec, i, stuff.sentences, plan.reconnect_every))
     for i in range(plan.agent):
         work.append(clients.agent(realtime, rec, i, stuff.speech, plan.reconnect_every + 2))
+    translations = f"{server.ws}/v1/realtime/translations?model={soak_interpreter.MODEL}"
+    for i in range(plan.interpreter):
+        work.append(soak_interpreter.interpreter(translations, rec, i, stuff.talk, plan.reconnect_every))
     if plan.abuse:
         for i in range(plan.flooders):
             work.append(clients.flooder(transcription, rec, i, stuff.utterances, plan.flood_speed))
@@ -299,7 +311,9 @@ def report_items(rec: Recorder) -> None:
     print(
         "Requests that must each be answered: transcription commits (acknowledged by "
         "`input_audio_buffer.committed`, answered by `.completed`), MT finals (answered by their "
-        "final translation), agent responses (`response.created` → `response.done`). Lost = "
+        "final translation), agent responses (`response.created` → `response.done`), interpreter "
+        "recordings (acknowledged by some source transcript in the recording's window, answered by "
+        "some translated text there; bench/soak_interpreter.py). Lost = "
         "acknowledged − answered − failed, counted when the client leaves (it waits up to "
         f"{clients.DRAIN_S:.0f} s for what it is owed). Flooders leave with items still queued on "
         "purpose, so theirs are not counted as lost.\n"
@@ -336,6 +350,10 @@ def report_items(rec: Recorder) -> None:
     print(table(headers, rows))
     if rec.statuses:
         print(f"\nAgent responses by status: {dict(rec.statuses)}.")
+    for name, values in rec.ratios.items():
+        print(
+            f"\n{name}, per session: min {min(values):.2f}, p50 {p(values, 50):.2f}, max {max(values):.2f}."
+        )
     if rec.refused:
         print("\nConnections that failed to open: " + "; ".join(f"{k} ×{v}" for k, v in rec.refused.items()))
     print()
@@ -460,6 +478,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--transcription", type=int, default=3, help="transcription clients (3)")
     parser.add_argument("--mt", type=int, default=1, help="MT clients (1)")
     parser.add_argument("--agent", type=int, default=1, help="voice-agent clients (1)")
+    parser.add_argument("--interpreter", type=int, default=1, help="interpreter clients (1)")
     parser.add_argument("--flooders", type=int, default=2)
     parser.add_argument("--oversize", type=int, default=1)
     parser.add_argument("--idle", type=int, default=3)
@@ -479,6 +498,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.transcription,
         args.mt,
         args.agent,
+        args.interpreter,
         args.flooders,
         args.oversize,
         args.idle,
@@ -526,7 +546,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{plan.transcription} transcription (real-time pace, 100 ms appends, {plan.reconnect_every} "
         f"utterances per session), {plan.mt} MT (2.6 words/s, {plan.reconnect_every} sentences per "
         f"session, en→de/it/zh), {plan.agent} agent ({plan.reconnect_every + 2} turns per session, "
-        "text answers of at most 60 tokens, every third turn spoken); plain `websockets` clients "
+        "text answers of at most 60 tokens, every third turn spoken), "
+        f"{plan.interpreter} interpreter ({plan.reconnect_every} recordings per session at real-time "
+        f"pace, {soak_interpreter.PAUSE_S:g} s of silence after each, into de/it/zh); plain `websockets` clients "
         f"(bench/soak_clients.py). Audio: {len(stuff.utterances)} utterances of the English rows of "
         f"asr.tsv (cut at {UTTERANCE_CAP_S:g} s); MT: {len(stuff.sentences)} FLORES devtest sentences.\n"
     )

@@ -141,6 +141,8 @@ class Recorder:
     idle_closes: defaultdict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     #: Agent response statuses.
     statuses: Counter[str] = field(default_factory=Counter)
+    #: Per-session ratios worth a line in the report (the interpreter's audio out / in).
+    ratios: defaultdict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     #: Unexpected happenings worth a line in the report.
     notes: list[str] = field(default_factory=list)
 

@@ -1,0 +1,196 @@
+"""The soak's interpreter client (`python -m bench.soak --interpreter N`).
+
+A speaker who talks on and on: `/v1/realtime/translations` (OpenAI's translation session),
+English recordings at real-time pace in 200 ms appends of 24 kHz PCM16, each followed by
+`PAUSE_S` of silence sent as audio ("Silence between phrases keeps arriving as audio"),
+`every` recordings a session, then `session.close` and its `session.closed`. The target
+language turns over de, it, zh with each session.
+
+What arrives is placed in the window of the recording being spoken when it came, from the
+recording's first append to the next one's (the last window runs to `session.closed`), so the
+pause must outlast the translation's end lag. Per recording:
+
+* latency `interpreter first text`: its first append → its first translated text;
+* latency `interpreter end lag`: its last append → its last translated text;
+* the tally: sent (recordings), acknowledged (some source transcript came in its window),
+  answered (some translated text came); a recording heard but never translated is lost.
+
+Translated audio must stay on the input's clock: no kind of delta's `elapsed_ms` goes back, and a session
+speaks at most as long as it listened (output audio seconds / input seconds, reported).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import itertools
+import json
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from websockets.asyncio.client import ClientConnection
+
+from bench.audio import Audio
+from bench.soak_clients import DRAIN_S, Recorder, Tally, finish, read_events, reconnecting, wait_for
+
+RATE = 24_000
+FRAME_S = 0.2
+PAUSE_S = 5.0
+TARGETS = ("de", "it", "zh")
+MODEL = "gpt-realtime-translate"
+
+
+@dataclass
+class Window:
+    """One recording's span of the session and what arrived in it (monotonic seconds)."""
+
+    began: float
+    speech_end: float | None = None
+    source_chars: int = 0
+    text: str = ""
+    first_text: float | None = None
+    last_text: float | None = None
+
+
+@dataclass
+class InterpreterSession:
+    """One translation connection's windows and the checks on its output audio."""
+
+    rec: Recorder
+    tally: Tally
+    windows: list[Window] = field(default_factory=list)
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    closed: asyncio.Event = field(default_factory=asyncio.Event)
+    audio_out_s: float = 0.0
+    audio_in_s: float = 0.0
+    #: The newest `elapsed_ms` of each kind of delta, and the deltas that came with an older one.
+    last_elapsed_ms: dict[str, int] = field(default_factory=dict)
+    clock_went_back: Counter[str] = field(default_factory=Counter)
+
+    def begin(self, now: float) -> Window:
+        window = Window(now)
+        self.windows.append(window)
+        self.tally.sent += 1
+        return window
+
+    def handle(self, now: float, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind in ("session.created", "session.updated"):
+            self.ready.set()
+        elif kind == "session.closed":
+            self.closed.set()
+        elif kind == "error":
+            self.ready.set()  # an update refused: the session goes on with what it has
+        if not kind or not kind.endswith(".delta"):
+            return
+        elapsed = int(event.get("elapsed_ms", 0))
+        if elapsed < self.last_elapsed_ms.get(kind, -1):
+            self.clock_went_back[kind] += 1
+        self.last_elapsed_ms[kind] = max(self.last_elapsed_ms.get(kind, -1), elapsed)
+        if kind == "session.output_audio.delta":
+            self.audio_out_s += (
+                len(base64.b64decode(event["delta"])) / 2 / int(event.get("sample_rate", RATE))
+            )
+            return
+        if not self.windows:
+            return
+        window = self.windows[-1]
+        if kind == "session.input_transcript.delta":
+            window.source_chars += len(event["delta"].strip())
+        elif kind == "session.output_transcript.delta" and event["delta"].strip():
+            window.text += event["delta"]
+            window.first_text = window.first_text if window.first_text is not None else now
+            window.last_text = now
+
+    def settle(self) -> list[str]:
+        """Tally the windows and record their latencies; a line for each recording lost."""
+        lost = []
+        for k, window in enumerate(self.windows):
+            if window.source_chars:
+                self.tally.accepted += 1
+            if window.first_text is not None and window.last_text is not None:
+                self.tally.answered += 1
+                self.rec.latency("interpreter first text", window.began, window.first_text - window.began)
+                if window.speech_end is not None:
+                    self.rec.latency(
+                        "interpreter end lag", window.began, window.last_text - window.speech_end
+                    )
+            elif window.source_chars:
+                lost.append(f"recording {k} heard ({window.source_chars} characters) but not translated")
+        return lost
+
+
+def frames(audio: Audio) -> list[str]:
+    """`audio` as `session.input_audio_buffer.append` events of `FRAME_S` each."""
+    pcm = (np.clip(audio, -1.0, 1.0) * 32767).astype("<i2")
+    step = int(RATE * FRAME_S)
+    return [
+        json.dumps(
+            {
+                "type": "session.input_audio_buffer.append",
+                "audio": base64.b64encode(pcm[start : start + step].tobytes()).decode("ascii"),
+            }
+        )
+        for start in range(0, len(pcm), step)
+    ]
+
+
+async def send_at_pace(ws: ClientConnection, events: Sequence[str]) -> None:
+    """The appends at real time, on an absolute schedule (a late send does not push the rest)."""
+    began = time.monotonic()
+    for n, event in enumerate(events):
+        await asyncio.sleep(max(0.0, began + n * FRAME_S - time.monotonic()))
+        await ws.send(event)
+
+
+async def interpreter(url: str, rec: Recorder, index: int, recordings: Sequence[Audio], every: int) -> None:
+    """One speaker, reconnecting every `every` recordings, until the run is over."""
+    role = "interpreter"
+    order = itertools.islice(itertools.cycle(range(len(recordings))), index * 5, None)
+    pause = frames(np.zeros(int(RATE * PAUSE_S), np.float32))
+    sessions = itertools.count(index)
+
+    async def session(ws: ClientConnection, tally: Tally) -> None:
+        state = InterpreterSession(rec, tally)
+        target = TARGETS[next(sessions) % len(TARGETS)]
+        reader = asyncio.create_task(read_events(ws, rec, role, state.handle))
+        try:
+            update = {
+                "type": "session.update",
+                "session": {
+                    "audio": {
+                        "output": {"language": target},
+                        "input": {"transcription": {"model": "whisper"}},
+                    }
+                },
+            }
+            await ws.send(json.dumps(update))
+            if not await wait_for(state.ready, reader, 60):
+                rec.note(f"{role} #{index}: no session.updated")
+                return
+            for _ in range(every):
+                if rec.schedule.over():
+                    break
+                audio = recordings[next(order)]
+                window = state.begin(time.monotonic())
+                await send_at_pace(ws, frames(audio))
+                window.speech_end = time.monotonic()
+                state.audio_in_s += len(audio) / RATE + PAUSE_S
+                await send_at_pace(ws, pause)
+            await ws.send(json.dumps({"type": "session.close"}))
+            if not await wait_for(state.closed, reader, DRAIN_S):
+                rec.note(f"{role} #{index}: no session.closed in {DRAIN_S:.0f} s after session.close")
+        finally:
+            await finish(ws, reader)
+            for line in state.settle():
+                rec.note(f"{role} #{index} ({target}): {line}")
+            if state.clock_went_back:
+                rec.note(f"{role} #{index}: elapsed_ms went back: {dict(state.clock_went_back)}")
+            if state.audio_in_s:
+                rec.ratios["interpreter audio out / in"].append(state.audio_out_s / state.audio_in_s)
+
+    await reconnecting(url, rec, role, index, session)
