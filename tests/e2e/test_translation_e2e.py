@@ -6,7 +6,7 @@ A real English FLEURS clip (../shared/eval/speech_translation.tsv) is streamed a
 time; its translation is scored against the FLORES reference (chrF: a pipeline that loses the
 speech, copies the English or translates into the wrong language fails), and spoken in
 200 ms frames. Bad input: a wrong format, an unknown language, an unknown model, audio after
-`session.close`, and a language switch while someone speaks.
+`session.close`, a language switch while someone speaks, and a flood next to a live session.
 """
 
 from __future__ import annotations
@@ -290,6 +290,53 @@ async def test_a_language_switch_mid_speech_applies_from_the_next_segment(server
     italian_first = sacrebleu.corpus_chrf([text], [[first["ita"] + " " + second["ita"]]]).score
     all_german = sacrebleu.corpus_chrf([text], [[first["deu"] + " " + second["deu"]]]).score
     assert german_first > max(italian_first, all_german), (text, german_first, italian_first, all_german)
+
+
+async def test_a_flood_next_to_a_live_session_is_refused_past_its_burst(server: Server) -> None:
+    """30 s of audio sent at once into one translation session while another streams at real
+    time: past the 10 s burst (`audio_burst_s`) the flood's appends are refused with an `error`
+    (`input_audio_buffer_backlog`), its socket is still read (an update is answered), and the
+    live session's speech is translated."""
+    row = clip(3)
+    live_audio = clip_audio(row)
+    flood_audio = np.concatenate([load_audio(clip(0)["file"], RATE)] * 4)[: 30 * RATE]
+    streaming = asyncio.Event()
+
+    async def live() -> Heard:
+        heard = Heard()
+        async with client(server).realtime.translations.connect(model="gpt-realtime-translate") as conn:
+            await read(conn, heard, lambda e: e["type"] == "session.created", 30)
+            await conn.session.update(
+                session={
+                    "audio": {"output": {"language": "de"}, "input": {"transcription": {"model": "whisper"}}}
+                }
+            )
+            reader = asyncio.create_task(read(conn, heard, lambda e: e["type"] == "session.closed", 300))
+            await stream(conn, live_audio[:RATE], pace=1.0)
+            streaming.set()  # a second at real-time pace: the server counts this session live
+            await stream(conn, live_audio[RATE:], pace=1.0)
+            await conn.session.close()
+            await reader
+        return heard
+
+    async def flood() -> Heard:
+        await asyncio.wait_for(streaming.wait(), 60)
+        heard = Heard()
+        async with client(server).realtime.translations.connect(model="gpt-realtime-translate") as conn:
+            await read(conn, heard, lambda e: e["type"] == "session.created", 30)
+            for start in range(0, len(flood_audio), RATE):
+                await conn.session.input_audio_buffer.append(audio=b64(flood_audio[start : start + RATE]))
+            await conn.session.update(session={"audio": {"output": {"language": "it"}}})
+            await read(conn, heard, lambda e: e["type"] == "session.updated", 60)
+        return heard
+
+    spoken, flooded = await asyncio.gather(live(), flood())
+    refused = [e for e in flooded.errors() if e["code"] == "input_audio_buffer_backlog"]
+    assert refused and "faster than real time" in refused[0]["message"], flooded.errors()
+    assert len(refused) < 30, "the first seconds of its burst were taken"
+    assert not spoken.errors(), spoken.errors()
+    source = spoken.text("session.input_transcript.delta")
+    await assert_translates(server, row, source, spoken.text("session.output_transcript.delta"))
 
 
 async def test_an_ephemeral_key_opens_one_translation_session_with_its_config(server: Server) -> None:
