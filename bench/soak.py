@@ -93,6 +93,7 @@ class Plan:
     idle_timeout: float
     max_message_bytes: int
     sample_seconds: float
+    log_level: str = "info"
 
     def serve_args(self) -> list[str]:
         mt_sessions = max(4, self.mt + self.oversize + self.idle + 1)
@@ -114,7 +115,7 @@ class Plan:
             "--max-message-bytes",
             str(self.max_message_bytes),
             "--log-level",
-            "info",
+            self.log_level,
         ]
 
 
@@ -490,6 +491,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-message-bytes", type=int, default=1024 * 1024, help="the server's")
     parser.add_argument("--sample-seconds", type=float, default=5.0, help="RSS sampling period")
     parser.add_argument("--log", type=Path, help="the server's log file (default: a temporary folder)")
+    parser.add_argument(
+        "--log-level", default="info", help="the server's (debug: each translation session's timeline)"
+    )
     parser.add_argument("--dump", type=Path, help="write the RSS samples and latencies there (JSON)")
     args = parser.parse_args(argv)
     plan = Plan(
@@ -507,6 +511,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.idle_timeout,
         args.max_message_bytes,
         args.sample_seconds,
+        args.log_level,
     )
     log_path = args.log or Path(tempfile.mkdtemp(prefix="dragoman-soak-")) / "dragoman.log"
     command = " ".join(["python -m bench.soak", *(sys.argv[1:] if argv is None else argv)])

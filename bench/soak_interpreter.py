@@ -7,8 +7,10 @@ English recordings at real-time pace in 200 ms appends of 24 kHz PCM16, each fol
 language turns over de, it, zh with each session.
 
 What arrives is placed in the window of the recording being spoken when it came, from the
-recording's first append to the next one's (the last window runs to `session.closed`), so the
-pause must outlast the translation's end lag. Per recording:
+recording's first append to the next one's (the last window runs to `session.closed`); but
+translated text that comes while an earlier recording that was heard has none yet is that
+one's: the translation follows the order of the speech, and under load it may come after the
+next recording began (its end lag then counts to its first late text). Per recording:
 
 * latency `interpreter first text`: its first append → its first translated text;
 * latency `interpreter end lag`: its last append → its last translated text;
@@ -102,6 +104,9 @@ class InterpreterSession:
         if kind == "session.input_transcript.delta":
             window.source_chars += len(event["delta"].strip())
         elif kind == "session.output_transcript.delta" and event["delta"].strip():
+            # The translation comes in the order of the speech: text while an earlier recording
+            # that was heard has none yet is that one's, come late (a load past the pause).
+            window = next((w for w in self.windows if w.source_chars and w.first_text is None), window)
             window.text += event["delta"]
             window.first_text = window.first_text if window.first_text is not None else now
             window.last_text = now
@@ -120,7 +125,7 @@ class InterpreterSession:
                         "interpreter end lag", window.began, window.last_text - window.speech_end
                     )
             elif window.source_chars:
-                lost.append(f"recording {k} heard ({window.source_chars} characters) but not translated")
+                lost.append(f"recording {k} heard ({window.source_chars} characters) but never translated")
         return lost
 
 

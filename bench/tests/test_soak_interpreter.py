@@ -58,6 +58,21 @@ def test_a_recording_heard_but_never_translated_is_lost() -> None:
     assert (state.tally.sent, state.tally.accepted, state.tally.answered, state.tally.lost) == (2, 1, 0, 1)
 
 
+def test_a_translation_that_comes_after_the_next_recording_began_is_the_earlier_ones() -> None:
+    state = session()
+    first = state.begin(0.0)
+    state.handle(2.0, delta("input_transcript", "Six times ten", 2000))
+    first.speech_end = 4.0
+    second = state.begin(9.0)  # a load past the pause: nothing translated yet
+    state.handle(9.5, delta("output_transcript", "Sechs mal zehn.", 9400))
+    state.handle(11.0, delta("input_transcript", " is sixty.", 11000))
+    state.handle(14.0, delta("output_transcript", " Ist sechzig.", 14000))
+
+    assert state.settle() == []
+    assert (first.text, second.text) == ("Sechs mal zehn.", " Ist sechzig.")
+    assert {(s.kind, s.at): s.seconds for s in state.rec.latencies}[("interpreter end lag", 0.0)] == 5.5
+
+
 def test_each_kind_of_delta_keeps_its_own_clock() -> None:
     state = session()
     state.begin(0.0)
