@@ -431,7 +431,7 @@ def report_memory(
             f"{last.rss_mb:.0f}",
             f"{slope(run):+.2f}",
             f"{slope(warm):+.2f}",
-            f"{first.threads} → {last.threads}",
+            f"{first.threads} → {last.threads} (max {max(s.threads for s in samples)})",
             f"{first.fds} → {last.fds}",
         ]
     ]
