@@ -62,7 +62,7 @@ KINDS = (
     ("mt final", "MT final: is_final update → its translation"),
     ("agent text", "agent text turn: response.create → response.done"),
     ("agent spoken", "agent spoken turn: end of speech sent → response.done"),
-    ("interpreter first text", "interpreter: a recording's first append → its first translated text"),
+    ("interpreter first text", "interpreter: a recording's speech start → its first translated text"),
     ("interpreter end lag", "interpreter: a recording's last append → its last translated text"),
 )
 WELL_BEHAVED = ("transcription", "mt", "agent", "interpreter")

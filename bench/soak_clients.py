@@ -214,19 +214,23 @@ async def finish(ws: ClientConnection, reader: asyncio.Task[None]) -> None:
         reader.cancel()
 
 
-def append(audio: Audio) -> str:
-    return json.dumps({"type": "input_audio_buffer.append", "audio": b64(audio)})
+#: The realtime API's append; a translation session's is `session.input_audio_buffer.append`.
+APPEND = "input_audio_buffer.append"
+
+
+def append(audio: Audio, kind: str = APPEND) -> str:
+    return json.dumps({"type": kind, "audio": b64(audio)})
 
 
 async def send_paced(
-    ws: ClientConnection, audio: Audio, rate: int, piece_s: float, speed: float = 1.0
+    ws: ClientConnection, audio: Audio, rate: int, piece_s: float, speed: float = 1.0, kind: str = APPEND
 ) -> float:
     """Append `audio` in `piece_s` pieces on an absolute schedule, `speed` × real time; when done."""
     step = int(rate * piece_s)
     began = time.monotonic()
     for n, start in enumerate(range(0, len(audio), step)):
         await asyncio.sleep(max(0.0, began + (n + 1) * piece_s / speed - time.monotonic()))
-        await ws.send(append(audio[start : start + step]))
+        await ws.send(append(audio[start : start + step], kind))
     return time.monotonic()
 
 

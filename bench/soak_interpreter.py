@@ -12,7 +12,8 @@ translated text that comes while an earlier recording that was heard has none ye
 one's: the translation follows the order of the speech, and under load it may come after the
 next recording began (its end lag then counts to its first late text). Per recording:
 
-* latency `interpreter first text`: its first append → its first translated text;
+* latency `interpreter first text`: its speech began (its first 200 ms append goes when a
+  microphone would have that frame) → its first translated text;
 * latency `interpreter end lag`: its last append → its last translated text;
 * the tally: sent (recordings), acknowledged (some source transcript came in its window),
   answered (some translated text came); a recording heard but never translated is lost.
@@ -37,13 +38,23 @@ import numpy as np
 from websockets.asyncio.client import ClientConnection
 
 from bench.audio import Audio
-from bench.soak_clients import DRAIN_S, Recorder, Tally, finish, read_events, reconnecting, wait_for
+from bench.soak_clients import (
+    DRAIN_S,
+    Recorder,
+    Tally,
+    finish,
+    read_events,
+    reconnecting,
+    send_paced,
+    wait_for,
+)
 
 RATE = 24_000
 FRAME_S = 0.2
 PAUSE_S = 5.0
 TARGETS = ("de", "it", "zh")
 MODEL = "gpt-realtime-translate"
+APPEND = "session.input_audio_buffer.append"
 
 
 @dataclass
@@ -129,34 +140,11 @@ class InterpreterSession:
         return lost
 
 
-def frames(audio: Audio) -> list[str]:
-    """`audio` as `session.input_audio_buffer.append` events of `FRAME_S` each."""
-    pcm = (np.clip(audio, -1.0, 1.0) * 32767).astype("<i2")
-    step = int(RATE * FRAME_S)
-    return [
-        json.dumps(
-            {
-                "type": "session.input_audio_buffer.append",
-                "audio": base64.b64encode(pcm[start : start + step].tobytes()).decode("ascii"),
-            }
-        )
-        for start in range(0, len(pcm), step)
-    ]
-
-
-async def send_at_pace(ws: ClientConnection, events: Sequence[str]) -> None:
-    """The appends at real time, on an absolute schedule (a late send does not push the rest)."""
-    began = time.monotonic()
-    for n, event in enumerate(events):
-        await asyncio.sleep(max(0.0, began + n * FRAME_S - time.monotonic()))
-        await ws.send(event)
-
-
 async def interpreter(url: str, rec: Recorder, index: int, recordings: Sequence[Audio], every: int) -> None:
     """One speaker, reconnecting every `every` recordings, until the run is over."""
     role = "interpreter"
     order = itertools.islice(itertools.cycle(range(len(recordings))), index * 5, None)
-    pause = frames(np.zeros(int(RATE * PAUSE_S), np.float32))
+    pause = np.zeros(int(RATE * PAUSE_S), np.float32)
     sessions = itertools.count(index)
 
     async def session(ws: ClientConnection, tally: Tally) -> None:
@@ -182,10 +170,9 @@ async def interpreter(url: str, rec: Recorder, index: int, recordings: Sequence[
                     break
                 audio = recordings[next(order)]
                 window = state.begin(time.monotonic())
-                await send_at_pace(ws, frames(audio))
-                window.speech_end = time.monotonic()
+                window.speech_end = await send_paced(ws, audio, RATE, FRAME_S, kind=APPEND)
                 state.audio_in_s += len(audio) / RATE + PAUSE_S
-                await send_at_pace(ws, pause)
+                await send_paced(ws, pause, RATE, FRAME_S, kind=APPEND)
             await ws.send(json.dumps({"type": "session.close"}))
             if not await wait_for(state.closed, reader, DRAIN_S):
                 rec.note(f"{role} #{index}: no session.closed in {DRAIN_S:.0f} s after session.close")

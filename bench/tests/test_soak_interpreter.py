@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from bench.soak_clients import Recorder, Schedule, Tally
-from bench.soak_interpreter import FRAME_S, RATE, InterpreterSession, frames
+from bench.soak_clients import Recorder, Schedule, Tally, append
+from bench.soak_interpreter import APPEND, FRAME_S, RATE, InterpreterSession
 
 
 def session() -> InterpreterSession:
@@ -88,10 +88,9 @@ def test_each_kind_of_delta_keeps_its_own_clock() -> None:
     assert state.audio_out_s == pytest.approx(FRAME_S)
 
 
-def test_frames_are_200_ms_appends_of_pcm16() -> None:
-    events = [json.loads(e) for e in frames(np.full(int(RATE * 0.5), 0.5, np.float32))]
+def test_the_appends_are_the_translation_sessions_own_event_of_pcm16() -> None:
+    event = json.loads(append(np.full(int(RATE * FRAME_S), 0.5, np.float32), APPEND))
 
-    assert [e["type"] for e in events] == ["session.input_audio_buffer.append"] * 3
-    sizes = [len(base64.b64decode(e["audio"])) for e in events]
-    assert sizes == [2 * int(RATE * FRAME_S)] * 2 + [2 * int(RATE * 0.1)]
-    assert np.frombuffer(base64.b64decode(events[0]["audio"]), "<i2")[0] == 16383
+    assert event["type"] == "session.input_audio_buffer.append"
+    pcm = np.frombuffer(base64.b64decode(event["audio"]), "<i2")
+    assert len(pcm) == int(RATE * FRAME_S) and pcm[0] == 16384
