@@ -11,7 +11,8 @@ and runs it:
 Planning inside the turn means a job is built from the session's latest state
 when the engine is about to be free, not when it was queued, so an MT session
 whose partial updates arrive faster than the engine drafts never pays for a stale
-one. A worker runs one engine in one thread, so calls never overlap:
+one. A worker runs one engine in threads of its own, one per lane (`threads.py`), so a
+worker's calls overlap only as far as its lanes allow:
 
 - `BatchingWorker` grants turns at once and gathers what is queued into one call
   whenever the engine is free ("each step is an ordinary request, so sessions
@@ -36,7 +37,7 @@ Both count their calls in `activity.ACTIVITY` while they run, so the embedded LL
 tell whether any other engine computes beside it (`engines.llama_threads`).
 
 The modules: `calls.py` (what a call carries: priority, cancel token, pieces, the hang
-watch), `batching.py`, `serial.py`, `housekeeping.py`, `activity.py`.
+watch), `batching.py`, `serial.py`, `threads.py`, `housekeeping.py`, `activity.py`.
 """
 
 from dragoman.engines.workers.batching import BatchingWorker, WorkerStats

@@ -11,16 +11,15 @@ from collections.abc import AsyncIterator, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from dragoman.engines.workers.activity import ACTIVITY
 from dragoman.engines.workers.calls import (
     Beat,
     CancelToken,
     JobCancelled,
     Priority,
-    abandon,
     await_call,
     timed_out,
 )
+from dragoman.engines.workers.threads import EngineThreads
 from dragoman.errors import ClientError, EngineFailure
 from dragoman.logs import get_logger, log_failure
 
@@ -108,6 +107,7 @@ class BatchingWorker(Generic[RequestT, ResultT]):
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        self._threads = EngineThreads(name, lanes)
         self._n = _Counters()
 
     @property
@@ -142,6 +142,7 @@ class BatchingWorker(Generic[RequestT, ResultT]):
             with contextlib.suppress(asyncio.CancelledError):
                 await running
         self._calls.clear()
+        self._threads.close()
         for pending in leftover:
             if not pending.future.done():
                 pending.future.set_exception(EngineFailure(f"the {self.name} worker closed first"))
@@ -277,13 +278,13 @@ class BatchingWorker(Generic[RequestT, ResultT]):
         limits = [p.timeout_s for p in batch]
         timeout_s = None if None in limits else max(t for t in limits if t is not None)
         requests = [p.request for p in batch]
-        call = asyncio.ensure_future(asyncio.to_thread(ACTIVITY.counted(lambda: self._call(requests))))
+        call = self._threads.run(lambda: self._call(requests))
         try:
             try:
                 results = await await_call(call, timeout_s, Beat())
             except TimeoutError:
                 # The thread is left to end on its own; the next batch runs beside it.
-                abandon(call)
+                self._threads.abandon(call)
                 n.failures += 1
                 sessions = sorted({self._tags(p.request).get("session", "") for p in batch})
                 error = timed_out(self.name, timeout_s, batch=len(batch), sessions=sessions)

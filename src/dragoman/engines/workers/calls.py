@@ -144,11 +144,6 @@ async def await_call(future: asyncio.Future[T], timeout_s: float | None, beat: B
             return future.result()
 
 
-def abandon(future: asyncio.Future[Any]) -> None:
-    """Leave a hung call's thread to end on its own; what it raises then is nobody's."""
-    future.add_done_callback(lambda done: done.cancelled() or done.exception())
-
-
 def timed_out(name: str, timeout_s: float | None, **fields: Any) -> EngineFailure:
     """The error of a hung call, logged under its error id."""
     error = EngineFailure(f"the {name} engine did not answer within {timeout_s:g} s")

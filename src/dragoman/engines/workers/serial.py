@@ -10,17 +10,16 @@ import itertools
 from collections.abc import AsyncIterator, Callable
 from typing import Generic, TypeVar
 
-from dragoman.engines.workers.activity import ACTIVITY
 from dragoman.engines.workers.calls import (
     CLOSE_TIMEOUT_S,
     Beat,
     CancelToken,
     JobCancelled,
     Priority,
-    abandon,
     await_call,
     timed_out,
 )
+from dragoman.engines.workers.threads import EngineThreads
 from dragoman.errors import EngineFailure
 
 RequestT = TypeVar("RequestT")
@@ -39,6 +38,7 @@ class SerialWorker(Generic[RequestT, ResultT]):
         self._busy = False
         self._in_flight: asyncio.Future[object] | None = None
         self._closed = False
+        self._threads = EngineThreads(name, 1)
         self.calls = 0
         self.cancelled = 0
         #: Calls given up as hung (their threads left to end on their own).
@@ -108,14 +108,14 @@ class SerialWorker(Generic[RequestT, ResultT]):
 
         Past `timeout_s` with no life (`beat`) raises TimeoutError and releases the turn: the
         hung thread is abandoned, and shutdown still waits (bounded) for it."""
-        in_flight: asyncio.Future[T] = asyncio.ensure_future(asyncio.to_thread(ACTIVITY.counted(fn)))
+        in_flight = self._threads.run(fn)
         self._in_flight = in_flight  # type: ignore[assignment]
         try:
             # Never cancelled: a session that goes away must not release the engine under a
             # running call.
             return await await_call(in_flight, timeout_s, beat or Beat())
         except TimeoutError:
-            abandon(in_flight)
+            self._threads.abandon(in_flight)
             self.abandoned += 1
             raise
         except asyncio.CancelledError:
@@ -137,3 +137,4 @@ class SerialWorker(Generic[RequestT, ResultT]):
         self._waiting.clear()
         if self._in_flight is not None:
             await asyncio.wait([self._in_flight], timeout=CLOSE_TIMEOUT_S)
+        self._threads.close()
