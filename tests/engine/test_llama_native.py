@@ -15,9 +15,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+import structlog
 
 from dragoman.engines import llama_models, llama_native
 from dragoman.engines.llama_native import ContextSpec, NativeContext, NativeModel, Sampler
+from dragoman.errors import EngineFailure
 from dragoman.weights import gguf_file, resolve
 
 pytestmark = pytest.mark.engine
@@ -162,3 +164,16 @@ def test_the_eval_callback_sees_softmaxed_attention_as_the_tap_reads_it(model: N
         rows = block.reshape(model.n_head, len(ids), -1)
         np.testing.assert_allclose(rows.sum(axis=-1), 1.0, atol=1e-3)
         assert float(rows[:, 0, 1 : len(ids)].max()) == 0.0
+
+
+def test_llama_cpps_own_error_reaches_the_log(model: NativeModel, context: NativeContext) -> None:
+    # llama-cpp-python's handler dropped llama.cpp's errors (levels read one off); the
+    # server's log now says why a decode failed, next to the EngineFailure.
+    with (
+        structlog.testing.capture_logs() as logged,
+        pytest.raises(EngineFailure, match="llama_decode returned"),
+    ):
+        context.decode([model.n_vocab + 5], 0, 0, 0)
+    errors = [entry for entry in logged if entry["event"] == "llama.cpp error"]
+    assert errors and all(entry["log_level"] == "error" for entry in errors)
+    assert any(str(model.n_vocab + 5) in entry["detail"] for entry in errors)

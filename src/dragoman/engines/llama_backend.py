@@ -35,6 +35,7 @@ from pathlib import Path
 import llama_cpp
 
 from dragoman.cpu import cpu_info
+from dragoman.engines import llama_log
 from dragoman.engines.llama_variants import (
     BY_NAME_ONLY,
     FALLBACK,
@@ -97,6 +98,7 @@ def load_backend() -> Backend:
     with _lock:
         if _loaded is not None:
             return _loaded
+        llama_log.install()  # before the kernels load: they log too
         directory = library_dir()
         available = variants_in(directory)
         if available:

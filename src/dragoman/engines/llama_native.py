@@ -25,7 +25,6 @@ import llama_cpp
 import numpy as np
 import numpy.typing as npt
 from llama_cpp import _internals
-from llama_cpp._logger import set_verbose
 
 from dragoman.engines.llama_backend import ggml_library, load_backend
 from dragoman.errors import EngineFailure, ModelUnavailable
@@ -41,11 +40,12 @@ EvalCallback = Callable[[int, bool, Any], bool]
 
 def load_model(path: Path) -> NativeModel:
     """The GGUF model at `path`, on the CPU kernels `load_backend` picks (loaded first)."""
-    set_verbose(False)  # llama.cpp logs every load to stderr otherwise
     load_backend()
     try:
         model = _internals.LlamaModel(
-            path_model=str(path), params=llama_cpp.llama_model_default_params(), verbose=False
+            path_model=str(path),
+            params=llama_cpp.llama_model_default_params(),
+            verbose=True,  # its quiet mode silences the whole process during the load (`llama_log`)
         )
     except ValueError as exc:
         raise ModelUnavailable(f"llama.cpp cannot load the GGUF model {path.name}: {exc}") from exc
@@ -126,7 +126,7 @@ class NativeContext:
             params.cb_eval_user_data = None
         params.no_perf = True
         try:
-            self._context: Any = _internals.LlamaContext(model=model._model, params=params, verbose=False)
+            self._context: Any = _internals.LlamaContext(model=model._model, params=params, verbose=True)
         except ValueError as exc:
             raise EngineFailure(f"llama.cpp cannot create a context of {spec.context_tokens} tokens") from exc
         self.ctx = self._context.ctx
