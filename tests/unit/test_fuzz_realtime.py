@@ -609,6 +609,20 @@ def test_a_lone_surrogate_is_refused_before_it_is_echoed() -> None:
     assert updated["session"]["input_audio_transcription"]["prompt"] == "😀"
 
 
+@pytest.mark.parametrize("idle", ["[]", "false", "3", "1e9", '"10000"'])
+@pytest.mark.parametrize("make", [transcription_harness, agent_harness])
+def test_a_beta_clients_idle_timeout_is_ignored_whatever_it_holds(make: Any, idle: str) -> None:
+    # Beta has no idle_timeout_ms, so it is not read; it was still checked, and a list or a
+    # bool raised out of the parser (a server error for the client's own field).
+    harness = make(Generation.BETA)
+    update = "transcription_session.update" if harness.session_type == "transcription" else "session.update"
+    raw = f'{{"type": "{update}", "session": {{"turn_detection": {{"idle_timeout_ms": {idle}}}}}}}'
+    (updated,) = harness.frame(Frame(raw, False, "beta idle"))
+    assert (
+        updated["type"].endswith("updated") and "idle_timeout_ms" not in updated["session"]["turn_detection"]
+    )
+
+
 def test_a_clear_drops_an_early_start_held_for_the_cleared_turn() -> None:
     # The held answer stayed the session's response for ever: with interrupt_response off, no
     # later turn was ever answered (and response.cancel said there was none).

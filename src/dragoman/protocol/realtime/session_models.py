@@ -20,7 +20,6 @@ changes nothing. The fields' value types and their checks are in
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag
@@ -100,8 +99,11 @@ class TurnDetectionModel(ClientModel):
             silence_duration_ms=(
                 defaults.silence_duration_ms if self.silence_duration_ms is None else self.silence_duration_ms
             ),
-            idle_timeout_ms=self.idle_timeout_ms,
+            idle_timeout_ms=self.idle_timeout(),
         )
+
+    def idle_timeout(self) -> int | None:
+        return self.idle_timeout_ms
 
     def turn_detection(self) -> TurnDetection:
         return TurnDetection(
@@ -117,9 +119,8 @@ class BetaTurnDetectionModel(TurnDetectionModel):
 
     idle_timeout_ms: Any = None
 
-    def vad(self) -> TurnConfig:
-        vad = super().vad()
-        return dataclasses.replace(vad, idle_timeout_ms=None) if isinstance(vad, ServerVADConfig) else vad
+    def idle_timeout(self) -> None:
+        return None  # whatever a beta client sent: not read, so never checked
 
 
 class TranscriptionModel(ClientModel):
