@@ -93,7 +93,9 @@ def run(app: FastAPI, settings: Settings) -> int:
         host=settings.host,
         port=settings.port,
         log_config=None,
-        ws="websockets",
+        # The websockets library's Sans-I/O protocol under uvicorn's own I/O (its legacy
+        # asyncio implementation is deprecated and warns at every start).
+        ws="websockets-sansio",
         # The protocol library's own cap, above the app's (which answers with an error event).
         ws_max_size=2 * settings.max_message_bytes,
     )
