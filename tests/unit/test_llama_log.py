@@ -55,3 +55,8 @@ def test_threads_write_their_own_messages() -> None:
         ("warning", "other thread"),
         ("error", "main thread goes on"),
     ]
+
+
+def test_the_packaged_models_known_load_warning_is_chatter() -> None:
+    known = "load: control-looking token: 128247 '</s>' was not control-type; its type will be overridden"
+    assert logged([(WARN, known + "\n")]) == [("debug", "llama.cpp", known)]

@@ -24,6 +24,10 @@ log = get_logger("llama.cpp")
 
 #: ggml.h's `enum ggml_log_level`.
 DEBUG, INFO, WARN, ERROR, CONT = 1, 2, 3, 4, 5
+#: Warnings about the model file that every load of the packaged Qwen2.5 GGUFs gives (a token
+#: typed as text that llama.cpp retypes as a control token, as it should be): nothing an
+#: operator can act on, so they stay with the rest of the load's chatter.
+KNOWN_AT_LOAD = ("load: control-looking token",)
 
 
 class _Lines(threading.local):
@@ -55,7 +59,7 @@ def _emit(level: int, text: str) -> None:
         return
     if level == ERROR:
         log.error("llama.cpp error", detail=message)
-    elif level == WARN:
+    elif level == WARN and not message.startswith(KNOWN_AT_LOAD):
         log.warning("llama.cpp warning", detail=message)
     else:
         log.debug("llama.cpp", detail=message)
