@@ -114,6 +114,17 @@ def _event(type_: str, **fields: st.SearchStrategy[Any]) -> st.SearchStrategy[di
 
 
 append = _event("input_audio_buffer.append", audio=payload)
+#: A turn spoken (speech, then a pause), as a valid frame of its own: with the engines' ticks
+#: it takes a session through whole turns between the fuzzed frames.
+spoken = st.tuples(st.sampled_from([0.3, 0.6, 1.2]), st.sampled_from([0.3, 0.8, 1.5])).map(
+    lambda t: Frame(
+        json.dumps(
+            {"type": "input_audio_buffer.append", "audio": b64(np.concatenate([tone(t[0]), silence(t[1])]))}
+        ),
+        bad=False,
+        what="turn",
+    )
+)
 buffer_events = st.one_of(
     append,
     append,
@@ -299,9 +310,11 @@ AGENT_TYPES = (
     "output_audio_buffer.clear",
 )
 
-#: What the engines do between client frames: take a lane's job, stream a piece of it, end it.
+#: What the engines do between client frames: take a lane's job, stream a piece of it, end it,
+#: fail it; or "tick": every lane takes its next job, streams a piece and ends it, so that
+#: random runs reach responses and what happens to them (deltas, cancels, barge-in).
 engine_actions = st.tuples(
-    st.sampled_from(["take", "piece", "done", "fail"]),
+    st.sampled_from(["tick", "tick", "take", "piece", "done", "fail"]),
     st.sampled_from(LANES),
     st.one_of(st.text(max_size=20), st.sampled_from([" hello there.", " Ok. Fine.", ""])),
 )
@@ -311,7 +324,7 @@ def actions(
     events: st.SearchStrategy[dict[str, Any]], types: tuple[str, ...]
 ) -> st.SearchStrategy[list[Any]]:
     frame = frames(events, types)
-    return st.lists(st.one_of(frame, frame, engine_actions), min_size=4, max_size=24)
+    return st.lists(st.one_of(frame, frame, spoken, engine_actions, engine_actions), min_size=4, max_size=40)
 
 
 # -- the harness ---------------------------------------------------------------------------
@@ -465,6 +478,10 @@ def run(harness: Harness, steps: list[Any]) -> None:
     for step in steps:
         if isinstance(step, Frame):
             harness.frame(step)
+        elif step[0] == "tick":
+            for lane in harness.lanes:
+                for action in ("take", "piece", "done"):
+                    harness.engine(action, lane, step[2])
         else:
             harness.engine(*step)
 
