@@ -191,6 +191,7 @@ def test_an_open_server_mints_for_anyone() -> None:
         ({"session": {"type": "video"}}, "session.type"),
         ({"session": {"type": "realtime", "instructions": 7}}, "session.instructions"),
         ({"session": []}, "session"),
+        ({"session": {"type": []}}, "session.type"),  # found by the fuzzer: it raised TypeError
     ],
 )
 def test_a_bad_request_is_refused_with_openais_error(body: dict[str, Any], param: str) -> None:
@@ -204,6 +205,17 @@ def test_bad_json_is_refused() -> None:
     client = TestClient(app())
     response = client.post("/v1/realtime/client_secrets", content=b"{nope", headers=bearer("sk-long"))
     assert response.status_code == 400 and response.json()["error"]["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
+def test_a_number_json_does_not_have_is_refused(literal: str) -> None:
+    # Found by the fuzzer: Python read it in a field the session ignores, the answer echoed
+    # the session, and the echo could not be written as JSON (a 500).
+    client = TestClient(app())
+    body = '{"session": {"type": "realtime", "extra": [' + literal + "]}}"
+    response = client.post("/v1/realtime/client_secrets", content=body, headers=bearer("sk-long"))
+    assert response.status_code == 400
+    assert f"{literal} is not a JSON number" in response.json()["error"]["message"]
 
 
 def test_an_ephemeral_key_opens_one_websocket_with_its_session() -> None:

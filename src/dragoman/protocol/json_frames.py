@@ -35,12 +35,30 @@ class BadJSON(ValueError):
     """The frame is not JSON this server reads; the message says why, for the client."""
 
 
-def load_json(raw: str, what: str = "message", max_depth: int = MAX_JSON_DEPTH) -> Any:
+class NonFiniteNumber(ValueError):
+    def __init__(self, literal: str) -> None:
+        super().__init__(literal)
+        self.literal = literal
+
+
+def _not_a_number(literal: str) -> Any:
+    raise NonFiniteNumber(literal)
+
+
+def load_json(
+    raw: str, what: str = "message", max_depth: int = MAX_JSON_DEPTH, *, strict_numbers: bool = False
+) -> Any:
     """The value of a JSON text frame; raises `BadJSON` (a ValueError) for anything else, with
-    a message for the client that calls the frame `what` ("event", "message")."""
+    a message for the client that calls the frame `what` ("event", "message").
+
+    `strict_numbers` refuses `NaN` and `Infinity`, which Python reads and RFC 8259 does not
+    have: for a body whose content is written back (a client secret's session), where they
+    would make the answer itself not JSON."""
     too_deep = BadJSON(f"The {what} nests deeper than {max_depth} levels.")
     try:
-        value = json.loads(raw)
+        value = json.loads(raw, parse_constant=_not_a_number) if strict_numbers else json.loads(raw)
+    except NonFiniteNumber as exc:
+        raise BadJSON(f"The {what} is not valid JSON: {exc.literal} is not a JSON number.") from None
     except RecursionError:
         raise too_deep from None
     except ValueError:

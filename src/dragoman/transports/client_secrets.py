@@ -143,7 +143,7 @@ def bound_session(body: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(session, dict):
         raise InvalidValue("Invalid type for 'session': expected an object.", param="session")
     kind = session.get("type")
-    if kind not in OBJECTS:
+    if not isinstance(kind, str) or kind not in OBJECTS:
         raise InvalidValue(
             "Invalid value for 'session.type': expected 'realtime' or 'transcription'.", param="session.type"
         )
@@ -186,7 +186,8 @@ async def _request_body(request: Request) -> dict[str, Any]:
         if len(raw) > MAX_BODY_BYTES:
             raise InvalidValue(f"The request body is larger than {MAX_BODY_BYTES} bytes.")
     try:
-        body = load_json(raw.decode("utf-8", "replace"), "request body") if raw.strip() else {}
+        text = raw.decode("utf-8", "replace")
+        body = load_json(text, "request body", strict_numbers=True) if raw.strip() else {}
     except BadJSON as exc:
         raise InvalidValue(str(exc)) from None
     if not isinstance(body, dict):
