@@ -81,6 +81,9 @@ def decode_audio_file(data: bytes, *, max_seconds: float) -> DecodedAudio:
     samples = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
     if samples.size == 0:
         raise InvalidFile("The file holds no audio samples.", param="file")
+    # A float file (WAVE_FORMAT_IEEE_FLOAT, 32-bit float flac) passes its samples through as
+    # they are, NaN and infinities included, which no model may see: silence and full scale.
+    np.nan_to_num(samples, copy=False, nan=0.0, posinf=1.0, neginf=-1.0)
     # Decoders may overshoot full scale slightly (mp3, aac); the models expect [-1, 1].
     np.clip(samples, -1.0, 1.0, out=samples)
     return DecodedAudio(
