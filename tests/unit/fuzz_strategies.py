@@ -17,10 +17,24 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+
+#: The fuzzers' settings. FUZZ_EXAMPLES=5000 fuzzes longer (the unit suite keeps it short).
+#: Under CI (`CI=true`, as `.ci/run` sets it) the examples are derandomized, the same every run,
+#: so that a red run is a regression of the code, not a new find of the search; every other run
+#: draws new ones, and what one finds is kept as a plain test of its own case.
+FUZZ = settings(
+    max_examples=int(os.environ.get("FUZZ_EXAMPLES", "150")),
+    deadline=None,
+    database=None,
+    derandomize=os.environ.get("CI") == "true",
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 #: Keys the protocols know, so that mutations and extra fields hit real fields too.
 KEYS = (

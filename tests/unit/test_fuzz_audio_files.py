@@ -10,25 +10,19 @@ another exception. What is decoded is what the models take: 16 kHz mono float32,
 from __future__ import annotations
 
 import functools
-import os
 import struct
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from dragoman.audio.encoding import StreamEncoder, wav_header
 from dragoman.audio.files import decode_audio_file
 from dragoman.audio.rates import SAMPLE_RATE
 from dragoman.errors import InvalidFile
+from tests.unit.fuzz_strategies import FUZZ
 
-FUZZ = settings(
-    max_examples=int(os.environ.get("FUZZ_EXAMPLES", "150")),
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 MAX_SECONDS = 4.0
 RATE = 24_000
 

@@ -10,27 +10,22 @@ naming its parameter where it has one; speech is audio of the format asked for.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from dragoman.config import TTSSettings
 from dragoman.engines.tts.speaker import Speaker
-from tests.unit.fuzz_strategies import dumps, json_values, mutated
+from tests.unit.fuzz_strategies import FUZZ, dumps, json_values, mutated
 from tests.unit.test_audio_speech import PATH, Voices, app_of
 from tests.unit.test_tts_speaker import Factory
 
-FUZZ = settings(
-    max_examples=int(os.environ.get("FUZZ_EXAMPLES", "150")) // 3 or 1,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+#: A third of the examples: each one spoken is synthesised and encoded.
+SPEECH_FUZZ = settings(FUZZ, max_examples=max(FUZZ.max_examples // 3, 1))
 MAX_MESSAGE = 600
 #: What each response_format starts with (pcm is headerless; SSE is text events).
 MAGIC = {
@@ -70,7 +65,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
         yield client
 
 
-@FUZZ
+@SPEECH_FUZZ
 @given(bodies)
 def test_any_body_is_spoken_or_refused_cleanly(client: TestClient, body: str | bytes) -> None:
     answer = client.post(PATH, content=body, headers={"Content-Type": "application/json"})

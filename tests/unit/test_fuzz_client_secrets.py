@@ -12,29 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from openai.types.realtime import ClientSecretCreateResponse, RealtimeTranslationClientSecretCreateResponse
 
 from dragoman.sessions.translation.config import Languages
 from dragoman.transports.client_secrets import ClientSecretStore, client_secrets_router
-from tests.unit.fuzz_strategies import dumps, json_values, mutated
+from tests.unit.fuzz_strategies import FUZZ, dumps, json_values, mutated
 
-FUZZ = settings(
-    max_examples=int(os.environ.get("FUZZ_EXAMPLES", "150")),
-    deadline=None,
-    database=None,
-    suppress_health_check=[
-        HealthCheck.too_slow,
-        HealthCheck.data_too_large,
-        HealthCheck.function_scoped_fixture,
-    ],
-)
 MAX_MESSAGE = 600
 AGENT, TRANSLATION = "/v1/realtime/client_secrets", "/v1/realtime/translations/client_secrets"
 RESPONSES: dict[str, Any] = {

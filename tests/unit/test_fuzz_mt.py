@@ -15,11 +15,10 @@ fake engine of the MT unit tests. The properties:
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dragoman.errors import ClientError, EngineFailure, RequestRejected
@@ -28,16 +27,9 @@ from dragoman.sessions.mt.events import ErrorCode
 from dragoman.sessions.mt.session import MTSession
 from dragoman.transports.websocket.mt import MTCodec
 from harness.mt_fakes import LEXICON, FakeEngine
-from tests.unit.fuzz_strategies import Frame, frames, hostile, json_values
+from tests.unit.fuzz_strategies import FUZZ, Frame, frames, hostile, json_values
 from tests.unit.test_mt_session import PRESETS
 
-#: FUZZ_EXAMPLES=5000 fuzzes longer (the unit suite keeps it short).
-FUZZ = settings(
-    max_examples=int(os.environ.get("FUZZ_EXAMPLES", "150")),
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 MAX_MESSAGE = 600
 TYPES = ("init", "update")
 #: The words of the last, well-behaved utterance: kept out of the fuzzed words, so that no

@@ -17,12 +17,11 @@ The properties:
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dragoman.audio.rates import SUPPORTED_RATES
@@ -42,17 +41,10 @@ from dragoman.sessions.transcription.session import TranscriptionSession
 from dragoman.transports.websocket.agent import AgentCodec
 from dragoman.transports.websocket.realtime import RealtimeCodec
 from tests.unit.fakes import EnergyVAD, WordTokenizer
-from tests.unit.fuzz_strategies import Frame, audio_payloads, frames, hostile
+from tests.unit.fuzz_strategies import FUZZ, Frame, audio_payloads, frames, hostile
 from tests.unit.realtime_sdk import validate
 from tests.unit.test_transcription_session import b64, silence, tone
 
-#: FUZZ_EXAMPLES=5000 fuzzes longer (the unit suite keeps it short).
-FUZZ = settings(
-    max_examples=int(os.environ.get("FUZZ_EXAMPLES", "150")),
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 #: The item cap of the fuzzed sessions: small, so that appends reach it.
 CAP_SECONDS = 3.0
 #: Longest error message a client is sent, with room for the ellipsis.

@@ -18,11 +18,10 @@ the fake engines of its unit tests (`test_translation_session.Harness`). The pro
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import numpy as np
-from hypothesis import HealthCheck, event, example, given, settings
+from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from dragoman.engines.asr.base import StepResult
@@ -33,16 +32,9 @@ from dragoman.sessions.mt.events import MTJob
 from dragoman.sessions.speech.decoder import StepJob
 from dragoman.sessions.translation.session import MT
 from dragoman.sessions.translation.speech_out import SpeakJob
-from tests.unit.fuzz_strategies import Frame, audio_payloads, dumps, frames, json_values, pcm
+from tests.unit.fuzz_strategies import FUZZ, Frame, audio_payloads, dumps, frames, json_values, pcm
 from tests.unit.test_translation_session import Harness, silence, tone
 
-#: FUZZ_EXAMPLES=5000 fuzzes longer (the unit suite keeps it short).
-FUZZ = settings(
-    max_examples=int(os.environ.get("FUZZ_EXAMPLES", "150")),
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 MAX_MESSAGE = 600
 TYPES = ("session.update", "session.input_audio_buffer.append", "session.close")
 LANES = (ASR, MT, TTS)
