@@ -17,6 +17,7 @@ from typing import Any
 
 from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCRtpSender, RTCSessionDescription
 from aiortc.exceptions import InvalidAccessError, OperationError
+from aiortc.sdp import SessionDescription
 
 from dragoman.errors import InvalidValue
 
@@ -67,6 +68,12 @@ def check_offer(sdp: str) -> None:
             "The body must be an SDP offer with an audio section (Content-Type: application/sdp).",
             param="sdp",
         )
+    try:
+        SessionDescription.parse(sdp)
+    except Exception:  # aiortc's parser asserts, indexes and looks up as it reads
+        # A malformed line fails it with AssertionError, KeyError, IndexError, AttributeError or
+        # TypeError as well as ValueError: whichever, it is the offer's fault, not the server's.
+        raise InvalidValue("The SDP offer cannot be parsed.", param="sdp") from None
 
 
 def has_data_channel(sdp: str) -> bool:
