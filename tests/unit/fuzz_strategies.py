@@ -159,6 +159,16 @@ class Frame:
         return f"Frame({self.raw[:300]!r}{cut}, bad={self.bad}, what={self.what!r})"
 
 
+def strict_loads(frame: str) -> Any:
+    """A server frame read as a browser's `JSON.parse` reads it: NaN and Infinity, which Python
+    writes and reads, are not JSON (RFC 8259), so a frame holding one fails here."""
+
+    def refuse(literal: str) -> Any:
+        raise AssertionError(f"the server wrote {literal}, which is not JSON: {frame[:200]}")
+
+    return json.loads(frame, parse_constant=refuse)
+
+
 def dumps(value: Any) -> str:
     """As a client's JSON library writes it: NaN and Infinity literals, \\u escapes."""
     return json.dumps(value)

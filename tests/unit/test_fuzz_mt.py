@@ -27,7 +27,7 @@ from dragoman.sessions.mt.events import ErrorCode
 from dragoman.sessions.mt.session import MTSession
 from dragoman.transports.websocket.mt import MTCodec
 from harness.mt_fakes import LEXICON, FakeEngine
-from tests.unit.fuzz_strategies import FUZZ, Frame, frames, hostile, json_values
+from tests.unit.fuzz_strategies import FUZZ, Frame, frames, hostile, json_values, strict_loads
 from tests.unit.test_mt_session import PRESETS
 
 MAX_MESSAGE = 600
@@ -132,6 +132,7 @@ class Harness:
             frame = self.codec.write(event)
             frame.encode("utf-8")  # a text frame must be sendable
             assert "/opt/" not in frame, "no server path or exception text reaches a client"
+            strict_loads(frame)
             message = parse_server_message(frame)
             if isinstance(message, ErrorMessage):
                 assert len(message.message) <= MAX_MESSAGE, message

@@ -41,7 +41,7 @@ from dragoman.sessions.transcription.session import TranscriptionSession
 from dragoman.transports.websocket.agent import AgentCodec
 from dragoman.transports.websocket.realtime import RealtimeCodec
 from tests.unit.fakes import EnergyVAD, WordTokenizer
-from tests.unit.fuzz_strategies import FUZZ, Frame, audio_payloads, frames, hostile
+from tests.unit.fuzz_strategies import FUZZ, Frame, audio_payloads, frames, hostile, strict_loads
 from tests.unit.realtime_sdk import validate
 from tests.unit.test_transcription_session import b64, silence, tone
 
@@ -360,7 +360,7 @@ class Harness:
             assert isinstance(frame, str)
             frame.encode("utf-8")  # a text frame must be sendable
             assert "/srv/" not in frame, "no server path or exception text reaches a client"
-            wire = json.loads(frame)
+            wire = strict_loads(frame)
             if wire["type"].startswith("mstar."):  # this server's own extension events
                 assert wire["type"] == "mstar.transcription.partial" and isinstance(wire["text"], str)
             else:

@@ -32,7 +32,16 @@ from dragoman.sessions.mt.events import MTJob
 from dragoman.sessions.speech.decoder import StepJob
 from dragoman.sessions.translation.session import MT
 from dragoman.sessions.translation.speech_out import SpeakJob
-from tests.unit.fuzz_strategies import FUZZ, Frame, audio_payloads, dumps, frames, json_values, pcm
+from tests.unit.fuzz_strategies import (
+    FUZZ,
+    Frame,
+    audio_payloads,
+    dumps,
+    frames,
+    json_values,
+    pcm,
+    strict_loads,
+)
 from tests.unit.test_translation_session import Harness, silence, tone
 
 MAX_MESSAGE = 600
@@ -123,6 +132,7 @@ class Fuzzed(Harness):
     def drain(self) -> list[dict[str, Any]]:
         new = super().drain()  # each validated as the SDK's RealtimeTranslationServerEvent
         for sent in new:
+            strict_loads(json.dumps(sent))
             assert self.closed_at is None, f"{sent['type']} after session.closed"
             if sent["type"] == "session.closed":
                 self.closed_at = len(self.events)
