@@ -30,6 +30,7 @@ from dragoman.sessions.agent.jobs import ASR, TTS
 from dragoman.sessions.base import CloseCode
 from dragoman.sessions.mt.events import MTJob
 from dragoman.sessions.speech.decoder import StepJob
+from dragoman.sessions.translation.events import CloseSession
 from dragoman.sessions.translation.session import MT
 from dragoman.sessions.translation.speech_out import SpeakJob
 from tests.unit.fuzz_strategies import (
@@ -142,25 +143,26 @@ class Fuzzed(Harness):
         return new
 
     def frame(self, frame: Frame) -> list[dict[str, Any]]:
-        self.session.receive(self.parser.parse(frame.raw))
+        event = self.parser.parse(frame.raw)
+        self.session.receive(event)
         out = self.drain()
         errors = [e for e in out if e["type"] == "error"]
         for error in errors:
             assert error["error"]["type"] == "invalid_request_error", (frame, error)
         if frame.bad:
             assert [e["type"] for e in out] == ["error"], (frame, out)
-        elif not errors and _kind(frame.raw) == "session.close":
+        elif not errors and isinstance(event, CloseSession):
             self.close_taken = True
         return out
 
     def engine(self, action: str, lane: str, text: str, language: str | None) -> None:
         job = self.jobs.get(lane)
         if job is None and action == "run":
-            job = self.jobs[lane] = self.session.next_job(lane)
+            job = self.session.next_job(lane)
             self.drain()
             if job is None:
-                del self.jobs[lane]
                 return
+            self.jobs[lane] = job
             action = "done"
         if job is None:
             if action == "take":
@@ -218,14 +220,6 @@ class Fuzzed(Harness):
         raise AssertionError("the session keeps making work")
 
 
-def _kind(raw: str | bytes) -> Any:
-    try:
-        event = json.loads(raw)
-    except (ValueError, RecursionError):
-        return None
-    return event.get("type") if isinstance(event, dict) else None
-
-
 def run(harness: Fuzzed, steps: list[Any]) -> None:
     for step in steps:
         if harness.closed_at is not None:
@@ -264,9 +258,7 @@ def ends_well(harness: Fuzzed) -> None:
 
 
 def _append(audio: np.ndarray) -> str:
-    from tests.unit.test_translation_session import b64
-
-    return json.dumps({"type": "session.input_audio_buffer.append", "audio": b64(audio)})
+    return json.dumps({"type": "session.input_audio_buffer.append", "audio": pcm(audio)})
 
 
 # -- the properties --------------------------------------------------------------------------

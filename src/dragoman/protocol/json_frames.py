@@ -35,14 +35,8 @@ class BadJSON(ValueError):
     """The frame is not JSON this server reads; the message says why, for the client."""
 
 
-class NonFiniteNumber(ValueError):
-    def __init__(self, literal: str) -> None:
-        super().__init__(literal)
-        self.literal = literal
-
-
 def _not_a_number(literal: str) -> Any:
-    raise NonFiniteNumber(literal)
+    raise BadJSON(f"{literal} is not a JSON number.")
 
 
 def load_json(
@@ -57,8 +51,8 @@ def load_json(
     too_deep = BadJSON(f"The {what} nests deeper than {max_depth} levels.")
     try:
         value = json.loads(raw, parse_constant=_not_a_number) if strict_numbers else json.loads(raw)
-    except NonFiniteNumber as exc:
-        raise BadJSON(f"The {what} is not valid JSON: {exc.literal} is not a JSON number.") from None
+    except BadJSON as exc:
+        raise BadJSON(f"The {what} is not valid JSON: {exc}") from None
     except RecursionError:
         raise too_deep from None
     except ValueError:

@@ -34,8 +34,6 @@ class EngineThreads:
         self.name = name
         self.size = size
         self._pool = self._new_pool()
-        #: Pools left behind by a hung call (each thread ends when its engine returns).
-        self.replaced = 0
 
     def _new_pool(self) -> ThreadPoolExecutor:
         return ThreadPoolExecutor(max_workers=self.size, thread_name_prefix=f"dragoman-{self.name}")
@@ -53,7 +51,6 @@ class EngineThreads:
         future.add_done_callback(lambda done: done.cancelled() or done.exception())
         hung, self._pool = self._pool, self._new_pool()
         hung.shutdown(wait=False)  # its threads end as their calls do
-        self.replaced += 1
 
     def close(self) -> None:
         """No new calls; a call still running ends on its own."""
