@@ -12,10 +12,13 @@ import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import openai
 import pytest
 import websockets
+from openai.types.realtime.client_secret_create_response import ClientSecretCreateResponse
 
 from harness.realtime_helpers import first_event, refused_status, sdk_client, validate
 from harness.server import Server, start, stop
@@ -115,3 +118,48 @@ async def test_an_agent_session_starts_with_the_bound_instructions_and_voice(ser
         async with sdk_client(server, secret.value).realtime.connect(model="dragoman") as conn:
             await conn.recv_bytes()
     assert refused.value.response.status_code == 401
+
+
+def without_id(session: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in session.items() if key != "id"}
+
+
+async def mint_raw(server: Server, key: str, session: dict[str, Any]) -> httpx.Response:
+    """The endpoint's own answer, as JSON (the SDK's parse is lenient and would hide a bad shape)."""
+    async with httpx.AsyncClient(timeout=30) as client:
+        return await client.post(
+            server.http + "/v1/realtime/client_secrets",
+            json={"session": session},
+            headers={"Authorization": f"Bearer {key}"},
+        )
+
+
+async def test_a_transcription_key_is_answered_with_the_session_it_opens(guarded: Server) -> None:
+    """OpenAI answers with the effective session: here `turn_detection: {}`, read as server VAD,
+    comes back as the session's full server VAD, as that session's `session.created` says."""
+    lenient = {"type": "transcription", "audio": {"input": {"turn_detection": {}}}}
+    response = await mint_raw(guarded, KEY, lenient)
+    assert response.status_code == 200, response.text
+    answer = ClientSecretCreateResponse.model_validate(response.json())
+    opens = response.json()["session"]
+    assert opens["audio"]["input"]["turn_detection"]["type"] == "server_vad"
+    created = await first_event(guarded, answer.value)
+    assert without_id(created["session"]) == without_id(opens)
+
+
+async def test_a_realtime_key_is_answered_with_the_session_it_opens(server: Server) -> None:
+    """The agent's session in the SDK's strict types (an echoed `{}` fails them), equal to the
+    `session.created` of the connection the key opens; a voice the server lacks is refused
+    when the key is minted."""
+    lenient = {"type": "realtime", "instructions": "Be brief.", "audio": {"input": {"turn_detection": {}}}}
+    response = await mint_raw(server, "local", lenient)
+    assert response.status_code == 200, response.text
+    answer = ClientSecretCreateResponse.model_validate(response.json())
+    opens = response.json()["session"]
+    assert opens["instructions"] == "Be brief." and opens["audio"]["output"]["voice"]
+    async with sdk_client(server, answer.value).realtime.connect(model="dragoman") as conn:
+        created = json.loads(await asyncio.wait_for(conn.recv_bytes(), 30))
+    assert without_id(created["session"]) == without_id(opens)
+    refused = await mint_raw(server, "local", {"type": "realtime", "audio": {"output": {"voice": "nobody"}}})
+    assert refused.status_code == 400
+    assert refused.json()["error"]["param"] == "session.audio.output.voice"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -108,10 +109,15 @@ def test_a_short_shared_key_is_a_config_error() -> None:
 # -- the endpoint and the guard -----------------------------------------------------------
 
 
-def app(keys: tuple[str, ...] = ("sk-long",), store: ClientSecretStore | None = None) -> FastAPI:
+def app(
+    keys: tuple[str, ...] = ("sk-long",),
+    store: ClientSecretStore | None = None,
+    effective: Callable[[dict[str, Any]], dict[str, Any] | None] = lambda session: None,
+) -> FastAPI:
+    """The endpoint behind the guard; by default with no service to tell the session a key opens."""
     served = FastAPI()
     store = ClientSecretStore() if store is None else store
-    served.include_router(client_secrets_router(store))
+    served.include_router(client_secrets_router(store, effective=effective))
 
     @served.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -158,6 +164,35 @@ def test_minting_answers_the_sdks_response_type() -> None:
     transcription = mint(client, {"session": {"type": "transcription"}})
     parsed = ClientSecretCreateResponse.model_validate(transcription)
     assert parsed.session.type == "transcription"
+
+
+def test_the_answer_is_the_session_the_key_opens_where_the_service_can_tell() -> None:
+    """The service's own session object is the answer (defaults filled in, not the request
+    echoed), and a config its session refuses is refused before any key exists."""
+    asked: list[dict[str, Any]] = []
+
+    def effective(session: dict[str, Any]) -> dict[str, Any] | None:
+        asked.append(session)
+        if session.get("instructions") == "refuse":
+            raise InvalidValue("Unknown voice 'nobody'.", param="session.audio.output.voice")
+        return {"id": "sess_opened", "object": "realtime.session", "type": "realtime", "instructions": "full"}
+
+    client = TestClient(app(effective=effective))
+    data = mint(client, {"session": SESSION})
+    assert asked == [SESSION]
+    assert data["session"] == {
+        "id": "sess_opened",
+        "object": "realtime.session",
+        "type": "realtime",
+        "instructions": "full",
+    }
+    response = client.post(
+        "/v1/realtime/client_secrets",
+        json={"session": {"type": "realtime", "instructions": "refuse"}},
+        headers=bearer("sk-long"),
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["param"] == "session.audio.output.voice"
 
 
 def test_minting_defaults_to_a_realtime_session_for_ten_minutes() -> None:

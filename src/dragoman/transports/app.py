@@ -5,6 +5,7 @@ and transcription with `?intent=transcription`), `/v1/realtime/translations` (th
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from fastapi import FastAPI, Request, WebSocket
@@ -15,6 +16,7 @@ from dragoman.sessions.base import CloseCode
 from dragoman.transports.audio_transcriptions import audio_transcriptions_router
 from dragoman.transports.client_secrets import client_secrets_router
 from dragoman.transports.connections import apply_policy
+from dragoman.transports.effective_session import effective_session
 from dragoman.transports.llm_proxy import llm_proxy_router
 from dragoman.transports.metrics import mount_metrics
 from dragoman.transports.readiness import Readiness, mount
@@ -68,6 +70,7 @@ def create_app(settings: Settings) -> FastAPI:
             policy.client_secrets,
             settings.interpreter.language,
             lambda: runtime.interpreter.languages if runtime.interpreter is not None else None,
+            functools.partial(effective_session, runtime),
         )
     )
     mount_web(app)
@@ -123,7 +126,7 @@ def create_app(settings: Settings) -> FastAPI:
                     )
                     return
                 await websocket.accept()
-                await serve_transcription(websocket, runtime.transcription, settings.transcription)
+                await serve_transcription(websocket, runtime.transcription)
             return
         if runtime.agent is None:
             await refuse(

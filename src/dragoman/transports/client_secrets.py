@@ -195,15 +195,23 @@ async def _request_body(request: Request) -> dict[str, Any]:
     return body
 
 
+def _echoed(session: dict[str, Any]) -> dict[str, Any] | None:
+    return None
+
+
 def client_secrets_router(
     store: ClientSecretStore,
     translation_language: str = "de",
     translation_languages: Callable[[], Languages | None] = lambda: None,
+    effective: Callable[[dict[str, Any]], dict[str, Any] | None] = _echoed,
 ) -> APIRouter:
     """`POST /v1/realtime/client_secrets` and `POST /v1/realtime/translations/client_secrets`;
     `translation_language` is the target of a translation session that names none, and
     `translation_languages` those the interpreter serves (None: no interpreter to ask): a key
-    for another is refused when it is minted, not when it opens a session."""
+    for another is refused when it is minted, not when it opens a session. `effective` is the
+    session object a key for a Realtime session opens (`effective_session.py`; raises
+    ClientError for a config that session refuses); where it gives None (no such service
+    serving yet), the request's session is answered as it came."""
     router = APIRouter()
 
     @router.post("/v1/realtime/client_secrets")
@@ -211,11 +219,13 @@ def client_secrets_router(
         try:
             body = await _request_body(request)
             ttl, session = _ttl(body), bound_session(body)
+            opens = effective(session)
             secret = store.mint(session, ttl)
         except ClientError as exc:
             return _error(exc)
-        effective = {"id": "sess_" + uuid.uuid4().hex[:20], "object": OBJECTS[session["type"]], **session}
-        return JSONResponse({"value": secret.value, "expires_at": secret.expires_at, "session": effective})
+        if opens is None:
+            opens = {"id": "sess_" + uuid.uuid4().hex[:20], "object": OBJECTS[session["type"]], **session}
+        return JSONResponse({"value": secret.value, "expires_at": secret.expires_at, "session": opens})
 
     @router.post("/v1/realtime/translations/client_secrets")
     async def create_translation(request: Request) -> JSONResponse:

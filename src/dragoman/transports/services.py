@@ -24,8 +24,10 @@ from dragoman.engines.turn.smart_turn import SmartTurnModel
 from dragoman.engines.workers import BatchingWorker, Housekeeping, SerialWorker
 from dragoman.errors import ConfigError, ModelUnavailable
 from dragoman.logs import get_logger, log_failure
+from dragoman.protocol.realtime.generation import Generation, default_input_rate
 from dragoman.sessions.mt.session import MAX_QUEUED_FINALS
 from dragoman.sessions.speech.config import EngineProfile
+from dragoman.sessions.transcription.session import TranscriptionSession, default_config
 from dragoman.streaming.alignatt import AlignAttParams, prepare_units
 from dragoman.streaming.alignatt_presets import policy_presets
 from dragoman.streaming.turns import TurnCompletion
@@ -100,6 +102,18 @@ class TranscriptionService:
             yield True
         finally:
             self.sessions -= 1
+
+    def new_session(self, session_id: str, generation: Generation) -> TranscriptionSession:
+        """A transcription session on the defaults of a client of `generation`."""
+        assert self.profile is not None, "served once started"
+        vad_factory = self.vad_factory()
+        return TranscriptionSession(
+            session_id=session_id,
+            engine=self.profile,
+            config=default_config(self.settings, default_input_rate(generation), vad=vad_factory is not None),
+            vad_factory=vad_factory,
+            turn_model_factory=self.turn_model_factory(),
+        )
 
     def vad_factory(self) -> Callable[[], SpeechProbability] | None:
         model = self.vad_model

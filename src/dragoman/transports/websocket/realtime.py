@@ -13,16 +13,14 @@ from typing import Any, Literal
 
 from starlette.websockets import WebSocket
 
-from dragoman.config import TranscriptionSettings
 from dragoman.engines.workers import Priority
 from dragoman.errors import ClientError, ServerError
 from dragoman.logs import get_logger
 from dragoman.metrics import REFUSALS
-from dragoman.protocol.realtime.client_parsers import ClientParser, default_input_rate, generation_of
+from dragoman.protocol.realtime.client_parsers import ClientParser, generation_of
 from dragoman.protocol.realtime.server_events import ErrorDetail, ErrorEvent, wire_event
 from dragoman.sessions.base import CloseCode
 from dragoman.sessions.transcription.events import ClientEvent, Error, ServerEvent, SessionConfigured
-from dragoman.sessions.transcription.session import TranscriptionSession, default_config
 from dragoman.transports.adapters import Frame
 from dragoman.transports.connections import ConnectionPolicy
 from dragoman.transports.driver import SessionDriver
@@ -72,21 +70,12 @@ class RealtimeCodec:
         return Error(error, getattr(event, "event_id", None))
 
 
-async def serve_transcription(
-    websocket: WebSocket, service: TranscriptionService, settings: TranscriptionSettings
-) -> None:
+async def serve_transcription(websocket: WebSocket, service: TranscriptionService) -> None:
     """Run one accepted WebSocket as a transcription session until either side closes."""
-    profile, worker = service.profile, service.worker
-    assert profile is not None and worker is not None, "served only once the service started"
+    worker = service.worker
+    assert worker is not None, "served only once the service started"
     parser = ClientParser(generation_of(websocket.headers.get("openai-beta", "")))
-    vad_factory = service.vad_factory()
-    session = TranscriptionSession(
-        session_id="sess_" + uuid.uuid4().hex[:20],
-        engine=profile,
-        config=default_config(settings, default_input_rate(parser.generation), vad=vad_factory is not None),
-        vad_factory=vad_factory,
-        turn_model_factory=service.turn_model_factory(),
-    )
+    session = service.new_session("sess_" + uuid.uuid4().hex[:20], parser.generation)
     session_log = log.bind(session=session.session_id)
     session_log.info("session opened", generation=parser.generation.value)
     policy = ConnectionPolicy.of(websocket)
