@@ -8,7 +8,6 @@ the pieces a real engine would stream.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any
 
@@ -41,7 +40,9 @@ DONE = Finished("stop", input_tokens=30, output_tokens=12, cached_tokens=0)
 class Agent:
     """An agent session behind the protocol: JSON in, validated wire dicts out."""
 
-    def __init__(self, vad: bool = True, generation: Generation = GA, turn_model: Any = None) -> None:
+    def __init__(
+        self, vad: bool = True, generation: Generation = GA, turn_model: Any = None, tool_preamble: str = ""
+    ) -> None:
         profile = EngineProfile(
             name="fake-asr",
             capabilities=ASRCapabilities(30.0, frozenset({"en"}), PrefixMode.DECODER_PROMPT),
@@ -49,7 +50,9 @@ class Agent:
             max_item_seconds=300.0,
         )
         limits = AgentLimits(
-            model_name="fake-llm", speech=SessionConfig.defaults(TranscriptionSettings(), 24_000)
+            model_name="fake-llm",
+            speech=SessionConfig.defaults(TranscriptionSettings(), 24_000),
+            tool_preamble=tool_preamble,
         )
         self.session = AgentSession(
             "sess_agent",
@@ -658,8 +661,7 @@ def test_a_transcript_that_arrives_while_the_user_speaks_again_waits_for_their_n
 
 
 def test_the_tool_lead_in_is_asked_for_only_when_tools_may_be_called() -> None:
-    agent = Agent()
-    agent.session.limits = dataclasses.replace(agent.session.limits, tool_preamble="Say what you do first.")
+    agent = Agent(tool_preamble="Say what you do first.")
     agent.events()
     agent.send("session.update", session={"type": "realtime", "instructions": "Be kind."})
     agent.send("response.create")
