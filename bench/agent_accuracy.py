@@ -54,8 +54,8 @@ from typing import Any
 from openai import AsyncOpenAI
 
 from bench import server as dragoman_server
-from bench.agent_latency import header, log, table
 from bench.audio import synthesise
+from bench.report import header, log, table
 from bench.results import record
 from dragoman.tools.wer import normalize
 from harness.realtime_helpers import Transcript, read_until
@@ -257,6 +257,7 @@ def report(results: dict[str, list[Answer]], variant: str = "") -> None:
                 "median s to response.done",
             ],
             rows,
+            whole=True,
         )
     )
     print("\n## Wrong or incomplete answers\n")

@@ -40,39 +40,37 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import contextlib
-import json
 import os
-import platform
 import sys
 import tempfile
 import time
-import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import soxr
-from websockets.asyncio.client import ClientConnection, connect
 
 from bench import server as dragoman_server
-from bench.audio import RATE, Audio, EvalRow, eval_rows, load
+from bench.agent_client import (
+    LONGEST_S,
+    WIRE_RATE,
+    Client,
+    Utterance,
+    open_client,
+    pool_idle,
+    questions,
+    speak,
+    stage_lines,
+)
+from bench.report import header, log, percentile, table
 from bench.results import record
-from dragoman.audio.pcm import float_to_pcm16
-from dragoman.audio.vad import SileroModel, SileroVAD
+from dragoman.audio.vad import SileroModel
 from dragoman.config import default_cache_dir
-from dragoman.cpu import cpu_info
 from dragoman.weights import resolve
 from harness.server import Server
 
 SECTIONS = ("latency", "barge_in")
-#: The client's input rate: GA's default `audio/pcm` is 24 kHz PCM16.
-WIRE_RATE = 24_000
-PIECE_S = 0.1
-#: Recordings longer than this are left out (a question, not a speech).
-LONGEST_S = 15.0
 #: The issue's bars: p50 to the first audio delta, and the aim with semantic_vad.
 BAR_S, AIM_S = 1.5, 1.0
 MODES: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -100,215 +98,6 @@ INTERRUPTIONS = (
     "en_ls-testother_7902-96591-0000",
 )
 ANSWER_TIMEOUT_S = 90.0
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    def cell(value: object) -> str:
-        if isinstance(value, float):
-            return "–" if value != value else f"{value:.0f}"
-        return str(value)
-
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    kept = [v for v in values if v == v]
-    return float(np.percentile(kept, q)) if kept else float("nan")
-
-
-def header(title: str) -> None:
-    load_avg = os.getloadavg()
-    print(f"# {title}\n")
-    print(
-        f"{cpu_info().describe()}; load average at start {load_avg[0]:.2f} / {load_avg[1]:.2f} / "
-        f"{load_avg[2]:.2f}; Python {platform.python_version()}; {time.strftime('%Y-%m-%d %H:%M')}. "
-        "Data: ../shared/eval.\n"
-    )
-
-
-# -- speech ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Utterance:
-    name: str
-    #: At the wire rate.
-    audio: Audio
-    #: Where Silero hears the speech begin and end, in seconds from the recording's start.
-    onset_s: float
-    end_s: float
-
-
-def speech_bounds(vad: SileroModel, audio: Audio) -> tuple[float, float]:
-    """The first and last 16 kHz windows Silero scores as speech (threshold 0.5), in seconds."""
-    stream = SileroVAD(vad)
-    width = stream.window_samples
-    speech = [
-        begin
-        for begin in range(0, len(audio) - width + 1, width)
-        if stream(audio[begin : begin + width]) >= 0.5
-    ]
-    if not speech:
-        return 0.0, len(audio) / RATE
-    return speech[0] / RATE, (speech[-1] + width) / RATE
-
-
-def utterance(row: EvalRow, vad: SileroModel) -> Utterance:
-    audio = load(row)
-    onset, end = speech_bounds(vad, audio)
-    wire = np.ascontiguousarray(soxr.resample(audio, RATE, WIRE_RATE), dtype=np.float32)
-    return Utterance(row.name, wire, onset, end)
-
-
-def questions(vad: SileroModel) -> list[Utterance]:
-    """Every English recording of asr.tsv up to LONGEST_S (FLEURS among them), shortest first."""
-    rows = sorted((r for r in eval_rows("en") if r.duration <= LONGEST_S), key=lambda r: r.duration)
-    return [utterance(row, vad) for row in rows]
-
-
-def silence(seconds: float) -> Audio:
-    return np.zeros(int(seconds * WIRE_RATE), dtype=np.float32)
-
-
-# -- the client -----------------------------------------------------------------------------
-
-
-@dataclass
-class Client:
-    """One agent session: every server event with the wall-clock time it was received."""
-
-    ws: ClientConnection
-    events: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
-    session_id: str = ""
-    _arrived: asyncio.Event = field(default_factory=asyncio.Event)
-    _reader: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._reader = asyncio.create_task(self._read())
-
-    async def _read(self) -> None:
-        async for frame in self.ws:
-            at = time.time()
-            self.events.append((at, json.loads(frame)))
-            self._arrived.set()
-
-    async def send(self, event: dict[str, Any]) -> None:
-        await self.ws.send(json.dumps(event))
-
-    async def until(self, condition: Callable[[], bool], limit: float) -> None:
-        """Wait until `condition()` holds, checked at each event and every 0.2 s."""
-        deadline = time.monotonic() + limit
-        while not condition():
-            if self._reader is not None and self._reader.done():
-                raise ConnectionError(f"the server closed the session: {self.errors()}")
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"not done in {limit:g} s; last events: {self.kinds()[-5:]}")
-            self._arrived.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._arrived.wait(), min(left, 0.2))
-
-    async def wait_for(
-        self, done: Callable[[dict[str, Any]], bool], limit: float, start: int = 0
-    ) -> tuple[float, dict[str, Any]]:
-        """The first event from index `start` on for which `done` is true (waiting for it)."""
-        found: list[tuple[float, dict[str, Any]]] = []
-
-        def seen() -> bool:
-            found[:] = [(at, e) for at, e in self.events[start:] if done(e)][:1]
-            return bool(found)
-
-        await self.until(seen, limit)
-        return found[0]
-
-    def of(self, kind: str) -> list[tuple[float, dict[str, Any]]]:
-        return [(at, e) for at, e in self.events if e["type"] == kind]
-
-    def kinds(self) -> list[str]:
-        return [e["type"] for _, e in self.events]
-
-    def errors(self) -> list[dict[str, Any]]:
-        return [e["error"] for _, e in self.of("error")]
-
-    async def close(self) -> None:
-        await self.ws.close()
-        if self._reader is not None:
-            await asyncio.gather(self._reader, return_exceptions=True)
-
-
-async def open_client(ws_url: str, session: dict[str, Any] | None = None) -> Client:
-    # No keepalive pings: a busy server must not have the benchmark's sessions closed on it.
-    ws = await connect(
-        ws_url + "/v1/realtime?model=dragoman-agent", max_size=None, ping_interval=None, open_timeout=60
-    )
-    client = Client(ws)
-    client.start()
-    _, created = await client.wait_for(lambda e: e["type"] == "session.created", 30)
-    client.session_id = str(created["session"]["id"])
-    if session:
-        mark = len(client.events)
-        await client.send({"type": "session.update", "session": {"type": "realtime", **session}})
-        _, event = await client.wait_for(lambda e: e["type"] in ("session.updated", "error"), 30, mark)
-        if event["type"] == "error":
-            raise RuntimeError(f"session.update refused: {event['error']}")
-    return client
-
-
-async def speak(client: Client, audio: Audio, began: float, stop: asyncio.Event, tail_s: float) -> None:
-    """Append `audio` and then silence on a real-time schedule from `began` (epoch seconds).
-
-    Each 100 ms piece is sent once it has been "recorded": piece k at began + (k + 1) * 0.1 s.
-    Silence goes on until `stop` is set or `tail_s` of it was sent.
-    """
-    step = int(PIECE_S * WIRE_RATE)
-    pieces = [audio[i : i + step] for i in range(0, len(audio), step)]
-    quiet = silence(PIECE_S)
-    k = 0
-    while True:
-        if k < len(pieces):
-            piece = pieces[k]
-        elif stop.is_set() or (k - len(pieces)) * PIECE_S >= tail_s:
-            return
-        else:
-            piece = quiet
-        k += 1
-        await asyncio.sleep(max(0.0, began + k * PIECE_S - time.time()))
-        payload = base64.b64encode(float_to_pcm16(piece)).decode("ascii")
-        await client.send({"type": "input_audio_buffer.append", "audio": payload})
-
-
-def get(http: str, path: str) -> dict[str, Any]:
-    with urllib.request.urlopen(http + path, timeout=10) as response:
-        return dict(json.loads(response.read()))
-
-
-async def pool_idle(http: str) -> None:
-    """Wait until no session holds a pipeline unit (the last one has drained)."""
-    for _ in range(600):
-        if (await asyncio.to_thread(get, http, "/v1/pool"))["busy"] == 0:
-            return
-        await asyncio.sleep(0.1)
-    raise RuntimeError(f"the pool stayed busy: {get(http, '/v1/pool')}")
-
-
-def stage_lines(log_path: Path) -> dict[str, list[dict[str, Any]]]:
-    """The server's `agent stages` lines, by session, in the order logged."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    for line in log_path.read_text(errors="replace").splitlines():
-        if '"agent stages"' not in line:
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        out.setdefault(record["session"], []).append(record)
-    return out
 
 
 # -- 1. latency -------------------------------------------------------------------------------
@@ -572,7 +361,7 @@ def stage_table(groups: dict[str, list[Turn]]) -> str:
             values = ms([t.at.get(key, float("nan")) for t in turns])
             row += [percentile(values, 50), percentile(values, 95)]
         rows.append(row)
-    return table(stage_headers(list(groups)), rows)
+    return table(stage_headers(list(groups)), rows, whole=True)
 
 
 def report_latency(turns: list[Turn], model: str, services: str) -> None:
@@ -597,7 +386,7 @@ def report_latency(turns: list[Turn], model: str, services: str) -> None:
             diffs = ms([t.span(later, earlier) for t in by_mode[mode]])
             row += [percentile(diffs, 50), percentile(diffs, 95)]
         rows.append(row)
-    print(table(["stage", *headers[1:]], rows))
+    print(table(["stage", *headers[1:]], rows, whole=True))
     print(
         "\nAn early start begins the LLM call on a provisional transcript at a pause the turn "
         "model judges final, before the silence runs out: its LLM start comes before the "
@@ -654,6 +443,7 @@ def report_latency(turns: list[Turn], model: str, services: str) -> None:
                 "no answer",
             ],
             summary,
+            whole=True,
         )
     )
     pace = [
@@ -682,7 +472,13 @@ def report_latency(turns: list[Turn], model: str, services: str) -> None:
         said = t.error or f"{t.transcript[:50]} → {t.answer[:50]}"
         flags = f"{t.cuts}" + (", over" if t.spoke_over else "") + (", queued" if t.queued else "")
         detail.append([t.name, t.mode, f"{t.speech_s:.1f}", stages, flags, said.replace("|", "/")])
-    print(table(["recording", "mode", "speech s", "stages ms (as above)", "cuts", "heard → said"], detail))
+    print(
+        table(
+            ["recording", "mode", "speech s", "stages ms (as above)", "cuts", "heard → said"],
+            detail,
+            whole=True,
+        )
+    )
     print("\n</details>\n")
 
 
@@ -787,8 +583,7 @@ def report_barge_ins(results: list[BargeIn]) -> None:
         )
     print(
         table(
-            ["interruption", "from first sample p50", "p95", "from speech onset p50", "p95"],
-            rows,
+            ["interruption", "from first sample p50", "p95", "from speech onset p50", "p95"], rows, whole=True
         )
     )
     statuses = sorted({r.status for r in ok})
@@ -813,6 +608,7 @@ def report_barge_ins(results: list[BargeIn]) -> None:
         table(
             ["recording", "onset ms", "speech_started ms", "response.done ms", "last audio ms", "status"],
             detail,
+            whole=True,
         )
     )
     print("\n</details>\n")

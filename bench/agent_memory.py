@@ -10,7 +10,7 @@ cached, its TTS). The server process's resident set (VmRSS in /proc/<pid>/status
 read with the server idle, at 1, 2, 4, ... open sessions, and after all are closed.
 The engines are shared, so it should stay nearly flat.
 
-Markdown to stdout, progress to stderr (the client helpers are bench/agent_latency.py's).
+Markdown to stdout, progress to stderr (the client is bench/agent_client.py's).
 """
 
 from __future__ import annotations
@@ -26,20 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import server as dragoman_server
-from bench.agent_latency import (
-    ANSWER_TIMEOUT_S,
-    Client,
-    Utterance,
-    get,
-    header,
-    log,
-    open_client,
-    pool_idle,
-    questions,
-    serve_args,
-    speak,
-    table,
-)
+from bench.agent_client import Client, Utterance, get, open_client, pool_idle, questions, speak
+from bench.agent_latency import ANSWER_TIMEOUT_S, serve_args
+from bench.report import header, log, table
 from dragoman.audio.vad import SileroModel
 from dragoman.config import default_cache_dir
 from dragoman.weights import resolve
@@ -138,6 +127,7 @@ def report(readings: list[Reading], count: int) -> None:
         table(
             ["server", "RSS MiB", "vs 1 session", "mean per added session", "peak MiB", "threads"],
             rows,
+            whole=True,
         )
     )
     last = max((r for r in readings if r.sessions), key=lambda r: r.sessions)

@@ -40,18 +40,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import server as dragoman_server
-from bench.agent_latency import (
-    LONGEST_S,
-    Turn,
-    ask,
-    header,
-    log,
-    ms,
-    percentile,
-    questions,
-    stage_table,
-    table,
-)
+from bench.agent_client import LONGEST_S, questions
+from bench.agent_latency import Turn, ask, ms, stage_table
+from bench.report import header, log, percentile, table
 from bench.results import record
 from dragoman.audio.vad import SileroModel
 from dragoman.config import default_cache_dir
@@ -130,7 +121,7 @@ def report(turns: list[Turn], llm_model: str) -> None:
                 conditions=f"{conditions}; {failed} unanswered",
             )
     print()
-    print(table(["setup", "first audio p50 ms", "p95 ms", "no answer"], summary))
+    print(table(["setup", "first audio p50 ms", "p95 ms", "no answer"], summary, whole=True))
     print("\n<details><summary>per question</summary>\n")
     detail = [
         [
@@ -141,7 +132,7 @@ def report(turns: list[Turn], llm_model: str) -> None:
         ]
         for t in turns
     ]
-    print(table(["recording", "setup", "first audio ms", "heard → said"], detail))
+    print(table(["recording", "setup", "first audio ms", "heard → said"], detail, whole=True))
     print("\n</details>\n")
 
 

@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench import server as dragoman_server
-from bench.agent_latency import header, log, table
 from bench.agent_memory import read_status
+from bench.report import header, log, table
 
 QUALITY = "qwen2.5-1.5b-instruct-gguf"
 SETUPS: tuple[tuple[str, list[str]], ...] = (
@@ -62,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows.append([label, f"{rss:.0f}", f"{peak:.0f}", "yes" if shared else "no"])
     header("Server memory with MT and the agent on one 1.5B")
     print(f"Servers run from {args.src or 'this checkout'}.\n")
-    print(table(["server", "VmRSS MiB", "VmHWM MiB", "model shared"], rows))
+    print(table(["server", "VmRSS MiB", "VmHWM MiB", "model shared"], rows, whole=True))
     added = float(rows[1][1]) - float(rows[0][1])
     print(f"\nMT adds {added:.0f} MiB of resident memory to the agent alone.")
     return 0

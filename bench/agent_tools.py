@@ -41,7 +41,7 @@ from typing import Any
 
 from bench import server as dragoman_server
 from bench.agent_accuracy import MODELS, Question, answer_text, configured, questions, wait_pool
-from bench.agent_latency import header, log, table
+from bench.report import header, log, table
 from bench.results import record
 from harness.realtime_helpers import read_until
 from harness.server import Server
@@ -204,6 +204,7 @@ def report(results: dict[str, list[Reply]]) -> None:
                 "no-tool questions answered right",
             ],
             rows,
+            whole=True,
         )
     )
     print("\n## Wrong replies\n")

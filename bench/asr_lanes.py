@@ -18,14 +18,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from bench.asr_batching import run_closed_loop, steady_steps
-from bench.asr_streaming import table
 from bench.audio import RATE, session_inputs, wer_clips
+from bench.report import log, table
 from dragoman.config import default_cache_dir
 from dragoman.cpu import cpu_info
 from dragoman.engines.asr.base import StepRequest
@@ -39,10 +38,6 @@ CONFIGS = (
     ("one call on 1 thread", 1, 1),
     ("2 calls of 1 thread (the CPU default)", 1, 2),
 )
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def _batches(engine: WhisperCT2Engine, requests: list[StepRequest], split: bool) -> float:

@@ -27,7 +27,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 
 from bench.audio import RATE, Audio, SessionInput, b64
@@ -199,10 +198,6 @@ class LoadResult:
         if not scored:
             return float("nan")
         return wer([r for r, _ in scored], [h for _, h in scored])
-
-
-def percentile(values: list[float], q: float) -> float:
-    return float(np.percentile(values, q)) if values else float("nan")
 
 
 async def open_session(url: str, settings: StreamSettings) -> ClientConnection:

@@ -23,8 +23,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.asr_load import LoadResult, StreamSettings, percentile, run_load
+from bench.asr_load import LoadResult, StreamSettings, run_load
 from bench.audio import session_inputs, wer_clips
+from bench.report import percentile
 from bench.results import record, this_cpu
 from bench.server import running
 from dragoman.config import load_settings

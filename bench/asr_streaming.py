@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import dataclasses
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -33,10 +32,10 @@ from bench import server as dragoman_server
 from bench.asr_batching import ClosedLoop, closed_loop, steady_steps
 from bench.asr_continuous import __doc__ as continuous_doc
 from bench.asr_continuous import continuous_inputs, run_vad_load
-from bench.asr_load import LoadResult, StreamSettings, percentile, run_load
+from bench.asr_load import LoadResult, StreamSettings, run_load
 from bench.audio import RATE, Clip, session_inputs, wer_clips
+from bench.report import header, log, percentile, table
 from bench.results import record
-from dragoman.cpu import cpu_info
 from dragoman.engines.asr.base import ASREngine
 from dragoman.logs import configure as configure_logs
 from dragoman.sessions.transcription.session import EngineProfile, SessionConfig
@@ -48,21 +47,6 @@ ASR_CONTINUOUS = " ".join((continuous_doc or "").split("\n\n", 1)[-1].split()) +
 SECTIONS = ("wer", "revisions", "steps", "concurrency", "batching")
 #: The WER goal of the issue: streaming WER at most this times the offline WER.
 WER_GOAL = 1.15
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    def cell(value: object) -> str:
-        if isinstance(value, float):
-            return "–" if value != value else f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
-        return str(value)
-
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def pct(value: float) -> str:
@@ -466,16 +450,6 @@ def report_batching(batched: LoadResult, serial: LoadResult) -> None:
 # -- the run ------------------------------------------------------------------------------------------
 
 
-def header(plan: Plan) -> None:
-    load = os.getloadavg()
-    print(f"# Streaming transcription benchmark ({'quick' if plan.quick else 'full'})\n")
-    print(
-        f"Model {plan.model}, int8 on CPU; {cpu_info().describe()}; load average at start "
-        f"{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}; Python {platform.python_version()}; "
-        f"{time.strftime('%Y-%m-%d %H:%M')}. Data: ../shared/eval.\n"
-    )
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.asr_streaming", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run of a few minutes")
@@ -520,7 +494,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         plan = dataclasses.replace(plan, session_seconds=args.session_seconds)
     configure_logs("warning", "console")  # the engine's log lines go to stderr, not the tables
     began = time.perf_counter()
-    header(plan)
+    header(
+        f"Streaming transcription benchmark ({'quick' if plan.quick else 'full'})",
+        f"Model {plan.model}, int8 on CPU; ",
+    )
     settings = inproc.settings_for(plan.model, plan.backend)
     engine = inproc.load_engine(settings)
     profile = inproc.profile_of(engine, settings)

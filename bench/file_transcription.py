@@ -32,8 +32,8 @@ from openai import OpenAI
 from websockets.asyncio.client import connect
 
 from bench.asr_load import COMPLETED, FAILED, PIECE_SECONDS
-from bench.asr_streaming import log, table
 from bench.audio import RATE, Audio, b64, eval_rows, load
+from bench.report import log, table
 from bench.server import running
 from dragoman.cpu import cpu_info
 from dragoman.sessions.speech.front import MAX_PENDING_ITEMS

@@ -86,9 +86,10 @@ from openai.resources.realtime.translations.translations import AsyncTranslation
 from websockets.asyncio.client import connect
 
 from bench import server as dragoman_server
-from bench.agent_latency import header, log, percentile, speech_bounds, table
+from bench.agent_client import speech_bounds
 from bench.audio import EVAL, RATE, EvalRow, load, synthesise
 from bench.listener import load_listener, transcribe
+from bench.report import header, log, percentile, table
 from bench.results import record
 from dragoman.audio.pcm import float_to_pcm16
 from dragoman.audio.vad import SileroModel
@@ -520,7 +521,7 @@ def report(all_scores: Sequence[Scores]) -> None:
         "end lag p95 ms",
         "errors",
     )
-    print(table(columns, rows))
+    print(table(columns, rows, whole=True))
 
 
 def counts(text: str) -> list[int]:

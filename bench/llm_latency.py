@@ -26,7 +26,6 @@ import argparse
 import os
 import platform
 import statistics
-import sys
 import time
 import uuid
 from collections.abc import Sequence
@@ -35,6 +34,7 @@ from pathlib import Path
 
 import llama_cpp
 
+from bench.report import log, table
 from dragoman.config import LLMSettings, default_cache_dir
 from dragoman.cpu import cpu_info
 from dragoman.engines.llm.base import (
@@ -77,19 +77,6 @@ TOOLS = (
     ToolSpec("transfer_call", "Pass the call on to a person", {"type": "object", "properties": {}}),
 )
 REPLY_TOKENS = 32
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    def cell(value: object) -> str:
-        return f"{value:.3g}" if isinstance(value, float) else str(value)
-
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 # -- 1. raw rates -------------------------------------------------------------------------------

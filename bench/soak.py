@@ -44,8 +44,8 @@ import numpy as np
 from bench import server as dragoman_server
 from bench import soak_clients as clients
 from bench import soak_interpreter
-from bench.asr_streaming import log, table
 from bench.audio import Audio, eval_rows, load, wer_clips
+from bench.report import log, table
 from bench.soak_clients import Recorder, Schedule
 from dragoman.cpu import cpu_info
 from dragoman.tools import eval_set

@@ -22,15 +22,13 @@ import argparse
 import csv
 import os
 import platform
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from bench import results
-from bench.asr_load import percentile
-from bench.asr_streaming import table
 from bench.listener import load_listener, transcribe
+from bench.report import log, percentile, table
 from dragoman.config import TTSSettings, load_settings
 from dragoman.cpu import cpu_info
 from dragoman.engines.asr.base import ASREngine
@@ -44,10 +42,6 @@ RATE = 16_000
 FLORES = eval_set.eval_path(eval_set.FLORES)
 #: ISO 639-1 -> the FLORES column of that language.
 COLUMNS = {"en": "eng_Latn", "de": "deu_Latn", "it": "ita_Latn", "zh": "zho_Hans"}
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def flores_sentences(language: str, n: int, max_chars: int) -> list[str]:

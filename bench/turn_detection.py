@@ -18,7 +18,6 @@ copied into the repo).
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -28,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.audio import RATE, eval_rows, load
+from bench.report import log, table
 from dragoman.audio.vad import SileroModel, SileroVAD
 from dragoman.cpu import cpu_info
 from dragoman.engines.turn.smart_turn import SmartTurnModel
@@ -47,19 +47,6 @@ MODES: tuple[tuple[str, TurnConfig], ...] = (
     ("semantic_vad high", SemanticVADConfig("high")),
     ("semantic_vad low", SemanticVADConfig("low")),
 )
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    def cell(value: object) -> str:
-        return f"{value:.0f}" if isinstance(value, float) else str(value)
-
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def room_noise(seconds: float, seed: int) -> np.ndarray:
@@ -185,12 +172,13 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "cuts",
             ],
             summary,
+            whole=True,
         )
     )
     print(
         f"\nSmart Turn calls while segmenting: {timed.calls}, mean {1000 * timed.seconds / timed.calls:.0f} ms\n"
     )
-    print(table(["recording", "lang", *(name for name, _ in MODES)], per_clip))
+    print(table(["recording", "lang", *(name for name, _ in MODES)], per_clip, whole=True))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ alternating order, each in a new session with `server_vad`:
   the microphone track. Ear: the arrival, from the caller's jitter buffer, of the first
   frame of the answer's track with a sample above -60 dBFS, plus that sample's place in
   the frame. Also timed: `output_audio_buffer.started` on the data channel.
-- **WebSocket**: bench/agent_latency.py's client, 100 ms appends at real time. Mouth: the
+- **WebSocket**: bench/agent_client.py's client, 100 ms appends at real time. Mouth: the
   same end of speech on the appends' schedule; ear: the first answer delta's arrival plus
   the silence before its first sample above -60 dBFS (its `first_sound`).
 
@@ -38,18 +38,9 @@ import numpy as np
 import soxr
 
 from bench import server as dragoman_server
-from bench.agent_latency import (
-    ANSWER_TIMEOUT_S,
-    WIRE_RATE,
-    Utterance,
-    ask,
-    header,
-    log,
-    percentile,
-    pool_idle,
-    questions,
-    table,
-)
+from bench.agent_client import WIRE_RATE, Utterance, pool_idle, questions
+from bench.agent_latency import ANSWER_TIMEOUT_S, ask
+from bench.report import header, log, percentile, table
 from dragoman.audio.vad import SileroModel
 from dragoman.config import default_cache_dir
 from dragoman.weights import resolve
@@ -144,7 +135,7 @@ def report(results: list[Result]) -> None:
         heard = [e for e in ears if e == e]
         p50, p95 = percentile(heard, 50), percentile(heard, 95)
         rows.append([transport, len(ears), len(heard), 1000 * p50, 1000 * p95])
-    print(table(["transport", "questions", "answered", "p50", "p95"], rows))
+    print(table(["transport", "questions", "answered", "p50", "p95"], rows, whole=True))
     started = [r.started for r in results if r.transport == "WebRTC" and r.started == r.started]
     print(
         f"\nWebRTC `output_audio_buffer.started` on the data channel: p50 {1000 * percentile(started, 50):.0f} ms "
@@ -154,7 +145,7 @@ def report(results: list[Result]) -> None:
     detail = [
         [r.transport, r.name, 1000 * r.ear, 1000 * r.started, " ".join([r.error, *r.notes])] for r in results
     ]
-    print(table(["transport", "question", "ear", "started event", "notes"], detail))
+    print(table(["transport", "question", "ear", "started event", "notes"], detail, whole=True))
     print("\n</details>\n")
 
 

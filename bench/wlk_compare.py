@@ -78,11 +78,11 @@ from bench.asr_load import (
     StreamSettings,
     Trace,
     drive,
-    percentile,
     run_load,
 )
-from bench.asr_streaming import log, pct, serve_args, table
+from bench.asr_streaming import pct, serve_args
 from bench.audio import EVAL, RATE, Audio, Clip, SessionInput, session_inputs, wer_clips
+from bench.report import log, percentile, table
 from dragoman.audio.pcm import float_to_pcm16
 from dragoman.config import default_cache_dir
 from dragoman.cpu import available_cores, cpu_info
