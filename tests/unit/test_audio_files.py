@@ -37,7 +37,14 @@ def test_telephone_rate_is_resampled() -> None:
     assert len(audio.samples) == pytest.approx(1.5 * SAMPLE_RATE, abs=2)
 
 
-@pytest.mark.parametrize("data", [b"", b"not audio at all " * 64, b"RIFF" + bytes(200)])
+#: A WAV header of 272-bit PCM: a stream FFmpeg finds and has no decoder for (found by the fuzzer).
+UNDECODABLE_WAV = (
+    b"RIFF\xff\xff\xff\xffWAVEfmt \x10\x00\x00\x00\x01\x00\x01\x00\xc0]\x00\x00"
+    b"\x80\xbb\x00\x00\x02\x00\x10\x01data\xff\xff\xff\xff"
+)
+
+
+@pytest.mark.parametrize("data", [b"", b"not audio at all " * 64, b"RIFF" + bytes(200), UNDECODABLE_WAV])
 def test_not_audio_is_the_clients_fault(data: bytes) -> None:
     with pytest.raises(InvalidFile) as raised:
         decode_audio_file(data, max_seconds=60)

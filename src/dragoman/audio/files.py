@@ -55,10 +55,13 @@ def decode_audio_file(data: bytes, *, max_seconds: float) -> DecodedAudio:
         if not container.streams.audio:
             raise InvalidFile("The file has no audio stream.", param="file")
         stream = container.streams.audio[0]
-        rate = int(stream.codec_context.sample_rate or stream.sample_rate or 0)
+        codec = stream.codec_context
+        if codec is None:  # a codec FFmpeg has no decoder for (a WAV of 272-bit PCM)
+            raise InvalidFile(_UNREADABLE, param="file")
+        rate = int(codec.sample_rate or stream.sample_rate or 0)
         if rate <= 0:
             raise InvalidFile(_UNREADABLE, param="file")
-        channels = int(stream.codec_context.channels or 1)
+        channels = int(codec.channels or 1)
         # Planar float32 in the file's own layout; the channels are averaged below (FFmpeg's
         # own downmix adds them at -3 dB, which clips a loud stereo file).
         to_float = av.AudioResampler(format="fltp", rate=rate)
