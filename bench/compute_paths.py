@@ -14,6 +14,7 @@ CTranslate2 compute type. It prints what `auto` chooses here.
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 import time
@@ -55,9 +56,9 @@ def mt_layers(threads: int) -> list[str]:
         for rows in (1, 8, 32):
             x = torch.randn(rows, 896)
             xb = x.to(torch.bfloat16)
-            t_int8 = _median_ms(lambda x=x: int8(x))
-            t_fp32 = _median_ms(lambda x=x: linear(x))
-            t_bf16 = _median_ms(lambda xb=xb: bf16(xb))
+            t_int8 = _median_ms(functools.partial(int8, x))
+            t_fp32 = _median_ms(functools.partial(linear, x))
+            t_bf16 = _median_ms(functools.partial(bf16, xb))
             lines.append(f"| {rows} | {t_int8:.2f} | {t_fp32:.2f} | {t_bf16:.2f} | {t_int8 / t_fp32:.2f} |")
     choice = choose_compute_type("auto")
     lines.append(f"\n`auto` chooses **{choice.compute_type}** here: {choice.reason}.\n")
@@ -98,7 +99,7 @@ def _asr_step_ms(compute_type: str, audio: list[Audio], threads: int) -> tuple[f
     try:
         requests = [StepRequest(a, language="en") for a in audio]
         single = statistics.median(
-            _median_ms(lambda r=r: engine.transcribe_batch([r]), repeats=3) for r in requests
+            _median_ms(functools.partial(engine.transcribe_batch, [r]), repeats=3) for r in requests
         )
         return single, _median_ms(lambda: engine.transcribe_batch(requests), repeats=3)
     finally:
