@@ -13,10 +13,11 @@ import json
 import urllib.request
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from openai import AsyncOpenAI
+from openai.types.realtime import RealtimeSessionCreateRequestParam
 
 from harness.realtime_helpers import Transcript, load_audio, read_until, stream
 from harness.server import Server
@@ -72,7 +73,9 @@ async def agent(server: Server, **session: Any) -> AsyncIterator[tuple[Any, Tran
     async with client(server).realtime.connect(model="dragoman-agent") as conn:
         log = await read_until(conn, Transcript(), lambda e: e["type"] == "session.created")
         if session:
-            await conn.session.update(session={"type": "realtime", **session})
+            # The keyword arguments are the test's session fields, sent as given.
+            update = cast(RealtimeSessionCreateRequestParam, {"type": "realtime", **session})
+            await conn.session.update(session=update)
             await read_until(conn, log, lambda e: e["type"] in ("session.updated", "error"))
             assert not log.errors(), log.errors()
         yield conn, log
@@ -133,4 +136,5 @@ async def ask_in_text(conn: Any, log: Transcript, text: str) -> dict[str, Any]:
     await conn.conversation.item.create(item=item)
     await conn.response.create(response={"output_modalities": ["text"]})
     await read_until(conn, log, response_done, limit=120)
-    return log.of("response.done")[-1]["response"]
+    response: dict[str, Any] = log.of("response.done")[-1]["response"]
+    return response

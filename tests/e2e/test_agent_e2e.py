@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import websockets
+from openai.types.beta.realtime import ConversationItemParam
 
 from dragoman.protocol.realtime.generation import Generation
 from harness.realtime_helpers import (
@@ -318,7 +319,11 @@ async def test_a_beta_client_gets_beta_event_names(server: Server) -> None:
     events: list[dict[str, Any]] = []
     async with api.beta.realtime.connect(model="dragoman-agent") as conn:
         await conn.session.update(session={"instructions": "Answer in one short sentence."})
-        item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Say hello."}]}
+        item: ConversationItemParam = {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "Say hello."}],
+        }
         await conn.conversation.item.create(item=item)
         await conn.response.create()
         async with asyncio.timeout(120):

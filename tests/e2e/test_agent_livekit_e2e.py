@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from openai.types.realtime import ConversationItemParam, RealtimeSessionCreateRequestParam
 
 from harness.realtime_helpers import Transcript, load_audio, read_until, reference, validate, wer
 from harness.server import Server
@@ -38,14 +39,15 @@ from tests.e2e.agent_helpers import QUESTION, RATE, client, kinds, pool_free, re
 pytestmark = pytest.mark.e2e
 
 #: LiveKit's session.update on connect (its defaults, GA shape).
-SESSION = {
+SESSION: RealtimeSessionCreateRequestParam = {
     "type": "realtime",
     "model": "gpt-realtime",
     "output_modalities": ["audio"],
     "audio": {
         "input": {
             "format": {"type": "audio/pcm", "rate": 24000},
-            "noise_reduction": None,
+            # LiveKit sends null (noise reduction off), which the SDK's param type leaves out.
+            "noise_reduction": None,  # type: ignore[typeddict-item]
             "transcription": {"model": "gpt-4o-mini-transcribe"},
             "turn_detection": {
                 "type": "semantic_vad",
@@ -71,7 +73,7 @@ def short_call_id(call_id: str) -> str:
 async def test_livekit_connect_restore_context_and_generate_reply(server: Server) -> None:
     await pool_free(server)
     upstream_call = "toolu_" + "a1b2c3d4" * 6  # another LLM's id, longer than 32 characters
-    history = [
+    history: list[ConversationItemParam] = [
         {
             "id": "item_lk_user",
             "type": "message",

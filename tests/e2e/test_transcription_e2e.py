@@ -9,11 +9,16 @@ from __future__ import annotations
 import asyncio
 import json
 import urllib.request
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
 from openai import AsyncOpenAI
+from openai.types.realtime import RealtimeTranscriptionSessionCreateRequestParam
+from openai.types.realtime.realtime_transcription_session_audio_input_turn_detection_param import (
+    SemanticVad,
+    ServerVad,
+)
 from prometheus_client.parser import text_string_to_metric_families
 
 from dragoman.engines.asr.chinese_script import write
@@ -38,7 +43,10 @@ ZH = "asr/zh/zh_fleurs_cmn_1883.wav"
 FIRST_WORD = "asr/en/en_fleurs_test_000.ogg"
 #: A client that ends its turns with `input_audio_buffer.commit` turns the server's VAD off,
 #: as it must with OpenAI, whose transcription sessions start with `server_vad`.
-PUSH_TO_TALK: dict[str, Any] = {"type": "transcription", "audio": {"input": {"turn_detection": None}}}
+PUSH_TO_TALK: RealtimeTranscriptionSessionCreateRequestParam = {
+    "type": "transcription",
+    "audio": {"input": {"turn_detection": None}},
+}
 #: OpenAI's default `turn_detection`, as its session object shows it.
 DEFAULT_TURNS = {"type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300, "silence_duration_ms": 500}
 
@@ -67,10 +75,15 @@ async def transcribe_once(server: Server, file: str, **update: Any) -> Transcrip
         model="whisper-base", extra_query={"intent": "transcription"}
     ) as conn:
         transcript = await read_until(conn, Transcript(), lambda e: e["type"] == "session.created")
-        await conn.session.update(session=PUSH_TO_TALK)  # type: ignore[arg-type]
+        await conn.session.update(session=PUSH_TO_TALK)
         await read_until(conn, transcript, lambda e: e["type"] == "session.updated")
         if update:
-            await conn.session.update(session={"type": "transcription", **update})
+            # `update` may carry this server's extensions (an `mstar.*` include) that the
+            # SDK's types do not declare: sent as given.
+            session = cast(
+                RealtimeTranscriptionSessionCreateRequestParam, {"type": "transcription", **update}
+            )
+            await conn.session.update(session=session)
             await read_until(conn, transcript, lambda e: e["type"] in ("session.updated", "error"))
         await stream(conn, audio, 24_000)
         await conn.input_audio_buffer.commit()
@@ -244,7 +257,7 @@ async def test_semantic_vad_ends_turns_of_real_recordings(server: Server) -> Non
         model="whisper-base", extra_query={"intent": "transcription"}
     ) as conn:
         transcript = await read_until(conn, Transcript(), lambda e: e["type"] == "session.created")
-        semantic = {"type": "semantic_vad", "eagerness": "auto"}
+        semantic: SemanticVad = {"type": "semantic_vad", "eagerness": "auto"}
         await conn.session.update(
             session={
                 "type": "transcription",
@@ -288,7 +301,7 @@ async def test_error_paths_leave_the_session_usable(server: Server) -> None:
         model="whisper-base", extra_query={"intent": "transcription"}
     ) as conn:
         transcript = await read_until(conn, Transcript(), lambda e: e["type"] == "session.created")
-        await conn.session.update(session=PUSH_TO_TALK)  # type: ignore[arg-type]
+        await conn.session.update(session=PUSH_TO_TALK)
 
         async def expect_error(event: dict[str, Any]) -> dict[str, Any]:
             await conn.send(event)  # type: ignore[arg-type]
@@ -373,7 +386,7 @@ async def test_idle_timeout_commits_the_silence_after_a_turn(server: Server) -> 
         model="whisper-base", extra_query={"intent": "transcription"}
     ) as conn:
         transcript = await read_until(conn, Transcript(), lambda e: e["type"] == "session.created")
-        turn = {"type": "server_vad", "silence_duration_ms": 600, "idle_timeout_ms": 5000}
+        turn: ServerVad = {"type": "server_vad", "silence_duration_ms": 600, "idle_timeout_ms": 5000}
         await conn.session.update(
             session={"type": "transcription", "audio": {"input": {"turn_detection": turn}}}
         )

@@ -182,8 +182,8 @@ async def test_english_speech_in_german_text_and_speech_out(server: Server) -> N
         await interpret(conn, heard, audio, session, after_close=late)
     assert heard.events[0]["type"] == "session.created"
     assert heard.events[-1]["type"] == "session.closed"
-    (late,) = heard.errors()
-    assert late["code"] == "session_closed" and late["event_id"] == "late"
+    (refused,) = heard.errors()
+    assert refused["code"] == "session_closed" and refused["event_id"] == "late"
 
     source = heard.text("session.input_transcript.delta")
     # The source text is the streaming transcription's own (its quality is tested there): here,

@@ -13,14 +13,17 @@ from dragoman.engines.asr.by_language import LanguageRoutedASR
 from dragoman.engines.asr.moonshine_ort import MoonshineEngine
 from dragoman.engines.asr.whisper_ct2 import WhisperCT2Engine
 from dragoman.engines.registry import create_asr_engine
-from tests.engine.test_whisper_ct2 import DE, EN, REFS, audio, ok, wer
+from dragoman.tools.wer import wer
+from tests.engine.test_whisper_ct2 import DE, EN, REFS, audio, ok
 
 pytestmark = pytest.mark.engine
 
 
 @pytest.fixture(scope="module")
 def routed(cache_dir: Path) -> LanguageRoutedASR:
-    engine = create_asr_engine(ASRSettings(routes=["en=moonshine"], threads=2), cache_dir)
+    engine = create_asr_engine(
+        ASRSettings.model_validate({"routes": ["en=moonshine"], "threads": 2}), cache_dir
+    )
     assert isinstance(engine, LanguageRoutedASR)
     return engine
 

@@ -14,8 +14,9 @@ from dragoman.engines.asr.base import PrefixMode, StepRequest
 from dragoman.engines.asr.moonshine_ort import MoonshineEngine, MoonshineTokenizer
 from dragoman.engines.registry import create_asr_engine
 from dragoman.errors import RequestRejected
+from dragoman.tools.wer import wer
 from dragoman.weights import resolve
-from tests.engine.test_whisper_ct2 import EN, REFS, audio, ok, wer
+from tests.engine.test_whisper_ct2 import EN, REFS, audio, ok
 
 pytestmark = pytest.mark.engine
 

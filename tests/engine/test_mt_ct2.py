@@ -63,7 +63,8 @@ def _bpe_tokenizer(lang_codes: list[str]) -> PreTrainedTokenizerFast:
     # Marian keeps <pad> last: it only starts the decoder, and the converter drops it.
     backend.add_special_tokens([AddedToken("<pad>", special=True)])
     backend.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 0)])
-    return PreTrainedTokenizerFast(
+    # transformers' tokenizer __init__ is unannotated.
+    return PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=backend, eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
     )
 
@@ -194,7 +195,8 @@ def marian_hf(marian: CT2MTEngine) -> tuple[MarianMTModel, PreTrainedTokenizerBa
     model = MarianMTModel.from_pretrained(hf, attn_implementation="eager")
     with torch.no_grad():
         # CT2 starts Marian's decoder from a zero embedding, not <pad>'s (start_from_zero_embedding).
-        model.get_decoder().embed_tokens.weight[model.config.decoder_start_token_id] = 0.0
+        # transformers' get_decoder is unannotated.
+        model.get_decoder().embed_tokens.weight[model.config.decoder_start_token_id] = 0.0  # type: ignore[no-untyped-call]
     return model, AutoTokenizer.from_pretrained(hf)
 
 

@@ -68,7 +68,8 @@ def test_features_are_whisper_log_mel_of_the_last_8_seconds() -> None:
     short = last_seconds(speech[:RATE])  # 1 s: zero-padded at the start
     assert not short[: N_SAMPLES - RATE].any()
     np.testing.assert_array_equal(short[N_SAMPLES - RATE :], speech[:RATE])
-    extractor = WhisperFeatureExtractor(chunk_length=8)
+    # transformers' feature extractor __init__ is unannotated.
+    extractor = WhisperFeatureExtractor(chunk_length=8)  # type: ignore[no-untyped-call]
     for audio in (window, short):
         expected = extractor(
             audio, sampling_rate=RATE, padding="max_length", max_length=N_SAMPLES, truncation=True,

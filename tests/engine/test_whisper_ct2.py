@@ -14,6 +14,7 @@ from dragoman.config import ASRSettings
 from dragoman.engines.asr.base import StepRequest, StepResult
 from dragoman.engines.asr.chinese_script import write
 from dragoman.engines.asr.whisper_ct2 import WhisperCT2Engine
+from dragoman.engines.asr.whisper_tokenizer import WhisperTokenizer
 from dragoman.engines.registry import create_asr_engine
 from dragoman.errors import ClientError, RequestRejected
 from dragoman.tools.eval_set import asr_rows, eval_dir
@@ -203,6 +204,7 @@ def test_tokenizer_round_trips_what_the_model_says(model: str, request: pytest.F
     """
     engine: WhisperCT2Engine = request.getfixturevalue(model)
     tok = engine.tokenizer
+    assert isinstance(tok, WhisperTokenizer)
     assert [tok.id_to_token(i) for i in tok.encode(" the table")] == ["Ġthe", "Ġtable"]
     text = ok(engine.transcribe_batch([StepRequest(audio(EN[0]), language="en")])[0]).text
     ids = tok.encode(text)

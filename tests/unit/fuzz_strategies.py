@@ -19,10 +19,14 @@ import copy
 import json
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 #: The fuzzers' settings. FUZZ_EXAMPLES=5000 fuzzes longer (the unit suite keeps it short).
 #: Under CI (`CI=true`, as `.ci/run` sets it) the examples are derandomized, the same every run,
@@ -269,7 +273,7 @@ def frames(draw: st.DrawFn, events: st.SearchStrategy[dict[str, Any]], types: Se
 # -- audio ---------------------------------------------------------------------------
 
 
-def pcm(samples: Sequence[float] | Any) -> str:
+def pcm(samples: NDArray[np.floating]) -> str:
     from dragoman.audio.pcm import float_to_pcm16
 
     return base64.b64encode(float_to_pcm16(samples)).decode()

@@ -9,7 +9,7 @@ the pieces a real engine would stream.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -23,6 +23,7 @@ from dragoman.protocol.realtime.agent_events import agent_wire_event
 from dragoman.protocol.realtime.client_parsers import AgentClientParser
 from dragoman.protocol.realtime.generation import Generation
 from dragoman.sessions.agent.config import AgentConfig
+from dragoman.sessions.agent.events import Message
 from dragoman.sessions.agent.jobs import ASR, LLM, TTS, LLMJob, SpeechJob
 from dragoman.sessions.agent.limits import AgentLimits
 from dragoman.sessions.agent.session import AgentSession
@@ -103,6 +104,7 @@ class Agent:
         """Speak every clause the response has; their texts in order."""
         said = []
         while (job := self.session.next_job(TTS)) is not None:
+            assert isinstance(job, SpeechJob)
             self.session.job_progress(job, b"\x00\x00" * 2400)
             self.session.job_done(job, None)
             said.append(job.request.text)
@@ -538,7 +540,7 @@ def test_an_early_start_is_held_until_the_turn_ends_and_then_comes_in_order() ->
     assert kinds[-1] == "response.done" and agent.log[-1]["response"]["status"] == "completed"
     (turn, answer) = [e for e in agent.log if e["type"] == "conversation.item.added"]
     assert answer["previous_item_id"] == turn["item"]["id"], "the answer follows the turn"
-    assert [item.role for item in agent.session.conversation.items] == ["user", "assistant"]
+    assert [cast(Message, item).role for item in agent.session.conversation.items] == ["user", "assistant"]
     agent.no_job(LLM)
 
 
@@ -688,6 +690,7 @@ def answer_item(agent: Agent, clauses: list[str], seconds: float = 0.5) -> str:
     agent.session.job_done(llm, DONE)
     agent.events()
     while (job := agent.session.next_job(TTS)) is not None:
+        assert isinstance(job, SpeechJob)
         agent.session.job_progress(job, b"\x01\x00" * int(seconds * job.request.rate))
         agent.session.job_done(job, None)
     (done,) = [e for e in agent.events() if e["type"] == "response.done"]

@@ -10,6 +10,7 @@ import pytest
 from dragoman.streaming.alignatt import (
     AlignAttParams,
     CachedDraft,
+    CommitCut,
     DraftText,
     Frontier,
     PromptKey,
@@ -53,7 +54,7 @@ def cut_of(
     target: str = "de",
     params: AlignAttParams = P0,
     start: int = 0,
-):
+) -> CommitCut:
     texts = DraftText(pieces.ids, pieces.decode)
     positions = attended_words(one_hot(columns, frontier.n_source))
     return select_commit(

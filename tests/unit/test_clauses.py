@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+from typing import TypedDict, Unpack
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from dragoman.streaming.clauses import ClauseCutter, chinese_tokens, speakable, spoken_length
 
 
-def cut(pieces: list[str], **params: int | str) -> list[str]:
+class CutterParams(TypedDict, total=False):
+    """`ClauseCutter`'s fields, as keywords."""
+
+    first_min_chars: int
+    first_min_words: int
+    first_max_words: int
+    min_chars: int
+    max_chars: int
+    language: str
+
+
+def cut(pieces: list[str], **params: Unpack[CutterParams]) -> list[str]:
     cutter = ClauseCutter(**params)
     clauses = [clause for piece in pieces for clause in cutter.push(piece)]
     rest = cutter.finish()

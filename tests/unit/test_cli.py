@@ -60,7 +60,11 @@ def test_a_flag_with_choices_refuses_another(capsys: pytest.CaptureFixture[str])
 
 
 def test_help_shows_plain_metavars() -> None:
-    help_text = _parser()._subparsers._group_actions[0].choices["serve"].format_help()  # type: ignore[union-attr]
+    subparsers = _parser()._subparsers
+    assert subparsers is not None
+    commands = subparsers._group_actions[0].choices
+    assert isinstance(commands, dict)
+    help_text = commands["serve"].format_help()
     assert "--asr-model MODEL" in help_text and "MT.PRESET" not in help_text
 
 

@@ -508,7 +508,7 @@ async def test_a_session_whose_audio_runs_ahead_of_real_time_is_served_behind(
     channel = Channel(["job a", "close"])
     worker = PriorityRecorder()
     lanes = {"engine": Lane(worker, Priority.INTERACTIVE)}
-    run = SessionDriver(session, channel, Codec(), log=get_logger("test"), lanes=lanes)  # type: ignore[var-annotated]
+    run = SessionDriver(session, channel, Codec(), log=get_logger("test"), lanes=lanes)
     await asyncio.wait_for(run.run(), 5)
     assert worker.priorities == [expected]
     assert "result A" in channel.sent

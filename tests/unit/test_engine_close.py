@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
 from dragoman.transports import services
 from dragoman.transports.services import MTService, close_engine
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from dragoman.engines.mt.base import MTEngine
 
 
 class RecordingLog:
@@ -40,7 +45,8 @@ def test_a_failed_close_is_logged_with_an_error_id(monkeypatch: pytest.MonkeyPat
 async def test_the_mt_service_logs_its_engines_failed_close(monkeypatch: pytest.MonkeyPatch) -> None:
     log = RecordingLog()
     monkeypatch.setattr(services, "log", log)
-    service = MTService(FailingEngine, default_preset="fast", max_sessions=1, max_utterance_words=60)
+    factory = cast("Callable[[], MTEngine]", FailingEngine)  # a stand-in: only its close() is called
+    service = MTService(factory, default_preset="fast", max_sessions=1, max_utterance_words=60)
     service.engine = FailingEngine()  # type: ignore[assignment]
     await service.close()
     assert service.engine is None

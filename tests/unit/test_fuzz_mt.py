@@ -15,6 +15,7 @@ fake engine of the MT unit tests. The properties:
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -44,7 +45,7 @@ odd_words = st.one_of(
 )
 lexicon = st.sampled_from([word for word in LEXICON if word != CHECK_WORD])
 word_text = st.integers(0, 5).flatmap(lambda pick: odd_words if pick == 0 else lexicon)
-times = st.one_of(
+times: st.SearchStrategy[Sequence[float | None]] = st.one_of(
     st.tuples(st.integers(0, 9000), st.integers(0, 900)).map(lambda t: [t[0], t[0] + t[1]]),
     st.tuples(st.floats(0, 9000), st.floats(0, 900)).map(lambda t: [t[0], t[0] + t[1]]),
     st.sampled_from([[None, None], [None, 500], [300, None]]),

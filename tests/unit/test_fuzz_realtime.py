@@ -349,7 +349,8 @@ class Harness:
 
     @property
     def generation(self) -> Generation:
-        return self.codec.parser.generation
+        generation: Generation = self.codec.parser.generation
+        return generation
 
     def events(self) -> list[dict[str, Any]]:
         out = []

@@ -4,6 +4,7 @@ where Python still has it, the standard library's own codec (`audioop`, gone in 
 from __future__ import annotations
 
 import warnings
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from dragoman.audio import g711
 
 ALL = np.arange(-32768, 32768, dtype=np.int16)
 
+audioop: ModuleType | None
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     try:

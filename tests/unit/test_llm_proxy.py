@@ -42,10 +42,11 @@ def test_an_unreachable_upstream_is_a_502_without_its_address() -> None:
 
 def test_on_a_server_with_keys_the_proxy_needs_one() -> None:
     """The proxy is no hole in the server's keys: the real app's guard covers its routes too."""
+    # Sections as dicts, as a config file gives them: pydantic validates each into its model.
     settings = Settings(
         api_keys=["sk-proxy"],
-        agent={"enable_llm_proxy": True},
-        llm={"backend": "chat-completions", "base_url": "http://127.0.0.1:9/v1", "timeout_s": 2},
+        agent={"enable_llm_proxy": True},  # type: ignore[arg-type]
+        llm={"backend": "chat-completions", "base_url": "http://127.0.0.1:9/v1", "timeout_s": 2},  # type: ignore[arg-type]
     )
     # No lifespan: the engines are not loaded, and neither route needs them.
     app = TestClient(create_app(settings))

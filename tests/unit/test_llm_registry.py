@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,8 @@ def test_known_backends_and_defaults() -> None:
 def test_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DRAGOMAN_LLM__BACKEND", "chat-completions")
     monkeypatch.setenv("DRAGOMAN_LLM__BASE_URL", "http://10.0.0.5:8000/v1")
-    settings = load_settings(**{"llm.remote_model": "qwen"})
+    overrides: dict[str, Any] = {"llm.remote_model": "qwen"}  # a dotted key: no keyword argument
+    settings = load_settings(**overrides)
     assert (settings.llm.backend, settings.llm.base_url, settings.llm.remote_model) == (
         "chat-completions",
         "http://10.0.0.5:8000/v1",

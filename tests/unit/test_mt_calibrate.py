@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pytest
@@ -24,6 +25,9 @@ from dragoman.errors import ConfigError, ModelUnavailable
 from dragoman.tools import calibrate as cal
 from dragoman.tools import eval_set
 from dragoman.weights import MODELS
+
+if TYPE_CHECKING:
+    from dragoman.engines.mt.qwen_torch import QwenTorchMTEngine
 
 LAYERS, HEADS = 4, 3
 
@@ -255,8 +259,9 @@ def test_calibrating_a_model_writes_its_heads_file(tmp_path: Path) -> None:
     ]
     data.write_text("\n".join(lines) + "\n", encoding="utf-8")
     out = tmp_path / "heads" / "en-de.json"
+    engine = cast("QwenTorchMTEngine", DiagonalEngine())  # a stand-in with what calibration uses
     result = cal.calibrate_model(
-        "en-de", cache_dir=tmp_path, data=[data], sentences=10, top_k=1, out=out, engine=DiagonalEngine()
+        "en-de", cache_dir=tmp_path, data=[data], sentences=10, top_k=1, out=out, engine=engine
     )
     assert result.path == out
     loaded = mt_heads.load(out)

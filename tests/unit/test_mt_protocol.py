@@ -62,7 +62,9 @@ def test_a_minimal_init_has_defaults_and_unknown_fields_are_ignored() -> None:
     raw = json.dumps(
         {"type": "init", "protocol_version": 1, "source_lang": "en", "target_lang": "it", "x": 1}
     )
-    event = parse_client_message(raw).to_event()
+    message = parse_client_message(raw)
+    assert isinstance(message, InitMessage)
+    event = message.to_event()
     assert (
         event.preset,
         event.overrides,
@@ -88,9 +90,11 @@ def test_the_seed_update_parses_with_null_timestamps_in_the_tail() -> None:
 
 
 def test_committed_words_may_lack_timestamps_and_the_tail_is_optional() -> None:
-    event = parse_client_message(
+    message = parse_client_message(
         frame(SEED_UPDATE, words=[["Hi", None, None], [" there ", 1, 2]], tail=..., is_final=...)
-    ).to_event()
+    )
+    assert isinstance(message, UpdateMessage)
+    event = message.to_event()
     assert event.words == (Word("Hi"), Word("there", 1.0, 2.0))
     assert event.tail == () and event.is_final is False
 

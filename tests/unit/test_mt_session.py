@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pytest
@@ -24,6 +24,8 @@ from dragoman.sessions.mt.events import (
 from dragoman.sessions.mt.session import MTSession
 from dragoman.streaming.alignatt import AlignAttParams
 from harness.mt_fakes import FakeEngine
+
+EventT = TypeVar("EventT", bound=ServerEvent)
 
 #: Margin 0 keeps the arithmetic obvious; presets are tested separately.
 PRESETS = {
@@ -91,9 +93,15 @@ class Driver:
         return [e for e in self.out if isinstance(e, Translation)]
 
 
-def only(events: Sequence[ServerEvent], kind: type[Any]) -> Any:
+def only(events: Sequence[ServerEvent], kind: type[EventT]) -> EventT:
     assert len(events) == 1 and isinstance(events[0], kind), events
     return events[0]
+
+
+def last_translation(events: Sequence[ServerEvent]) -> Translation:
+    """The last of `events`, a translation."""
+    assert isinstance(events[-1], Translation), events
+    return events[-1]
 
 
 # -- init ------------------------------------------------------------------------
@@ -189,7 +197,7 @@ def test_a_second_init_is_refused_but_the_session_goes_on() -> None:
     assert error.code is ErrorCode.BAD_PROTOCOL
     assert not d.session.closed
     d.update(["Hello"], final=True)
-    assert d.run()[-1].committed_text == "Hallo"
+    assert last_translation(d.run()).committed_text == "Hallo"
 
 
 # -- update validation -------------------------------------------------------------
@@ -429,7 +437,7 @@ def test_an_empty_final_closes_the_utterance_without_the_engine() -> None:
     out = only(d.update([], final=True), Translation)
     assert out.final and out.committed_text == "" and d.engine.requests == []
     d.update(["Hello"], utterance=1, final=True)
-    assert d.run()[-1].committed_text == "Hallo"
+    assert last_translation(d.run()).committed_text == "Hallo"
 
 
 def test_skipping_the_final_closes_the_open_utterance() -> None:
@@ -437,7 +445,7 @@ def test_skipping_the_final_closes_the_open_utterance() -> None:
     d.update(["Hello"], ["world,"])
     d.run()
     d.update(["the"], utterance=1, final=True)
-    out = d.run()[-1]
+    out = last_translation(d.run())
     assert (out.utterance_id, out.committed_text) == (1, "die")
     # Utterance 0 is closed: going back to it is a protocol error.
     error = only(d.update(["Hello", "world,"], utterance=0), Error)
@@ -507,11 +515,11 @@ def test_accepted_target_prefix_is_continued_never_re_emitted() -> None:
     out = only(d.take(), Translation)
     assert (out.committed_text, out.committed_delta) == ("Hallo Welt, wie", " wie")
     d.update(["Hello", "world,", "how", "are"], utterance=4, final=True)
-    out = d.run()[-1]
+    out = last_translation(d.run())
     assert (out.committed_text, out.committed_delta) == ("Hallo Welt, wie geht", " geht")
     # The prefix belonged to that utterance only.
     d.update(["the"], ["house"], utterance=5)
-    assert d.run()[-1].committed_text == "die"
+    assert last_translation(d.run()).committed_text == "die"
 
 
 def test_the_history_window_takes_the_last_pairs() -> None:
@@ -544,7 +552,7 @@ def test_processing_failed_drops_the_update_and_the_session_goes_on() -> None:
     assert (error.code, error.seq, error.error_id) == (ErrorCode.PROCESSING_FAILED, 1, "err_0123")
     assert "secret" not in error.message and "memory" not in error.message
     d.update(["Hello", "world,"], ["how"])
-    assert d.run()[-1].committed_text == "Hallo Welt,"
+    assert last_translation(d.run()).committed_text == "Hallo Welt,"
 
 
 def test_a_failed_final_leaves_the_utterance_open_for_the_retry() -> None:
@@ -574,4 +582,4 @@ def test_a_malformed_draft_changes_nothing_and_can_be_failed() -> None:
     d.session.job_failed(job, EngineFailure("bad draft", error_id="err_x"))
     assert only(d.take(), Error).seq == 1
     d.update(["Hello", "world,"], ["how"])
-    assert d.run()[-1].committed_text == "Hallo Welt,"
+    assert last_translation(d.run()).committed_text == "Hallo Welt,"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -13,6 +13,7 @@ from starlette.websockets import WebSocketDisconnect
 
 from dragoman.config import Settings
 from dragoman.engines.mt.base import WARM_UP_KEY, MTDraft, MTRequest
+from dragoman.engines.workers import SerialWorker
 from dragoman.errors import ConfigError
 from dragoman.sessions.mt.events import Update
 from dragoman.sessions.mt.session import MTSession
@@ -76,7 +77,7 @@ def client(service: MTService) -> Iterator[TestClient]:
 
 
 def update(
-    seq: int, words: list[str], *, utterance: int = 0, final: bool = False, tail: list[str] = ()
+    seq: int, words: list[str], *, utterance: int = 0, final: bool = False, tail: Sequence[str] = ()
 ) -> str:
     payload: dict[str, Any] = {
         "type": "update",
@@ -214,13 +215,14 @@ def test_one_engine_call_at_a_time_round_robin_between_sessions(
         a.send_text(update(2, ["world,"], utterance=1, final=True))
         a.send_text(update(3, ["how"], utterance=2, final=True))
         b.send_text(update(1, ["the"], final=True))
-        wait_for(lambda: service.worker is not None and service.worker.waiting == 1)
+        wait_for(lambda: isinstance(service.worker, SerialWorker) and service.worker.waiting == 1)
         engine.gate.set()
         a_texts = [a.receive_json()["committed_text"] for _ in range(3)]
         assert a_texts == ["Hallo", "Welt,", "wie"]
         assert b.receive_json()["committed_text"] == "die"
     keys = [request.cache_key for request in engine.requests if request.cache_key != WARM_UP_KEY]
     session_a, session_b = keys[0], keys[1]
+    assert session_a is not None and session_b is not None
     assert session_a != session_b
     assert keys == [session_a, session_b, session_a, session_a]
     assert engine.most_running == 1

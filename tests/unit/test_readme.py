@@ -37,7 +37,7 @@ def test_every_flag_it_names_is_a_flag_of_serve() -> None:
     serve = next(
         action.choices["serve"]
         for action in parser._actions
-        if isinstance(getattr(action, "choices", None), dict) and "serve" in action.choices
+        if isinstance(action.choices, dict) and "serve" in action.choices
     )
     known = {option for action in serve._actions for option in action.option_strings}
     named = set(re.findall(r"`(--[a-z][a-z0-9-]*)", README))

@@ -308,7 +308,7 @@ def test_items_from_the_sdk(generation: Generation, item: dict[str, Any], expect
     sent = Sent(generation)
     sent.conn.conversation.item.create(item=item, previous_item_id="item_0", event_id="evt_i")
     event = AgentClientParser(generation).parse(sent.last())
-    assert event == agent.CreateItem(expected, "item_0", "evt_i")  # type: ignore[arg-type]
+    assert event == agent.CreateItem(expected, "item_0", "evt_i")
 
 
 def test_ga_response_create_from_the_sdk() -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import typing
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 
@@ -47,7 +47,7 @@ TYPED = agent.Message("item_4", "user", (agent.ContentPart("input_text", text="W
 SYSTEM = agent.Message("item_5", "system", (agent.ContentPart("input_text", text="Be brief."),))
 CALL = agent.FunctionCall("item_6", "call_1", "get_weather", '{"city": "Rome"}', status="in_progress")
 RESULT = agent.FunctionCallOutput("item_7", "call_1", '{"celsius": 21}')
-ITEMS = [SPOKEN, WRITTEN, HEARD, TYPED, SYSTEM, CALL, RESULT]
+ITEMS: list[agent.Item] = [SPOKEN, WRITTEN, HEARD, TYPED, SYSTEM, CALL, RESULT]
 
 RESPONSES = [
     agent.Response("resp_1"),
@@ -88,7 +88,17 @@ CONFIGS = [
 #: Rates beyond OpenAI's 24 kHz are this server's extension: no SDK type allows them.
 EXTENDED_CONFIGS = [AgentConfig(input_rate=16_000, output_rate=48_000)]
 
-IN_PART = {"response_id": "resp_1", "item_id": "item_2", "output_index": 0, "content_index": 0}
+
+class InPart(TypedDict):
+    """Where a content part's events point: its response, item and indexes."""
+
+    response_id: str
+    item_id: str
+    output_index: int
+    content_index: int
+
+
+IN_PART: InPart = {"response_id": "resp_1", "item_id": "item_2", "output_index": 0, "content_index": 0}
 AGENT_EVENTS: list[agent.ServerEvent] = [
     *(
         agent.SessionConfigured(created, "sess_1", config, "qwen-test")
@@ -197,7 +207,7 @@ def test_items_keep_their_content_in_the_generations_names(generation: Generatio
             assert part == {"type": part["type"], "transcript": source.transcript}
         else:
             assert part == {"type": part["type"], "text": source.text}
-        expected = source.type
+        expected: str = source.type
         if generation is Generation.BETA:
             expected = expected.replace("output_", "")
         assert part["type"] == expected

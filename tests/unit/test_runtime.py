@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 import dragoman.transports.runtime as runtime_module
@@ -43,7 +45,8 @@ def test_one_service_gets_every_core_and_set_threads_are_kept(monkeypatch: pytes
     monkeypatch.setattr(runtime_module, "available_cores", lambda: 2)
     alone = Runtime(load_settings(services=["mt"]))._budgeted()
     assert alone.mt.threads == 2
-    pinned = Runtime(load_settings(**{"asr.threads": 2}))._budgeted()
+    overrides: dict[str, Any] = {"asr.threads": 2}  # a dotted key: no keyword argument
+    pinned = Runtime(load_settings(**overrides))._budgeted()
     assert (pinned.asr.threads, pinned.mt.threads) == (2, 1)
 
 

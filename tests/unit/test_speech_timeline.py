@@ -4,7 +4,7 @@ open turn to end."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -34,7 +34,7 @@ def ga_session(rate: int, turn_detection: dict[str, Any] | None) -> WireSession:
 
 def turn_events(events: list[dict[str, Any]]) -> list[tuple[str, int]]:
     return [
-        (e["type"].rsplit(".", 1)[1], e.get("audio_start_ms", e.get("audio_end_ms")))
+        (e["type"].rsplit(".", 1)[1], cast(int, e.get("audio_start_ms", e.get("audio_end_ms"))))
         for e in events
         if e["type"].endswith(("speech_started", "speech_stopped"))
     ]
@@ -156,7 +156,9 @@ def test_a_vad_change_during_a_candidate_keeps_its_audio() -> None:
     events = send(session, "input_audio_buffer.append", audio=b64(np.concatenate([tone(0.5), silence(1.0)])))
     ((_, start), (_, _)) = turn_events(events)
     assert abs(start - 500) <= WINDOW_MS, "the candidate's speech is the turn's start"
-    assert session.session.front._segmenter.config.threshold == 0.4
+    segmenter = session.session.front._segmenter
+    assert segmenter is not None
+    assert segmenter.config.threshold == 0.4
 
 
 # -- bounds -------------------------------------------------------------------------------
@@ -166,7 +168,7 @@ def test_a_vad_change_during_a_candidate_keeps_its_audio() -> None:
 @pytest.mark.parametrize("value", ["1e12", 10_001, 1e12])
 def test_vad_durations_are_bounded(field: str, value: Any) -> None:
     session = ga_session(16_000, None)
-    update = {
+    update: dict[str, Any] = {
         "type": "transcription",
         "audio": {"input": {"turn_detection": {"type": "server_vad", field: value}}},
     }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import MutableMapping
 from typing import Any
 
 from dragoman.config import Settings
@@ -24,7 +25,7 @@ class HeldHandshake:
         self.hold_accept = hold_accept
         self.accepting = asyncio.Event()
         self.release = asyncio.Event()
-        self.sent: list[dict[str, Any]] = []
+        self.sent: list[MutableMapping[str, Any]] = []
         self._connected = False
 
     def scope(self) -> dict[str, Any]:
@@ -50,7 +51,7 @@ class HeldHandshake:
         await asyncio.Event().wait()  # the client says nothing more
         raise AssertionError("unreachable")
 
-    async def send(self, message: dict[str, Any]) -> None:
+    async def send(self, message: MutableMapping[str, Any]) -> None:
         self.sent.append(message)
         if message["type"] == "websocket.accept" and self.hold_accept:
             self.accepting.set()
@@ -62,7 +63,8 @@ class HeldHandshake:
 
 
 async def test_a_handshake_in_flight_holds_the_last_slot() -> None:
-    settings = Settings(services=["transcription"], transcription={"max_sessions": 1})
+    # A section as a dict, as a config file gives it: pydantic validates it into its model.
+    settings = Settings(services=["transcription"], transcription={"max_sessions": 1})  # type: ignore[arg-type]
     app = create_app(settings)
     # The service without its engines: the limit is decided before a session would need them.
     service = TranscriptionService(settings.asr, settings.transcription, settings.cache_dir)

@@ -287,7 +287,7 @@ def test_odd_byte_is_carried_into_the_next_append() -> None:
         piece = base64.b64encode(pcm[start:end]).decode()
         split.receive(json.dumps({"type": "input_audio_buffer.append", "audio": piece}))
     assert types(split.events_to_send()) == ["transcription_session.created"]
-    assert np.array_equal(whole.front.current_item.audio(), split.front.current_item.audio())  # type: ignore[union-attr]
+    assert np.array_equal(whole.front.current_item.audio(), split.front.current_item.audio())
 
 
 def test_malformed_base64_is_an_error_not_silence() -> None:

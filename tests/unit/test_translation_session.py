@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -707,7 +707,7 @@ def test_steps_that_disagree_commit_no_source_word_before_the_third() -> None:
 def test_the_timeline_marks_where_a_segments_first_text_waited() -> None:
     h = Harness()
     speak_segment(h)
-    (row,) = h.session.timeline.summary()["segments"]  # type: ignore[index]
+    (row,) = cast("list[dict[str, int]]", h.session.timeline.summary()["segments"])
     assert set(row) == set(MILESTONES) - {"speech"}, "each milestone after the speech began"
     assert 0 < row["partial"] <= row["words"] <= row["text"] <= row["final"]
     assert row["mt_job"] <= row["text"]

@@ -233,7 +233,7 @@ def test_turns_are_contiguous_ordered_and_keep_every_long_speech_run(seed: int) 
 
 
 def paused(audio: np.ndarray, model: ScriptedTurnModel | None = None) -> list[TurnOp]:
-    segmenter = TurnSegmenter(ServerVADConfig(), EnergyVAD(), turn_model=model, pauses=True)  # type: ignore[arg-type]
+    segmenter = TurnSegmenter(ServerVADConfig(), EnergyVAD(), turn_model=model, pauses=True)
     return segmenter.push(audio)
 
 
@@ -265,7 +265,7 @@ def test_speech_after_a_pause_resumes_the_turn_and_server_vad_asks_no_turn_model
 
 
 def semantic_paused(audio: np.ndarray, model: ScriptedTurnModel) -> list[TurnOp]:
-    segmenter = TurnSegmenter(SemanticVADConfig(), EnergyVAD(), turn_model=model, pauses=True)  # type: ignore[arg-type]
+    segmenter = TurnSegmenter(SemanticVADConfig(), EnergyVAD(), turn_model=model, pauses=True)
     return segmenter.push(audio)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import time
 from typing import Any
 
 import numpy as np
@@ -445,8 +446,9 @@ async def test_the_frame_clock_paces_20ms_frames_and_starts_over_after_a_stall(
         slept.append(seconds)
         now[0] += seconds
 
-    monkeypatch.setattr(tracks.time, "monotonic", lambda: now[0])
-    monkeypatch.setattr(tracks.asyncio, "sleep", sleep)
+    # The modules `tracks` reads its clock from and sleeps with (`tracks.time`, `tracks.asyncio`).
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(asyncio, "sleep", sleep)
     clock = tracks.FrameClock()
     assert [await clock.tick() for _ in range(3)] == [0, FRAME_SAMPLES, 2 * FRAME_SAMPLES]
     assert slept == [pytest.approx(0.02), pytest.approx(0.02)]

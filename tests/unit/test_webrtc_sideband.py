@@ -53,6 +53,7 @@ def test_the_sideband_sees_the_calls_events_and_its_events_reach_the_session() -
         TestClient(app_with_call(channel)) as client,
         client.websocket_connect("/v1/realtime?call_id=rtc_1") as ws,
     ):
+        assert client.portal is not None
         update = json.dumps({"type": "session.update", "session": {"type": "realtime", "instructions": "Hi"}})
         ws.send_text(update)
         received = client.portal.call(channel.receive)  # what the call's driver reads next
@@ -92,6 +93,7 @@ def test_a_sideband_that_falls_behind_is_detached_and_the_call_goes_on(
         TestClient(app_with_call(channel)) as client,
         client.websocket_connect("/v1/realtime?call_id=rtc_1") as ws,
     ):
+        assert client.portal is not None
         client.portal.call(burst)
         received = []
         with pytest.raises(WebSocketDisconnect) as closed:

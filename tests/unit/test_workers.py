@@ -277,7 +277,12 @@ async def test_a_serial_turn_abandoned_while_waiting_passes_the_engine_on() -> N
 
 async def test_a_cancelled_serial_job_never_reaches_the_engine() -> None:
     calls: list[str] = []
-    worker: SerialWorker[str, str] = SerialWorker(lambda request: calls.append(request) or request, name="mt")
+
+    def engine(request: str) -> str:
+        calls.append(request)
+        return request
+
+    worker: SerialWorker[str, str] = SerialWorker(engine, name="mt")
     token = CancelToken()
     token.cancel()
     async with worker.turn() as slot:

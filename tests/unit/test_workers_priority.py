@@ -90,7 +90,7 @@ async def test_a_request_cancelled_while_queued_leaves_at_once() -> None:
         assert not engine.release.is_set()
         replacement = asyncio.create_task(worker.submit("fresh"))
         engine.release.set()
-        assert await asyncio.gather(first, replacement) == ["warm", "fresh"]
+        assert list(await asyncio.gather(first, replacement)) == ["warm", "fresh"]
     assert engine.calls == [["warm"], ["fresh"]]
     assert worker.stats.cancelled == 1
 

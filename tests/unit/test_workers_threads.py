@@ -43,7 +43,8 @@ async def test_engine_calls_do_not_queue_behind_the_default_executor() -> None:
     try:
         async with serial.turn() as slot:
             assert await asyncio.wait_for(slot.run("hello"), 5) == "HELLO"
-        async with BatchingWorker(lambda rs: [r * 2 for r in rs], name="asr") as batching:
+        doubling: BatchingWorker[str, str] = BatchingWorker(lambda rs: [r * 2 for r in rs], name="asr")
+        async with doubling as batching:
             assert await asyncio.wait_for(batching.submit("ab"), 5) == "abab"
     finally:
         gate.set()
