@@ -65,249 +65,37 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
-import contextlib
-import csv
-import json
 import os
 import sys
 import tempfile
-import time
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import sacrebleu
-import soxr
 from openai import AsyncOpenAI
-from openai.resources.realtime.translations.translations import AsyncTranslationsConnection
-from websockets.asyncio.client import connect
 
 from bench import server as dragoman_server
-from bench.agent_client import speech_bounds
-from bench.audio import EVAL, RATE, EvalRow, load, synthesise
+from bench.interpreter_clips import FLEURS, WIRE_RATE, Clip, clips, flores_clips, speaker_voices
+from bench.interpreter_sessions import concurrently, offline
 from bench.listener import load_listener, transcribe
 from bench.report import header, log, percentile, table
 from bench.results import record
-from dragoman.audio.pcm import float_to_pcm16
 from dragoman.audio.vad import SileroModel
 from dragoman.config import Settings, load_settings
 from dragoman.engines.asr.base import ASREngine
 from dragoman.engines.tts.voices import VoiceCatalog
 from dragoman.logs import configure as configure_logs
-from dragoman.sessions.translation.translator import source_words
-from dragoman.tools import eval_set
 from dragoman.tools.wer import wer
 from dragoman.weights import resolve
 
-WIRE_RATE = 24_000
-FRAME_S = 0.2
 #: The session counts the lag goals bind: "With 2 sessions, the lags above must still hold."
 LAG_BOUND_SESSIONS = 2
-TAIL_S = 2.0
 #: Resamples of the sentences for the BLEU ratio's interval.
 BOOTSTRAP_DRAWS = 1000
-LEAD_S = 0.5
-#: A session's slot is free once the server has finished its engine work, a moment after
-#: `session.closed`; a worker that opens the next one at once may be refused with 1013 ("try
-#: again later"), and does as it says, this often, this far apart.
-OPEN_TRIES, RETRY_S = 20, 0.25
-LIMIT_REACHED = "session_limit_reached"
-#: ISO 639-1 -> the column of speech_translation.tsv with that language's FLORES line.
-REFERENCE = {"en": "eng", "de": "deu", "it": "ita", "zh": "zho_Hans"}
-FLORES = EVAL / eval_set.FLORES
-#: ISO 639-1 -> the column of the FLORES file with that language's line.
-FLORES_COLUMN = {"en": "eng_Latn", "de": "deu_Latn", "it": "ita_Latn", "zh": "zho_Hans"}
-#: The speech source of the FLEURS rows, in the results' metric names only when another is meant.
-FLEURS = "FLEURS"
 DIRECTIONS = ("en-de", "en-it", "en-zh", "de-en", "it-en", "zh-en")
 SOURCE_ENV = "DRAGOMAN_INTERPRETER__SOURCE_LANGUAGE"
-
-
-@dataclass(frozen=True)
-class Clip:
-    name: str
-    source: str
-    reference: str
-    audio: np.ndarray
-    onset_s: float
-    end_s: float
-    #: Who spoke it: FLEURS (real speech) or the name of the voice that read a FLORES line.
-    speech: str = FLEURS
-
-
-@dataclass
-class Run:
-    clip: Clip
-    language: str
-    text: str = ""
-    first_text_s: float = float("nan")
-    first_audio_s: float = float("nan")
-    end_lag_s: float = float("nan")
-    pcm: bytearray = field(default_factory=bytearray)
-    heard: str = ""
-    #: The source transcript the session sent (`session.input_transcript.delta`).
-    source_text: str = ""
-    errors: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def audio_s(self) -> float:
-        return len(self.pcm) / 2 / WIRE_RATE
-
-
-def clips(direction: str, count: int, vad: SileroModel) -> list[Clip]:
-    """The first `count` FLEURS clips spoken in the direction's source language that have a
-    FLORES reference in its target (none: an empty list)."""
-    source, target = direction.split("-")
-    with (EVAL / "speech_translation.tsv").open(newline="", encoding="utf-8") as handle:
-        rows = [
-            r
-            for r in csv.DictReader(handle, delimiter="\t")
-            if r["src_lang"] == source and r["flores_devtest_line"] and r[REFERENCE[target]].strip()
-        ][:count]
-    out = []
-    for row in rows:
-        audio = load(EvalRow(row["file"], source, None, row["src_text"], duration=0.0, notes=""))
-        onset, end = speech_bounds(vad, audio)
-        wire = np.ascontiguousarray(soxr.resample(audio, RATE, WIRE_RATE), dtype=np.float32)
-        out.append(Clip(Path(row["file"]).stem, row["src_text"], row[REFERENCE[target]], wire, onset, end))
-    return out
-
-
-def speaker_voices(source: str, speakers: Sequence[str], settings: Settings) -> list[str]:
-    """The voices that read the FLORES lines of `source`: "espeak" is espeak-ng in it, "best" the
-    catalog's best voice of it; any other name is taken as a voice of that language."""
-    catalog = VoiceCatalog(settings.tts.backends, settings.tts.voice)
-    named = {"espeak": f"espeak-{source}", "best": catalog.for_language(source).name}
-    out = [named.get(s, s) for s in speakers]
-    return list(dict.fromkeys(out))
-
-
-def flores_clips(direction: str, count: int, voices: Sequence[str], vad: SileroModel) -> list[Clip]:
-    """The first `count` FLORES devtest lines in the direction's source language, each spoken by
-    each voice, with the target's line as the reference."""
-    if count <= 0 or not voices:
-        return []
-    source, target = direction.split("-")
-    with FLORES.open(newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))[:count]
-    texts = [row[FLORES_COLUMN[source]] for row in rows]
-    spoken = synthesise(texts, voices, RATE)
-    log(f"{direction}: {len(texts)} FLORES lines spoken by {', '.join(voices)}")
-    out = []
-    for voice in voices:
-        for row, text in zip(rows, texts, strict=True):
-            voiced = np.frombuffer(spoken[(voice, text)], dtype=np.int16).astype(np.float32) / 32768
-            # A speaker draws breath first: the stream opens on silence, as a microphone's does.
-            audio = np.concatenate([np.zeros(int(LEAD_S * RATE), dtype=np.float32), voiced])
-            onset, end = speech_bounds(vad, audio)
-            wire = np.ascontiguousarray(soxr.resample(audio, RATE, WIRE_RATE), dtype=np.float32)
-            name = f"flores{row['line']}-{voice}"
-            out.append(Clip(name, text, row[FLORES_COLUMN[target]], wire, onset, end, speech=voice))
-    return out
-
-
-@contextlib.asynccontextmanager
-async def opened(client: AsyncOpenAI) -> AsyncIterator[AsyncTranslationsConnection]:
-    """A translation session past its `session.created`, opened again while the server refuses it
-    for its session limit (until a closed session's engine work is done)."""
-    for attempt in range(OPEN_TRIES):
-        async with client.realtime.translations.connect(model="gpt-realtime-translate") as conn:
-            # A refusal is an `error` event, then the 1013 close.
-            first = json.loads(await conn.recv_bytes())
-            if first["type"] == "session.created":
-                yield conn
-                return
-            if first.get("error", {}).get("code") != LIMIT_REACHED or attempt == OPEN_TRIES - 1:
-                raise RuntimeError(f"the session was not opened: {first}")
-        await asyncio.sleep(RETRY_S)
-
-
-async def interpret(client: AsyncOpenAI, clip: Clip, language: str) -> Run:
-    run = Run(clip, language)
-    audio = np.concatenate([clip.audio, np.zeros(int(TAIL_S * WIRE_RATE), dtype=np.float32)])
-    step = int(FRAME_S * WIRE_RATE)
-    async with opened(client) as conn:
-        # The source transcript too: what the interpreter heard, scored by WER on its own.
-        audio_config = {"output": {"language": language}, "input": {"transcription": {"model": "whisper"}}}
-        await conn.session.update(session={"audio": audio_config})  # type: ignore[typeddict-item]
-        began = time.perf_counter()
-        onset, end = began + clip.onset_s, began + clip.end_s
-
-        async def read() -> None:
-            while True:
-                event = json.loads(await conn.recv_bytes())
-                now = time.perf_counter()
-                kind = event["type"]
-                if kind == "session.output_transcript.delta":
-                    run.text += event["delta"]
-                    if run.first_text_s != run.first_text_s:
-                        run.first_text_s = now - onset
-                    run.end_lag_s = now - end
-                elif kind == "session.input_transcript.delta":
-                    run.source_text += event["delta"]
-                elif kind == "session.output_audio.delta":
-                    run.pcm += base64.b64decode(event["delta"])
-                    if run.first_audio_s != run.first_audio_s:
-                        run.first_audio_s = now - onset
-                elif kind == "error":
-                    run.errors.append(event["error"])
-                elif kind == "session.closed":
-                    return
-
-        reader = asyncio.create_task(read())
-        for index, start in enumerate(range(0, len(audio), step)):
-            # Each frame goes out once it has been "recorded".
-            await asyncio.sleep(max(0.0, began + (index + 1) * FRAME_S - time.perf_counter()))
-            pcm = float_to_pcm16(audio[start : start + step])
-            await conn.session.input_audio_buffer.append(audio=base64.b64encode(pcm).decode())
-        await conn.session.close()
-        await asyncio.wait_for(reader, 300)
-    return run
-
-
-async def concurrently(client: AsyncOpenAI, items: Sequence[Clip], language: str, sessions: int) -> list[Run]:
-    """Every clip through its own session, `sessions` at a time: each worker takes the next clip
-    when its session ends. With fewer clips than sessions the clips repeat, so that `sessions`
-    run at once."""
-    queue = [items[i % len(items)] for i in range(max(len(items), sessions))]
-    runs: list[Run] = []
-
-    async def worker() -> None:
-        while queue:
-            clip = queue.pop(0)
-            run = await interpret(client, clip, language)
-            log(
-                f"→{language} x{sessions} {clip.name}: {run.text!r} first text {run.first_text_s:.2f} s, "
-                f"first audio {run.first_audio_s:.2f} s, end lag {run.end_lag_s:.2f} s; heard {run.source_text!r}"
-            )
-            runs.append(run)
-
-    await asyncio.gather(*(worker() for _ in range(sessions)))
-    return runs
-
-
-async def offline(ws_url: str, sources: Sequence[str], direction: str) -> list[str]:
-    """The same server's text MT of the gold transcripts: one final update per sentence."""
-    source, target = direction.split("-")
-    out = []
-    async with connect(ws_url + "/v1/mt", max_size=None) as ws:
-        init = {"type": "init", "protocol_version": 1, "source_lang": source, "target_lang": target}
-        await ws.send(json.dumps(init))
-        json.loads(await ws.recv())
-        for seq, text in enumerate(sources, start=1):
-            # Words as the interpreter's translator takes a transcript (Chinese a character each).
-            words = [[w, None, None] for w in source_words(text)]
-            update = {"type": "update", "seq": seq, "utterance_id": seq, "words": words, "clock_ms": 0.0}
-            await ws.send(json.dumps(update | {"is_final": True}))
-            while True:
-                answer = json.loads(await ws.recv())
-                if answer.get("final") and answer.get("seq") == seq:
-                    out.append(answer["committed_text"])
-                    break
-    return out
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
     python -m bench.mt_engines --model qwen2.5-0.5b-instruct-gguf --sentences 30 [--out FILE]
 
-Each sentence is streamed through `bench.mt_simul.simulate` (the reference client's
+Each sentence is streamed through `bench.mt_simulation.simulate` (the reference client's
 pacing, an ASR with a held-back tail) once per backend, the backends taking turns
 sentence by sentence: on a machine shared with other jobs, load changes hit both
 alike, so their ratio holds even when the absolute times do not. Reported per
@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.mt_data import DEFAULT_WORDS_PER_SECOND, load
-from bench.mt_simul import DEFAULT_PAUSE_COMMIT_MS, SentenceRun, Summary, percentile, simulate, summarize
+from bench.mt_simul_summary import Summary, nearest_rank_percentile, summarize
+from bench.mt_simulation import DEFAULT_PAUSE_COMMIT_MS, SentenceRun, simulate
 from dragoman.config import load_settings
 from dragoman.cpu import cpu_info
 from dragoman.engines.mt.base import MTEngine
@@ -44,7 +45,8 @@ def row(backend: str, compute: str, summary: Summary, runs: Sequence[SentenceRun
     return (
         f"| {backend} | {compute} | {summary.sentences} | {summary.bleu_simul:.1f} | {summary.bleu_offline:.1f} "
         f"| {summary.chrf_simul:.1f} | {summary.chrf_offline:.1f} | {summary.laal_ideal_ms:.0f} "
-        f"| {summary.laal_ca_ms:.0f} | {len(updates)} | {percentile(updates, 50):.0f} | {percentile(updates, 95):.0f} "
+        f"| {summary.laal_ca_ms:.0f} | {len(updates)} | {nearest_rank_percentile(updates, 50):.0f} "
+        f"| {nearest_rank_percentile(updates, 95):.0f} "
         f"| {max(updates, default=float('nan')):.0f} | {statistics.fmean(updates) if updates else 0:.0f} "
         f"| {summary.offline_ms_mean:.0f} | {summary.calls_per_utterance:.1f} | {100 * summary.fast_path_share:.0f}% |"
     )

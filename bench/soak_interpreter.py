@@ -38,16 +38,8 @@ import numpy as np
 from websockets.asyncio.client import ClientConnection
 
 from bench.audio import Audio
-from bench.soak_clients import (
-    DRAIN_S,
-    Recorder,
-    Tally,
-    finish,
-    read_events,
-    reconnecting,
-    send_paced,
-    wait_for,
-)
+from bench.soak_connection import DRAIN_S, finish, read_events, reconnecting, send_paced, wait_for
+from bench.soak_recorder import Recorder, Tally
 
 RATE = 24_000
 FRAME_S = 0.2

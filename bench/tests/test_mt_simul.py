@@ -10,7 +10,8 @@ import pytest
 
 from bench.mt_data import Sentence, SourceWord
 from bench.mt_metrics import Emission, sentence_laal
-from bench.mt_simul import asr_state, markdown, next_asr_event, run_document, simulate, summarize
+from bench.mt_simul_summary import markdown, summarize
+from bench.mt_simulation import asr_state, next_asr_event, run_document, simulate
 from dragoman.streaming.alignatt import AlignAttParams
 from harness.mt_fakes import FakeEngine
 

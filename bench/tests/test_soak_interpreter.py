@@ -8,8 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from bench.soak_clients import Recorder, Schedule, Tally, append
+from bench.soak_connection import append
 from bench.soak_interpreter import APPEND, FRAME_S, RATE, InterpreterSession
+from bench.soak_recorder import Recorder, Schedule, Tally
 
 
 def session() -> InterpreterSession:
