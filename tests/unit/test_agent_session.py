@@ -248,6 +248,9 @@ def test_a_second_response_create_while_one_is_active_is_refused() -> None:
     agent.send("response.create")
     (error,) = agent.send("response.create")
     assert error["error"]["code"] == "conversation_already_has_active_response"
+    # The active response is the first fault, before the request's own settings are read.
+    (error,) = agent.send("response.create", response={"audio": {"output": {"voice": "nobody"}}})
+    assert error["error"]["code"] == "conversation_already_has_active_response"
     llm: LLMJob = agent.job(LLM)
     agent.say(llm, "Fine.")
     agent.speak_all()

@@ -243,10 +243,14 @@ class AgentSession:
     # -- responses --------------------------------------------------------------------
 
     def _create_response(self, event: out.CreateResponse) -> None:
-        overrides = event.overrides
-        config = dataclasses.replace(self.config, **overrides)
-        if "voice" in overrides:
-            config = dataclasses.replace(config, voice=self._voices(config.voice))
+        def config() -> AgentConfig:
+            """The response's settings: the session's with its overrides; raises ClientError."""
+            overrides = event.overrides
+            config = dataclasses.replace(self.config, **overrides)
+            if "voice" in overrides:
+                config = dataclasses.replace(config, voice=self._voices(config.voice))
+            return config
+
         self.turns.create(config, event.input, event.metadata, in_conversation=not event.out_of_band)
 
     # -- what the speech front heard ------------------------------------------------------

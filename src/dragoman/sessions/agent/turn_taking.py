@@ -93,13 +93,14 @@ class TurnTaking:
 
     def create(
         self,
-        config: AgentConfig,
+        config: Callable[[], AgentConfig],
         context: tuple[out.Item | out.ItemReference, ...] | None,
         metadata: Mapping[str, str] | None,
         in_conversation: bool,
     ) -> None:
-        """`response.create`; raises ClientError before anything changes (the held early start
-        aside: unseen by the client, and its own request comes first)."""
+        """`response.create` with the settings `config()` gives (checked once no response is
+        active); raises ClientError before anything changes (the held early start aside: unseen
+        by the client, and its own request comes first)."""
         if self._early is not None:
             self._drop_early()
         if self.response is not None:
@@ -107,13 +108,14 @@ class TurnTaking:
                 f"Conversation already has an active response in progress: {self.response.id}. "
                 "Wait until the response is finished before creating a new one."
             )
+        settings = config()
         for index, entry in enumerate(context or ()):
             if isinstance(entry, out.ItemReference) and self.conversation.get(entry.id) is None:
                 raise InvalidValue(
                     f"No item with id {entry.id[:64]!r} is in the conversation.",
                     param=f"response.input[{index}].id",
                 )
-        self._start(config, context, metadata, in_conversation)
+        self._start(settings, context, metadata, in_conversation)
 
     def cancel(self, response_id: str | None) -> None:
         """`response.cancel`; raises ClientError when there is no such response."""
