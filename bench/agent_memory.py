@@ -27,7 +27,8 @@ from pathlib import Path
 
 from bench import server as dragoman_server
 from bench.agent_client import Client, Utterance, get, open_client, pool_idle, questions, speak
-from bench.agent_latency import ANSWER_TIMEOUT_S, serve_args
+from bench.agent_latency import serve_args
+from bench.agent_turn import ANSWER_TIMEOUT_S
 from bench.report import header, log, table
 from dragoman.audio.vad import SileroModel
 from dragoman.config import default_cache_dir

@@ -18,7 +18,7 @@ Four real processes on loopback, all up for the whole run:
 
 After one uncounted warm-up question on each, each question is a new session on each setup
 in turn, the order alternating, with
-`bench.agent_latency`'s client and measurement (`ask`): the recording streamed at real time in
+`bench.agent_turn`'s measurement (`ask`, bench/agent_client.py's client): the recording streamed at real time in
 100 ms appends, `server_vad`, times from the end of the speech as spoken to the answer's first
 `response.output_audio.delta`, and the server's `agent stages` log for the stages between.
 Progress to stderr, the tables to stdout; the first-audio p50 and p95 of each setup are recorded
@@ -41,7 +41,7 @@ from typing import Any
 
 from bench import server as dragoman_server
 from bench.agent_client import LONGEST_S, questions
-from bench.agent_latency import Turn, ask, ms, stage_table
+from bench.agent_turn import Turn, ask, ms, stage_table
 from bench.report import header, log, percentile, table
 from bench.results import record
 from dragoman.audio.vad import SileroModel

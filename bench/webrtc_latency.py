@@ -39,7 +39,7 @@ import soxr
 
 from bench import server as dragoman_server
 from bench.agent_client import WIRE_RATE, Utterance, pool_idle, questions
-from bench.agent_latency import ANSWER_TIMEOUT_S, ask
+from bench.agent_turn import ANSWER_TIMEOUT_S, ask
 from bench.report import header, log, percentile, table
 from dragoman.audio.vad import SileroModel
 from dragoman.config import default_cache_dir
@@ -47,7 +47,7 @@ from dragoman.weights import resolve
 from harness.server import Server
 from harness.webrtc_client import RATE, Caller
 
-#: A sample above -60 dBFS is sound (bench/agent_latency.py's `first_sound`).
+#: A sample above -60 dBFS is sound (bench/agent_turn.py's `first_sound`).
 SOUND_PEAK = 32 / 32768
 
 

@@ -16,7 +16,7 @@ By default the items are the whole English recordings of 8-20 s (each has a refe
 row has a WER; the pool repeats past its size); `--windows` adds 20 s windows of the longer ones.
 
 - dragoman: a real `dragoman serve --services transcription` with the settings of
-  bench/asr_streaming.py's concurrency table (its clients are bench/asr_load.py's).
+  bench/asr_streaming_server.py's concurrency table (its clients are bench/asr_load.py's).
 - WhisperLiveKit 0.2.26 (`make whisperlivekit`: ~/.cache/dragoman-tools/whisperlivekit-0.2.26,
   or the interpreter in $DRAGOMAN_WLK_PYTHON / `--wlk-python`): its server (`whisperlivekit.
   basic_server`) on 127.0.0.1 with the faster-whisper backend and the LocalAgreement policy
@@ -80,7 +80,7 @@ from bench.asr_load import (
     drive,
     run_load,
 )
-from bench.asr_streaming import pct, serve_args
+from bench.asr_streaming_server import pct, serve_args
 from bench.audio import EVAL, RATE, Audio, Clip, SessionInput, session_inputs, wer_clips
 from bench.report import log, percentile, table
 from dragoman.audio.pcm import float_to_pcm16
@@ -91,7 +91,7 @@ from harness.server import Server, stop
 
 WLK_VERSION = "0.2.26"
 WLK_PYTHON = Path.home() / ".cache" / "dragoman-tools" / f"whisperlivekit-{WLK_VERSION}" / "bin" / "python"
-#: Items longer than this are windows of a longer recording (bench/asr_streaming.py's figure).
+#: Items longer than this are windows of a longer recording (bench/asr_streaming_plan.py's figure).
 SESSION_SECONDS = 20.0
 #: Run in WLK's interpreter before its server: argv[1] threads, argv[2] beam, then WLK's own
 #: options. WLK's FasterWhisperASR loads with device/compute "auto" and decodes with beam 5.
