@@ -4,16 +4,23 @@ calls): a browser's offer with lines dropped, cut, garbled, repeated or given od
 The property: `check_offer` takes the offer, and then aiortc can parse it, or refuses it as the
 client's fault (a 400 naming `sdp`), never anything else. aiortc's parser fails malformed lines with AssertionError,
 KeyError, IndexError, AttributeError and TypeError besides ValueError, and those had reached
-the call's setup as a server error with a logged traceback.
+the call's setup as a server error with a logged traceback. The request around the offer is
+fuzzed too (`read_offer`): the offer as `application/sdp`, or a multipart form whose `session`
+part is JSON of any kind (deeper than Python's recursion, NaN, not an object) or cut short.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiortc.sdp import SessionDescription
+from fastapi import FastAPI, Request
+from fastapi.testclient import TestClient
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from dragoman.errors import InvalidValue
+from dragoman.errors import ClientError, InvalidValue
+from dragoman.transports.webrtc.calls import read_offer
 from dragoman.transports.webrtc.peer import check_offer
 from tests.unit.fuzz_strategies import FUZZ
 
@@ -110,3 +117,79 @@ def test_any_offer_is_taken_or_refused_as_the_clients_fault(offer: str) -> None:
 
 def test_the_browsers_offer_itself_is_taken() -> None:
     check_offer(BROWSER_OFFER)
+
+
+# -- the request: the offer as application/sdp, or a multipart form with a session part ------
+
+BOUNDARY = "callboundary"
+#: Session parts: the SDK's, and JSON a parser chokes on (too deep for Python's recursion, NaN,
+#: not an object, not JSON).
+SESSION_PARTS = (
+    '{"type": "realtime", "instructions": "Be brief."}',
+    '{"audio": {"output": {"voice": "alloy"}}}',
+    "[" * 100_000 + "]" * 100_000,
+    '{"a": ' * 5000 + "1" + "}" * 5000,
+    '{"temperature": NaN}',
+    '{"x": Infinity}',
+    "[1, 2]",
+    '"realtime"',
+    "not json",
+    "",
+)
+
+
+def form(parts: list[tuple[str, str]]) -> bytes:
+    body = b"".join(
+        f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode()
+        for name, value in parts
+    )
+    return body + f"--{BOUNDARY}--\r\n".encode()
+
+
+def offer_reader() -> FastAPI:
+    """The endpoints' offer reading alone, behind a route that says what it read."""
+    served = FastAPI()
+
+    @served.post("/offer")
+    async def read(request: Request) -> dict[str, Any]:
+        try:
+            sdp, session = await read_offer(request)
+        except ClientError as refused:
+            return {"refused": refused.status, "param": refused.param}
+        return {"sdp": sdp, "session": session}
+
+    return served
+
+
+requests = st.one_of(
+    st.tuples(st.just("application/sdp"), damaged_offers().map(str.encode)),
+    st.tuples(
+        st.sampled_from([f"multipart/form-data; boundary={BOUNDARY}", "multipart/form-data"]),
+        st.builds(
+            lambda offer, session, cut: (form([("sdp", offer), ("session", session)]))[: cut or None],
+            st.one_of(st.just(BROWSER_OFFER), damaged_offers()),
+            st.one_of(st.sampled_from(SESSION_PARTS), st.text(max_size=60)),
+            st.one_of(st.just(0), st.integers(1, 400)),
+        ),
+    ),
+    st.tuples(st.sampled_from(["application/json", "text/plain", "audio/wav"]), st.binary(max_size=200)),
+)
+
+
+@FUZZ
+@given(requests)
+@example(
+    (f"multipart/form-data; boundary={BOUNDARY}", form([("sdp", BROWSER_OFFER), ("session", "[" * 100_000)]))
+)
+@example(("multipart/form-data", b"--x\r\nContent-Disposition: form-data\r\n\r\n"))
+def test_any_call_request_is_read_or_refused_as_the_clients_fault(request: tuple[str, bytes]) -> None:
+    content_type, body = request
+    with TestClient(offer_reader()) as client:  # a route that raises fails the test here
+        response = client.post("/offer", content=body, headers={"content-type": content_type})
+    assert response.status_code == 200
+    answer = response.json()
+    if "refused" in answer:
+        assert answer["refused"] == 400 and answer["param"] in ("sdp", "session", None)
+    else:
+        SessionDescription.parse(answer["sdp"])  # what is taken, the peer connection reads
+        assert answer["session"] is None or isinstance(answer["session"], dict)

@@ -30,10 +30,12 @@ from typing import Any
 from aiortc import RTCIceServer
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
-from dragoman.errors import ClientError, InvalidValue
+from dragoman.errors import ClientError, InvalidValue, scrub
 from dragoman.logs import get_logger, log_failure
 from dragoman.metrics import REFUSALS
+from dragoman.protocol.json_frames import BadJSON, load_json
 from dragoman.protocol.realtime.client_parsers import AgentClientParser
 from dragoman.protocol.realtime.generation import Generation
 from dragoman.sessions.agent import events as agent
@@ -67,18 +69,25 @@ def error_response(
 async def read_offer(request: Request) -> tuple[str, dict[str, Any] | None]:
     """The SDP offer and the form's session config (None without one); raises ClientError."""
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if int(request.headers.get("content-length") or 0) > MAX_OFFER_BYTES:
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_OFFER_BYTES:
         raise InvalidValue(f"The offer is larger than {MAX_OFFER_BYTES} bytes.")
     session: dict[str, Any] | None = None
     if content_type == "multipart/form-data":
-        async with request.form(max_files=2, max_fields=8, max_part_size=MAX_OFFER_BYTES) as form:
-            sdp = await _text(form.get("sdp"))
-            raw_session = await _text(form.get("session"))
+        try:
+            async with request.form(max_files=2, max_fields=8, max_part_size=MAX_OFFER_BYTES) as form:
+                sdp = await _text(form.get("sdp"))
+                raw_session = await _text(form.get("session"))
+        except HTTPException as exc:  # Starlette's refusal of a malformed multipart body
+            raise InvalidValue(
+                f"The multipart body could not be read: {scrub(str(exc.detail))}", param="sdp"
+            ) from None
         if raw_session:
             try:
-                parsed = json.loads(raw_session)
-            except json.JSONDecodeError:
-                raise InvalidValue("The session part is not JSON.", param="session") from None
+                # Strict: the session is written back in `session.created`, which must be JSON.
+                parsed = load_json(raw_session, "session part", strict_numbers=True)
+            except BadJSON as exc:
+                raise InvalidValue(str(exc), param="session") from None
             if not isinstance(parsed, dict):
                 raise InvalidValue("The session part must be a JSON object.", param="session")
             session = parsed
