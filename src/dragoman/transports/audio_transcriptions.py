@@ -23,17 +23,17 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 from starlette.datastructures import UploadFile
-from starlette.exceptions import HTTPException
 
 from dragoman.audio.files import decode_audio_file
 from dragoman.config import FileTranscriptionSettings
 from dragoman.engines.workers.activity import ACTIVITY
-from dragoman.errors import DragomanError, FileTooLarge, InvalidValue, ServerError, scrub
+from dragoman.errors import DragomanError, FileTooLarge, InvalidValue, ServerError
 from dragoman.logs import get_logger, log_failure
 from dragoman.metrics import ERRORS, REFUSALS
 from dragoman.protocol import audio_transcriptions as wire
 from dragoman.sessions.file_transcription import FileTranscription, WindowText, delta_of
 from dragoman.transports.file_transcription import FilesBusy, FileTranscriber
+from dragoman.transports.forms import multipart_form
 from dragoman.transports.readiness import Readiness
 from dragoman.transports.services import TranscriptionService
 
@@ -120,13 +120,7 @@ async def _read_form(request: Request, limit: int) -> tuple[wire.TranscriptionPa
         raise _too_large(limit)
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
         raise InvalidValue("The request must be multipart/form-data, with the audio in 'file'.", param="file")
-    try:
-        form = await request.form(max_files=1, max_fields=32)
-    except HTTPException as exc:
-        raise InvalidValue(
-            f"The multipart body could not be read: {scrub(str(exc.detail))}", param="file"
-        ) from None
-    try:
+    async with multipart_form(request, "file", max_files=1, max_fields=32) as form:
         upload = form.get("file")
         fields: dict[str, list[str]] = {}
         for key, value in form.multi_items():
@@ -141,8 +135,6 @@ async def _read_form(request: Request, limit: int) -> tuple[wire.TranscriptionPa
         if len(data) > limit:
             raise _too_large(limit)
         return params, data
-    finally:
-        await form.close()
 
 
 async def _serve(request: Request, files: FileTranscriber, settings: FileTranscriptionSettings) -> Response:

@@ -195,15 +195,11 @@ async def _request_body(request: Request) -> dict[str, Any]:
     return body
 
 
-def _echoed(session: dict[str, Any]) -> dict[str, Any] | None:
-    return None
-
-
 def client_secrets_router(
     store: ClientSecretStore,
     translation_language: str = "de",
     translation_languages: Callable[[], Languages | None] = lambda: None,
-    effective: Callable[[dict[str, Any]], dict[str, Any] | None] = _echoed,
+    effective: Callable[[dict[str, Any]], dict[str, Any] | None] = lambda session: None,
 ) -> APIRouter:
     """`POST /v1/realtime/client_secrets` and `POST /v1/realtime/translations/client_secrets`;
     `translation_language` is the target of a translation session that names none, and

@@ -30,9 +30,8 @@ from typing import Any
 from aiortc import RTCIceServer
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
-from starlette.exceptions import HTTPException
 
-from dragoman.errors import ClientError, InvalidValue, scrub
+from dragoman.errors import ClientError, InvalidValue
 from dragoman.logs import get_logger, log_failure
 from dragoman.metrics import REFUSALS
 from dragoman.protocol.json_frames import BadJSON, load_json
@@ -42,6 +41,7 @@ from dragoman.sessions.agent import events as agent
 from dragoman.sessions.agent.session import AgentSession
 from dragoman.transports.agent_service import AgentService
 from dragoman.transports.connections import ConnectionPolicy
+from dragoman.transports.forms import multipart_form
 from dragoman.transports.pool import ADMISSION_WAIT_S, PipelineUnit
 from dragoman.transports.readiness import Readiness
 from dragoman.transports.webrtc.call import Call
@@ -74,14 +74,11 @@ async def read_offer(request: Request) -> tuple[str, dict[str, Any] | None]:
         raise InvalidValue(f"The offer is larger than {MAX_OFFER_BYTES} bytes.")
     session: dict[str, Any] | None = None
     if content_type == "multipart/form-data":
-        try:
-            async with request.form(max_files=2, max_fields=8, max_part_size=MAX_OFFER_BYTES) as form:
-                sdp = await _text(form.get("sdp"))
-                raw_session = await _text(form.get("session"))
-        except HTTPException as exc:  # Starlette's refusal of a malformed multipart body
-            raise InvalidValue(
-                f"The multipart body could not be read: {scrub(str(exc.detail))}", param="sdp"
-            ) from None
+        async with multipart_form(
+            request, "sdp", max_files=2, max_fields=8, max_part_size=MAX_OFFER_BYTES
+        ) as form:
+            sdp = await _text(form.get("sdp"))
+            raw_session = await _text(form.get("session"))
         if raw_session:
             try:
                 # Strict: the session is written back in `session.created`, which must be JSON.
