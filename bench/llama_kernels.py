@@ -24,7 +24,6 @@ import time
 from dragoman.config import load_settings
 from dragoman.cpu import cpu_info
 from dragoman.engines.llama_backend import (
-    BY_NAME_ONLY,
     VARIANT_FLAGS,
     VARIANT_VARIABLE,
     library_dir,
@@ -85,11 +84,7 @@ def main() -> None:
     else:
         # From AVX2 up: the older levels are there for old CPUs, not to be chosen here.
         avx2 = VARIANT_FLAGS["haswell"]
-        wanted = [
-            v
-            for v in held
-            if v in VARIANT_FLAGS and v not in BY_NAME_ONLY and avx2 <= VARIANT_FLAGS[v] <= flags
-        ]
+        wanted = [v for v in held if v in VARIANT_FLAGS and avx2 <= VARIANT_FLAGS[v] <= flags]
         wanted.sort(key=lambda v: len(VARIANT_FLAGS[v]))
     rows = []
     for variant in wanted:

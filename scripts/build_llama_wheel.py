@@ -9,7 +9,7 @@ one per x86 level, of which the server loads the best the CPU runs
 ggml builds all fourteen x86 levels and has no option to choose some, and each level is a
 full compile of the CPU kernels (on 2 cores about 45 CPU-seconds each, against about 175 for
 libllama and ggml's base; all fourteen were about 12 of the first install's 14 minutes). So
-the pinned sdist (checked against its sha256) is patched before the build, in two places and
+the pinned sdist (checked against its sha256) is patched before the build, in three places and
 nowhere else:
 
 - ggml's variant list keeps the levels given by `--variants`: the Makefile passes this
@@ -18,6 +18,11 @@ nowhere else:
   loads the lower one.
 - llama.cpp's `common` library (the command-line tools' helpers, never loaded by the Python
   package) is not built; neither is `mtmd` (multimodal, `LLAVA_BUILD=OFF`).
+- The AMX kernels' tile configuration lives in static storage instead of on the stack. GCC
+  before 14 declares `_tile_loadconfig` as reading 8 bytes of its 64-byte operand, so at -O2 it
+  drops the stores of the rows and column widths as dead, `ldtilecfg` loads a configuration of
+  empty tiles, and the first `tilezero` faults (SIGILL; llama.cpp PR 26954 is the same fix).
+  Stores to a static object are never dead, so the configuration arrives whole.
 
 The compile runs under pip with its output in `<out>.log`; every 10 seconds it prints the
 percentage done, an estimate of the time left and what is compiling.
@@ -49,6 +54,9 @@ _X86_BLOCK = re.compile(
 _VARIANT = re.compile(r"^\s*ggml_add_cpu_backend_variant\((\w+)[\s)]")
 _COMMON_ON = 'set(LLAMA_BUILD_COMMON ON CACHE BOOL "Build llama.cpp common library" FORCE)'
 _COMMON_OFF = 'set(LLAMA_BUILD_COMMON OFF CACHE BOOL "Build llama.cpp common library" FORCE)'
+#: ggml's AMX tile configuration (ggml/src/ggml-cpu/amx/mmq.cpp), a local and then a static.
+_TILE_CONFIG = "    alignas(64) tile_config_t tc = {};"
+_TILE_CONFIG_STATIC = "    alignas(64) static thread_local tile_config_t tc = {};"
 #: Ninja's status line, which the build's verbose output starts each step with.
 _STEP = re.compile(r"^\[(\d+)/(\d+)\] ")
 #: A compile of one CPU variant's kernels (its objects lie under ggml-cpu-<variant>.dir).
@@ -87,6 +95,15 @@ def patch(source: Path, variants: set[str]) -> None:
             "llama-cpp-python's CMakeLists no longer forces LLAMA_BUILD_COMMON: the patch needs updating"
         )
     top.write_text(text.replace(_COMMON_ON, _COMMON_OFF), encoding="utf-8")
+    amx = source / "vendor" / "llama.cpp" / "ggml" / "src" / "ggml-cpu" / "amx" / "mmq.cpp"
+    amx.write_text(static_tile_config(amx.read_text(encoding="utf-8")), encoding="utf-8")
+
+
+def static_tile_config(mmq: str) -> str:
+    """ggml's AMX kernels with their tile configuration in static storage (see the module's doc)."""
+    if mmq.count(_TILE_CONFIG) != 1:
+        raise SystemExit("ggml's AMX tile configuration was not found: the patch needs updating")
+    return mmq.replace(_TILE_CONFIG, _TILE_CONFIG_STATIC)
 
 
 def fetch(pip: str, version: str, sha256: str, into: Path) -> Path:

@@ -5,17 +5,15 @@ Each case runs in a fresh interpreter, since a process loads its kernels once.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dragoman.cpu import cpu_info, parse_cpuinfo
-from dragoman.engines.llama_backend import BY_NAME_ONLY, VARIANT_FLAGS, library_dir, variants_in
+from dragoman.engines.llama_backend import VARIANT_FLAGS, library_dir, variants_in
 from dragoman.engines.llama_variants import build_set
+from tests.engine.fresh_process import run_json
 
 pytestmark = pytest.mark.engine
 
@@ -38,18 +36,8 @@ engine.close()
 """
 
 
-def probe(cache_dir: Path, **env: str) -> dict[str, str]:
-    done = subprocess.run(
-        [sys.executable, "-c", _PROBE, str(cache_dir)],
-        env=dict(os.environ) | env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    answer: dict[str, str] = json.loads(done.stdout.strip().splitlines()[-1])
-    return answer
+def probe(cache_dir: Path, **env: str) -> dict[str, Any]:
+    return run_json(_PROBE, cache_dir, **env)
 
 
 def test_the_wheel_holds_what_make_install_builds_for_this_cpu() -> None:
@@ -62,11 +50,10 @@ def test_the_wheel_holds_what_make_install_builds_for_this_cpu() -> None:
 def test_the_best_variant_for_this_cpu_runs_the_model(cache_dir: Path) -> None:
     answer = probe(cache_dir)
     variant = next(v for v in VARIANT_FLAGS if f"llama.cpp {v} kernels" in answer["kernels"])
-    assert variant not in BY_NAME_ONLY
     assert VARIANT_FLAGS[variant] <= cpu_info().flags
     # Nothing better fits: every variant with more instructions needs one this CPU lacks.
     richer = [v for v in VARIANT_FLAGS if len(VARIANT_FLAGS[v]) > len(VARIANT_FLAGS[variant])]
-    assert all(not VARIANT_FLAGS[v] <= cpu_info().flags or v in BY_NAME_ONLY for v in richer)
+    assert all(not VARIANT_FLAGS[v] <= cpu_info().flags for v in richer)
     assert "paris" in answer["text"].lower()
 
 

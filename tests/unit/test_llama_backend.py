@@ -7,7 +7,6 @@ import pytest
 from dragoman.cpu import effective_flags, parse_cpuinfo
 from dragoman.engines.llama_variants import (
     BEST,
-    BY_NAME_ONLY,
     FALLBACK,
     VARIANT_FLAGS,
     VARIANT_VARIABLE,
@@ -38,15 +37,12 @@ def test_an_avx2_only_epyc_gets_the_haswell_kernels() -> None:
     assert choose_variant(ALL, flags_of(EPYC), {}) == ("haswell", "best for this CPU")
 
 
-def test_a_xeon_gets_avx512_kernels_but_not_amx_unless_named() -> None:
-    variant, _ = choose_variant(ALL, flags_of(XEON), {})
-    assert variant not in BY_NAME_ONLY
-    assert {"avx512f", "avx512_vnni", "avx512_bf16"} <= VARIANT_FLAGS[variant]
-    named = {VARIANT_VARIABLE: "sapphirerapids"}
-    assert choose_variant(ALL, flags_of(XEON), named) == (
-        "sapphirerapids",
-        f"{VARIANT_VARIABLE}=sapphirerapids",
-    )
+def test_a_xeon_with_amx_gets_the_amx_kernels_and_without_amx_the_avx512_ones() -> None:
+    assert choose_variant(ALL, flags_of(XEON), {}) == ("sapphirerapids", BEST)
+    capped, _ = effective_flags(flags_of(XEON), {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"})
+    assert choose_variant(ALL, capped, {})[0] == "zen4"
+    named = {VARIANT_VARIABLE: "zen4"}
+    assert choose_variant(ALL, flags_of(XEON), named) == ("zen4", f"{VARIANT_VARIABLE}=zen4")
 
 
 @pytest.mark.parametrize(
@@ -86,15 +82,16 @@ def test_a_wheel_built_elsewhere_falls_back_to_the_best_it_holds_and_says_so() -
     # The Xeon given the EPYC's wheel runs its AVX2 kernels, and the reason names what it lacks.
     variant, reason = choose_variant(build_set(flags_of(EPYC)), flags_of(XEON), {})
     assert variant == "haswell"
-    assert reason.startswith(FALLBACK) and "zen4" in reason
-    assert choose_variant(build_set(flags_of(XEON)), flags_of(XEON), {}) == ("zen4", BEST)
+    assert reason.startswith(FALLBACK) and "sapphirerapids" in reason
+    assert choose_variant(build_set(flags_of(XEON)), flags_of(XEON), {}) == ("sapphirerapids", BEST)
 
 
 @pytest.mark.parametrize(
     ("listed", "built"),
     [
         (EPYC, ["haswell"]),
-        (XEON, ["haswell", "zen4"]),
+        # With AMX, the best without it too.
+        (XEON, ["haswell", "zen4", "sapphirerapids"]),
         # Skylake-SP: AVX-512 without VBMI or VNNI.
         (f"{BASE} avx512f avx512dq avx512cd avx512bw avx512vl", ["haswell", "skylakex"]),
         ("fpu sse sse2 sse4_1 sse4_2 popcnt", ["sse42"]),

@@ -72,3 +72,30 @@ def test_progress_shows_percent_an_estimate_and_what_compiles_without_flooding()
     assert quiet.line("[1/80] cc") is not None
     assert quiet.line("[2/80] cc") is None
     assert quiet.line("[80/80] ld") is not None
+
+
+MMQ = """inline void ggml_tile_config_init(void) {
+    static thread_local bool done = false;
+
+    if (done) {
+        return;
+    }
+
+    alignas(64) tile_config_t tc = {};
+    tc.palette_id = 1;
+    _tile_loadconfig(&tc);
+    done = true;
+}
+"""
+
+
+def test_the_amx_tile_configuration_moves_to_static_storage() -> None:
+    patched = script().static_tile_config(MMQ)
+    assert "alignas(64) static thread_local tile_config_t tc = {};" in patched
+    assert "alignas(64) tile_config_t tc = {};" not in patched
+    assert patched.replace("(64) static thread_local tile", "(64) tile") == MMQ  # nothing else changed
+
+
+def test_a_changed_amx_source_stops_the_build() -> None:
+    with pytest.raises(SystemExit, match="AMX tile configuration was not found"):
+        script().static_tile_config(MMQ.replace("alignas(64) ", ""))

@@ -16,11 +16,11 @@ before llama.cpp initialises. The choice follows `dragoman.cpu`'s effective
 flags, so the caps that emulate an AVX2-only machine (`ONEDNN_MAX_CPU_ISA=AVX2`
 and the others) hold for llama.cpp too.
 
-The AMX variant (which `make install` does not build) is left out unless asked
-for by name: on the machines this project runs on, ggml's AMX matrix product dies
-with SIGILL at a `tilezero` (even on one thread), although a plain program loads a tile config and runs
-tile instructions there without a fault. `DRAGOMAN_LLAMA_CPU_VARIANT=<name>`
-loads a named variant (`sapphirerapids`, or `haswell` for the AVX2 path alone).
+On a CPU with AMX that is `sapphirerapids`, whose matrix products hold the weights in AMX
+tiles; the wheel's build patches ggml so that their tile configuration survives GCC before 14
+(scripts/build_llama_wheel.py), and `engines/llama_amx.py` gives them the weights in the form
+they decode fastest. `DRAGOMAN_LLAMA_CPU_VARIANT=<name>` loads a named variant (`zen4` for
+AVX-512 without AMX, or `haswell` for the AVX2 path alone).
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ import llama_cpp
 from dragoman.cpu import cpu_info
 from dragoman.engines import llama_log
 from dragoman.engines.llama_variants import (
-    BY_NAME_ONLY,
     FALLBACK,
     VARIANT_FLAGS,
     VARIANT_VARIABLE,
@@ -49,7 +48,6 @@ from dragoman.logs import get_logger
 #: The variant table and choice live in llama_variants (no llama_cpp import); these are
 #: re-exported for the callers that load kernels.
 __all__ = [
-    "BY_NAME_ONLY",
     "VARIANT_FLAGS",
     "VARIANT_VARIABLE",
     "Backend",

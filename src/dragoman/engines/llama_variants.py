@@ -29,6 +29,8 @@ VARIANT_VARIABLE = "DRAGOMAN_LLAMA_CPU_VARIANT"
 
 _HASWELL = frozenset({"sse4_2", "avx", "f16c", "fma", "avx2", "bmi2"})
 _AVX512 = _HASWELL | {"avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw"}
+#: What a variant needs to hold weights in AMX tiles.
+AMX_FLAGS = frozenset({"amx_tile", "amx_int8"})
 
 #: Each x86 variant ggml builds and the /proc/cpuinfo flags its kernels use, as in
 #: ggml/src/CMakeLists.txt (`ggml_add_cpu_backend_variant`).
@@ -46,16 +48,14 @@ VARIANT_FLAGS: dict[str, frozenset[str]] = {
     "icelake": _AVX512 | {"avx512vbmi", "avx512_vnni"},
     "cooperlake": _AVX512 | {"avx512_vnni", "avx512_bf16"},
     "zen4": _AVX512 | {"avx512vbmi", "avx512_vnni", "avx512_bf16"},
-    "sapphirerapids": _AVX512 | {"avx512vbmi", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8"},
+    "sapphirerapids": _AVX512 | {"avx512vbmi", "avx512_vnni", "avx512_bf16"} | AMX_FLAGS,
 }
-#: Variants loaded only by name (see `engines/llama_backend.py`: ggml's AMX kernels fault here).
-BY_NAME_ONLY = frozenset({"sapphirerapids"})
 
 #: For a virtualenv or image that moves between machines: any x86-64, AVX2 (every AMD EPYC and
 #: Intel Xeon since 2013), AVX-512 (Skylake-SP and Cascade Lake Xeons), with VBMI and VNNI (Ice
-#: Lake), and with BF16 too (Sapphire Rapids and later, AMD Zen 4 and 5). On a Sapphire Rapids
-#: Xeon `skylakex` and `icelake` prefill the 1.5B at 0.94x and 0.97x `zen4`'s speed (bench/history).
-PORTABLE = ("x64", "haswell", "skylakex", "icelake", "zen4")
+#: Lake), with BF16 too (AMD Zen 4 and 5), and with AMX (Sapphire Rapids and later). On a Sapphire
+#: Rapids Xeon `skylakex` and `icelake` prefill the 1.5B at 0.94x and 0.97x `zen4`'s speed (bench/history).
+PORTABLE = ("x64", "haswell", "skylakex", "icelake", "zen4", "sapphirerapids")
 
 BEST = "best for this CPU"
 #: How the reason of a wheel that lacks this CPU's best variant begins.
@@ -67,8 +67,8 @@ def runs_on(variant: str, flags: frozenset[str]) -> bool:
 
 
 def best_of(variants: Iterable[str], flags: frozenset[str]) -> str | None:
-    """The variant using the most of `flags` (AMX only by name); None if none runs."""
-    usable = [v for v in variants if runs_on(v, flags) and v not in BY_NAME_ONLY]
+    """The variant using the most of `flags`; None if none runs."""
+    usable = [v for v in variants if runs_on(v, flags)]
     if not usable:
         return None
     # The most instructions wins; ties (icelake and cooperlake) go to the later in the table.
@@ -77,9 +77,17 @@ def best_of(variants: Iterable[str], flags: frozenset[str]) -> str | None:
 
 
 def build_set(flags: frozenset[str]) -> list[str]:
-    """The variants `make install` builds for a CPU with `flags`: its best, and `haswell` below it."""
+    """The variants `make install` builds for a CPU with `flags`: its best, and `haswell` below it.
+
+    Where the best holds weights in AMX tiles, the best without AMX too: what the CPU runs
+    with AMX capped off, and by name (`zen4`) should its AMX kernels fail on some machine.
+    """
     best = best_of(VARIANT_FLAGS, flags) or "x64"
-    wanted = {best, "haswell"} if runs_on("haswell", flags) else {best}
+    wanted = {best}
+    if AMX_FLAGS & VARIANT_FLAGS[best]:
+        wanted.add(best_of(VARIANT_FLAGS, flags - AMX_FLAGS) or "x64")
+    if runs_on("haswell", flags):
+        wanted.add("haswell")
     return [v for v in VARIANT_FLAGS if v in wanted]
 
 

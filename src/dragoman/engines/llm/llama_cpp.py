@@ -32,6 +32,7 @@ from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 from dragoman.config import LLMSettings
 from dragoman.cpu import available_cores
 from dragoman.engines.info import EngineInfo
+from dragoman.engines.llama_amx import weights_for_kernels
 from dragoman.engines.llama_speed import SpeedSample, describe, measure, pick_by_speed
 from dragoman.engines.llama_threads import idle_threads_setting
 from dragoman.engines.llm.base import (
@@ -59,7 +60,17 @@ from dragoman.weights import MODELS, gguf_file, resolve
 log = get_logger(__name__)
 
 #: GGUF `general.file_type` values of the common quantisations, for /health.
-_FILE_TYPES = {0: "f32", 1: "f16", 2: "q4_0", 7: "q8_0", 15: "q4_k_m", 17: "q5_k_m", 18: "q6_k", 32: "bf16"}
+_FILE_TYPES = {
+    0: "f32",
+    1: "f16",
+    2: "q4_0",
+    3: "q4_1",
+    7: "q8_0",
+    15: "q4_k_m",
+    17: "q5_k_m",
+    18: "q6_k",
+    32: "bf16",
+}
 
 
 class LlamaCppEngine:
@@ -317,7 +328,7 @@ def _create(model: str, settings: LLMSettings, cache_dir: Path) -> LlamaCppEngin
     path = gguf_file(resolve(model, cache_dir, role="llm"))
     name = model if model in MODELS else path.stem
     return LlamaCppEngine(
-        path,
+        weights_for_kernels(path, cache_dir),
         name=name,
         threads=settings.threads or default_threads(),
         context_tokens=settings.context_tokens,

@@ -233,12 +233,14 @@ def create(settings: MTSettings, cache_dir: Path) -> MTEngine:
 
 
 def _create(model: str, settings: MTSettings, cache_dir: Path) -> QwenLlamaMTEngine:
+    from dragoman.engines.llama_amx import weights_for_kernels
     from dragoman.engines.torch_lm.files import model_id_for
     from dragoman.weights import MODELS, gguf_file, resolve
 
     path = gguf_file(resolve(model, cache_dir))
     if path.suffix != ".gguf":
         raise ConfigError(f"the qwen-llama backend runs GGUF files; {path} is not one")
+    path = weights_for_kernels(path, cache_dir)
     spec = MODELS.get(model)
     sha = spec.files[0].sha256 if spec is not None and len(spec.files) == 1 else None
     return QwenLlamaMTEngine(
