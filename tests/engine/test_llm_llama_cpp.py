@@ -11,6 +11,7 @@ import jsonschema
 import pytest
 
 from dragoman.config import LLMSettings
+from dragoman.engines.llama_amx import AMX_VARIANTS
 from dragoman.engines.llm.base import (
     ChatMessage,
     ChatRequest,
@@ -77,10 +78,12 @@ def test_it_is_an_llm_engine(engine: LlamaCppEngine) -> None:
     assert caps.tools and caps.constrained_arguments and caps.prefix_cache and not caps.remote
     assert caps.context_tokens == 4096
     info = engine.describe()
+    # The packaged Q4_K_M, or on the AMX kernels its Q8_0 copy (engines/llama_amx.py).
+    weights = "q8_0" if engine.kernels in AMX_VARIANTS else "q4_k_m"
     assert (info.name, info.backend, info.compute_type) == (
         "qwen2.5-0.5b-instruct-gguf",
         "llama-cpp",
-        "q4_k_m",
+        weights,
     )
 
 
