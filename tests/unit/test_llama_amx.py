@@ -10,6 +10,7 @@ import gguf
 import numpy as np
 import pytest
 
+from dragoman.cpu import cpu_info
 from dragoman.engines import llama_amx
 from dragoman.engines.llama_backend import Backend
 from dragoman.errors import ConfigError
@@ -39,6 +40,7 @@ def converted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, Path]]:
 
     monkeypatch.setattr(llama_amx, "load_backend", lambda: Backend("sapphirerapids", "best for this CPU"))
     monkeypatch.setattr(llama_amx, "_convert", convert)
+    monkeypatch.setattr(llama_amx, "tiles_permitted", lambda: True)
     monkeypatch.delenv(llama_amx.WEIGHTS_VARIABLE, raising=False)
     return calls
 
@@ -111,3 +113,17 @@ def test_kernels_without_amx_load_the_gguf_as_it_is(
     source = write_gguf(tmp_path / "model.gguf", 15)
     assert llama_amx.weights_for_kernels(source, tmp_path) == source
     assert converted == []
+
+
+def test_without_linux_permission_for_tiles_the_gguf_loads_as_it_is(
+    tmp_path: Path, converted: list[tuple[Path, Path]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(llama_amx, "tiles_permitted", lambda: False)
+    source = write_gguf(tmp_path / "model.gguf", 15)
+    assert llama_amx.weights_for_kernels(source, tmp_path) == source
+    assert converted == []
+
+
+@pytest.mark.skipif(not cpu_info().amx, reason="AMX tiles need a CPU with AMX")
+def test_linux_lets_this_process_use_amx_tiles() -> None:
+    assert llama_amx.tiles_permitted()

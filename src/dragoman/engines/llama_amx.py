@@ -23,11 +23,13 @@ cache (`<cache>/llama-amx/`), and the copy is what loads: Q8_0 by default,
 `DRAGOMAN_LLAMA_AMX_WEIGHTS=q4_1` for the faster decode, `keep` for the GGUF as it is. A copy's
 name holds the source's path, size and modification time and llama.cpp's version, so a changed
 source converts again, and it is written whole or not at all (a temporary file renamed). Any
-other GGUF loads as it is.
+other GGUF loads as it is, and so does every GGUF where Linux does not let the process use AMX
+tiles (the kernels then run AVX-512, where the Q4_K_M is the faster form).
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
 import re
@@ -55,6 +57,8 @@ AMX_VARIANTS = frozenset({"sapphirerapids"})
 #: `general.file_type` of the files converted: llama.cpp's MOSTLY_Q4_K_S and MOSTLY_Q4_K_M.
 _Q4_K_FILES = frozenset({14, 15})
 FOLDER = "llama-amx"
+#: x86-64 Linux's arch_prctl, its request for an extended state component, and AMX tile data.
+_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA = 158, 0x1023, 18
 #: A copy's name after its source's stem.
 _COPY = re.compile(r"[0-9a-f]{16}-(?:" + "|".join(FORMS) + r")\.gguf")
 
@@ -64,7 +68,7 @@ _lock = threading.Lock()
 def weights_for_kernels(path: Path, cache_dir: Path) -> Path:
     """The GGUF to load for `path` on the kernels this process runs: `path`, or its copy."""
     form = _form()
-    if form == KEEP or load_backend().variant not in AMX_VARIANTS:
+    if form == KEEP or load_backend().variant not in AMX_VARIANTS or not tiles_permitted():
         return path
     if _file_type(path) not in _Q4_K_FILES:
         return path
@@ -77,6 +81,14 @@ def weights_for_kernels(path: Path, cache_dir: Path) -> Path:
                     stale.unlink(missing_ok=True)  # an earlier source's copy, or another form's
             _convert(path, target, form)
     return target
+
+
+def tiles_permitted() -> bool:
+    """Whether Linux lets this process use AMX tile data, as ggml asks before it puts weights in
+    tiles; where it does not (a kernel or sandbox without it), the AMX kernels fall back to
+    AVX-512, on which the Q4_K_M runs faster than a copy."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    return int(libc.syscall(_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA)) == 0
 
 
 def _form() -> str:
