@@ -24,14 +24,15 @@ CONSTRAINTS := constraints.txt
 # too); haswell alone on an AVX2-only EPYC. A venv or image that moves between machines: make install
 # LLAMA_CPP_VARIANTS=$(LLAMA_CPP_PORTABLE) (any x86-64, AVX2, AVX-512, with VNNI and VBMI, with BF16,
 # with AMX). It is made once into a wheel cache
-# outside the repo, keyed by version, flags and variants, so another CPU builds its own.
+# outside the repo, keyed by version, flags, variants and the build script (its patches), so
+# another CPU builds its own.
 LLAMA_CPP_VERSION := 0.3.36
 LLAMA_CPP_SHA256 := 832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 LLAMA_CPP_PORTABLE := x64,haswell,skylakex,icelake,zen4,sapphirerapids
 LLAMA_CPP_VARIANTS ?= $(shell PYTHONPATH=src $(PYTHON) -m dragoman.engines.llama_variants)
 LLAMA_CPP_FLAGS := -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DLLAVA_BUILD=OFF -DCMAKE_INSTALL_BINDIR=llama_cpp/lib
 DRAGOMAN_WHEEL_CACHE ?= $(HOME)/.cache/dragoman-wheels
-LLAMA_CPP_KEY := $(shell printf '%s' '$(LLAMA_CPP_SHA256) $(LLAMA_CPP_FLAGS) $(LLAMA_CPP_VARIANTS)' | sha256sum | cut -c1-12)
+LLAMA_CPP_KEY := $(shell { printf '%s' '$(LLAMA_CPP_SHA256) $(LLAMA_CPP_FLAGS) $(LLAMA_CPP_VARIANTS)'; cat scripts/build_llama_wheel.py; } | sha256sum | cut -c1-12)
 LLAMA_CPP_WHEELS := $(DRAGOMAN_WHEEL_CACHE)/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(LLAMA_CPP_KEY)
 
 .PHONY: install install-1.5b serve test test-fast lint typecheck unit bench models clean chromium redis nginx litellm whisperlivekit constraints

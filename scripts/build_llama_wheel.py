@@ -18,11 +18,13 @@ nowhere else:
   loads the lower one.
 - llama.cpp's `common` library (the command-line tools' helpers, never loaded by the Python
   package) is not built; neither is `mtmd` (multimodal, `LLAVA_BUILD=OFF`).
-- The AMX kernels' tile configuration lives in static storage instead of on the stack. GCC
-  before 14 declares `_tile_loadconfig` as reading 8 bytes of its 64-byte operand, so at -O2 it
-  drops the stores of the rows and column widths as dead, `ldtilecfg` loads a configuration of
-  empty tiles, and the first `tilezero` faults (SIGILL; llama.cpp PR 26954 is the same fix).
-  Stores to a static object are never dead, so the configuration arrives whole.
+- ggml's AMX kernels load their tile configuration at every matrix product, from static
+  storage. As released they load it once per thread, from the stack, and both fault (SIGILL at a
+  tile instruction): GCC before 14 declares `_tile_loadconfig` as reading 8 bytes of its 64-byte
+  operand, so at -O2 it drops the stores of the tiles' rows and widths as dead (stores to a
+  static object never are; llama.cpp PR 26954 makes the same change), and another library's AMX
+  kernels on the same thread (oneDNN under CTranslate2 and PyTorch, onnxruntime's MLAS) leave
+  their own configuration, or none, behind, which "once per thread" never loads over.
 
 The compile runs under pip with its output in `<out>.log`; every 10 seconds it prints the
 percentage done, an estimate of the time left and what is compiling.
@@ -54,9 +56,12 @@ _X86_BLOCK = re.compile(
 _VARIANT = re.compile(r"^\s*ggml_add_cpu_backend_variant\((\w+)[\s)]")
 _COMMON_ON = 'set(LLAMA_BUILD_COMMON ON CACHE BOOL "Build llama.cpp common library" FORCE)'
 _COMMON_OFF = 'set(LLAMA_BUILD_COMMON OFF CACHE BOOL "Build llama.cpp common library" FORCE)'
-#: ggml's AMX tile configuration (ggml/src/ggml-cpu/amx/mmq.cpp), a local and then a static.
-_TILE_CONFIG = "    alignas(64) tile_config_t tc = {};"
-_TILE_CONFIG_STATIC = "    alignas(64) static thread_local tile_config_t tc = {};"
+#: ggml's AMX tile configuration (ggml/src/ggml-cpu/amx/mmq.cpp): what is replaced, by what.
+_TILE_CONFIG_PATCH = (
+    ("    alignas(64) tile_config_t tc = {};", "    alignas(64) static thread_local tile_config_t tc = {};"),
+    ("    static thread_local bool done = false;\n\n    if (done) {\n        return;\n    }\n", ""),
+    ("    _tile_loadconfig(&tc);\n    done = true;\n", "    _tile_loadconfig(&tc);\n"),
+)
 #: Ninja's status line, which the build's verbose output starts each step with.
 _STEP = re.compile(r"^\[(\d+)/(\d+)\] ")
 #: A compile of one CPU variant's kernels (its objects lie under ggml-cpu-<variant>.dir).
@@ -96,14 +101,17 @@ def patch(source: Path, variants: set[str]) -> None:
         )
     top.write_text(text.replace(_COMMON_ON, _COMMON_OFF), encoding="utf-8")
     amx = source / "vendor" / "llama.cpp" / "ggml" / "src" / "ggml-cpu" / "amx" / "mmq.cpp"
-    amx.write_text(static_tile_config(amx.read_text(encoding="utf-8")), encoding="utf-8")
+    amx.write_text(tile_config_each_time(amx.read_text(encoding="utf-8")), encoding="utf-8")
 
 
-def static_tile_config(mmq: str) -> str:
-    """ggml's AMX kernels with their tile configuration in static storage (see the module's doc)."""
-    if mmq.count(_TILE_CONFIG) != 1:
-        raise SystemExit("ggml's AMX tile configuration was not found: the patch needs updating")
-    return mmq.replace(_TILE_CONFIG, _TILE_CONFIG_STATIC)
+def tile_config_each_time(mmq: str) -> str:
+    """ggml's AMX kernels loading their tile configuration, from static storage, at every matrix
+    product (see the module's doc)."""
+    for before, after in _TILE_CONFIG_PATCH:
+        if mmq.count(before) != 1:
+            raise SystemExit("ggml's AMX tile configuration was not found: the patch needs updating")
+        mmq = mmq.replace(before, after)
+    return mmq
 
 
 def fetch(pip: str, version: str, sha256: str, into: Path) -> Path:

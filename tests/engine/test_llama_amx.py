@@ -70,3 +70,43 @@ def test_keep_loads_the_source(cache_dir: Path) -> None:
     answer = probe(cache_dir, DRAGOMAN_LLAMA_AMX_WEIGHTS="keep")
     assert answer["copy"] == answer["source"]
     assert answer["file_type"] == 15  # llama.cpp's MOSTLY_Q4_K_M, as packaged
+
+
+#: The LLM, then Whisper (CTranslate2: oneDNN) and Kokoro (onnxruntime: MLAS), both of which run
+#: AMX kernels of their own on an AMX CPU, then the LLM again, all on this one thread.
+_SHARED_THREAD = """
+import json, sys
+from pathlib import Path
+import numpy as np
+from dragoman.config import ASRSettings, LLMSettings, TTSSettings
+from dragoman.engines.asr.base import StepRequest
+from dragoman.engines.llm.base import ChatMessage, ChatRequest, TextPiece
+from dragoman.engines.llm.llama_cpp import create
+from dragoman.engines.registry import create_asr_engine, create_tts_engine
+from dragoman.engines.tts.base import SpeechRequest
+from dragoman.engines.tts.voices import KOKORO
+from dragoman.engines.workers import CancelToken
+cache = Path(sys.argv[1])
+llm = create(LLMSettings(model="qwen2.5-0.5b-instruct-gguf"), cache)
+def ask():
+    pieces = []
+    request = ChatRequest(messages=(ChatMessage("user", "What is the capital of France? One word."),),
+                          max_tokens=8, temperature=0.0)
+    llm.stream(request, CancelToken(), pieces.append)
+    return "".join(p.text for p in pieces if isinstance(p, TextPiece))
+first = ask()
+tts = create_tts_engine(TTSSettings(), cache, KOKORO)
+chunks = []
+tts.synthesize(SpeechRequest("Ciao a tutti.", "im_nicola", 1.0), CancelToken(), chunks.append)
+asr = create_asr_engine(ASRSettings(model="whisper-base"), cache)
+asr.transcribe_batch([StepRequest(np.zeros(16000, dtype=np.float32), language="en")])
+print(json.dumps({"kernels": llm.describe().compute_reason, "first": first, "again": ask()}))
+"""
+
+
+def test_the_amx_kernels_run_after_other_libraries_amx_on_the_same_thread(cache_dir: Path) -> None:
+    # ggml as released configures a thread's tiles once; oneDNN and MLAS leave theirs (or none)
+    # behind, and the next product faulted with SIGILL (scripts/build_llama_wheel.py).
+    answer = run_json(_SHARED_THREAD, cache_dir)
+    assert "sapphirerapids" in answer["kernels"]
+    assert "paris" in answer["first"].lower() and answer["again"] == answer["first"]

@@ -89,13 +89,20 @@ MMQ = """inline void ggml_tile_config_init(void) {
 """
 
 
-def test_the_amx_tile_configuration_moves_to_static_storage() -> None:
-    patched = script().static_tile_config(MMQ)
-    assert "alignas(64) static thread_local tile_config_t tc = {};" in patched
-    assert "alignas(64) tile_config_t tc = {};" not in patched
-    assert patched.replace("(64) static thread_local tile", "(64) tile") == MMQ  # nothing else changed
+def test_the_amx_tile_configuration_is_static_and_loaded_at_every_product() -> None:
+    patched = script().tile_config_each_time(MMQ)
+    assert patched == (
+        "inline void ggml_tile_config_init(void) {\n"
+        "\n"
+        "    alignas(64) static thread_local tile_config_t tc = {};\n"
+        "    tc.palette_id = 1;\n"
+        "    _tile_loadconfig(&tc);\n"
+        "}\n"
+    )
 
 
 def test_a_changed_amx_source_stops_the_build() -> None:
     with pytest.raises(SystemExit, match="AMX tile configuration was not found"):
-        script().static_tile_config(MMQ.replace("alignas(64) ", ""))
+        script().tile_config_each_time(MMQ.replace("alignas(64) ", ""))
+    with pytest.raises(SystemExit, match="AMX tile configuration was not found"):
+        script().tile_config_each_time(MMQ.replace("done = true;", "done = 1;"))

@@ -17,7 +17,7 @@ flags, so the caps that emulate an AVX2-only machine (`ONEDNN_MAX_CPU_ISA=AVX2`
 and the others) hold for llama.cpp too.
 
 On a CPU with AMX that is `sapphirerapids`, whose matrix products hold the weights in AMX
-tiles; the wheel's build patches ggml so that their tile configuration survives GCC before 14
+tiles; the wheel's build patches how ggml configures the tiles, which faulted as released
 (scripts/build_llama_wheel.py), and `engines/llama_amx.py` gives them the weights in the form
 they decode fastest. `DRAGOMAN_LLAMA_CPU_VARIANT=<name>` loads a named variant (`zen4` for
 AVX-512 without AMX, or `haswell` for the AVX2 path alone).
