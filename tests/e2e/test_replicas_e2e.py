@@ -21,7 +21,9 @@ from tests.e2e.redis_server import free_port, redis_server
 pytestmark = pytest.mark.e2e
 
 API_KEY = "sk-replicas"
-SHARED = secrets.token_urlsafe(32)
+#: A fresh key each run; a hex one, since a URL-safe token may begin with "-", which argparse
+#: takes for an option (a CI run failed so).
+SHARED = secrets.token_hex(32)
 BOUND = {"type": "transcription", "audio": {"input": {"transcription": {"language": "de"}}}}
 SESSION = {"type": "realtime", "instructions": "Answer in one word."}
 
