@@ -4,6 +4,7 @@ llama.cpp's quantiser (tests/engine/test_llama_amx.py runs that on an AMX CPU)."
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import gguf
@@ -97,28 +98,27 @@ def test_an_unknown_form_is_a_configuration_error(
         llama_amx.weights_for_kernels(write_gguf(tmp_path / "model.gguf", 15), tmp_path)
 
 
-def test_keep_loads_the_gguf_as_it_is(
-    tmp_path: Path, converted: list[tuple[Path, Path]], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _keep(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(llama_amx.WEIGHTS_VARIABLE, "keep")
-    source = write_gguf(tmp_path / "model.gguf", 15)
-    assert llama_amx.weights_for_kernels(source, tmp_path) == source
-    assert converted == []
 
 
-def test_kernels_without_amx_load_the_gguf_as_it_is(
-    tmp_path: Path, converted: list[tuple[Path, Path]], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _kernels_without_amx(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(llama_amx, "load_backend", lambda: Backend("zen4", "best for this CPU"))
-    source = write_gguf(tmp_path / "model.gguf", 15)
-    assert llama_amx.weights_for_kernels(source, tmp_path) == source
-    assert converted == []
 
 
-def test_without_linux_permission_for_tiles_the_gguf_loads_as_it_is(
-    tmp_path: Path, converted: list[tuple[Path, Path]], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _no_tile_permission(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(llama_amx, "tiles_permitted", lambda: False)
+
+
+@pytest.mark.parametrize("condition", [_keep, _kernels_without_amx, _no_tile_permission])
+def test_a_q4_k_m_gguf_loads_as_it_is(
+    tmp_path: Path,
+    converted: list[tuple[Path, Path]],
+    monkeypatch: pytest.MonkeyPatch,
+    condition: Callable[[pytest.MonkeyPatch], None],
+) -> None:
+    """With `keep`, on kernels without AMX, and where Linux denies the process AMX tile data."""
+    condition(monkeypatch)
     source = write_gguf(tmp_path / "model.gguf", 15)
     assert llama_amx.weights_for_kernels(source, tmp_path) == source
     assert converted == []
