@@ -119,3 +119,32 @@ async def test_close_fails_the_requests_of_every_running_call() -> None:
 def test_lanes_must_be_at_least_one() -> None:
     with pytest.raises(ValueError, match="lanes"):
         BatchingWorker(HeldEngine(), name="test", lanes=0)
+
+
+def by_first_letter(request: str) -> str:
+    return request[0]
+
+
+async def test_an_exclusive_key_runs_one_call_at_a_time_and_the_next_ready_one_goes_first() -> None:
+    # "h..." requests need what the held call holds; "b" does not, though it came later.
+    engine = HeldEngine()
+    w = BatchingWorker(engine, name="test", max_batch=1, lanes=2, exclusive=by_first_letter)
+    async with w:
+        held = asyncio.ensure_future(w.submit("hold"))
+        await engine.wait_started()
+        same = asyncio.ensure_future(w.submit("h2"))
+        await asyncio.sleep(0.05)
+        assert await asyncio.wait_for(w.submit("b"), 5) == "bb"
+        assert not same.done()  # its key is held: the free lane took "b" instead
+        engine.release.set()
+        assert await held == "holdhold" and await same == "h2h2"
+    assert engine.calls == [["hold"], ["b"], ["h2"]]
+
+
+async def test_requests_of_one_exclusive_key_never_share_a_call_with_another_key() -> None:
+    engine = HeldEngine()
+    w = BatchingWorker(engine, name="test", max_batch=4, lanes=1, exclusive=by_first_letter)
+    async with w:
+        results = await asyncio.gather(*(w.submit(c) for c in ("a1", "b1", "a2", "b2")))
+    assert results == ["a1a1", "b1b1", "a2a2", "b2b2"]
+    assert all(len({r[0] for r in call}) == 1 for call in engine.calls)

@@ -18,6 +18,7 @@ from dragoman.audio.vad import SileroModel, SileroVAD, SpeechProbability
 from dragoman.config import ASRSettings, MTSettings, TranscriptionSettings
 from dragoman.engines.asr.base import ASREngine, StepRequest, StepResult
 from dragoman.engines.mt.base import MTDraft, MTEngine, MTRequest
+from dragoman.engines.mt.lanes import MTLanes
 from dragoman.engines.mt.presets import AUTO_PRESET, auto_preset_for
 from dragoman.engines.registry import create_asr_engine, create_mt_engine
 from dragoman.engines.turn.smart_turn import SmartTurnModel
@@ -140,13 +141,18 @@ class TranscriptionService:
 
 
 def mt_worker(engine: MTEngine) -> SerialWorker[MTRequest, MTDraft] | BatchingWorker[MTRequest, MTDraft]:
-    """One engine call at a time ("the server serializes all MT work on one engine"), or, for
-    an engine whose calls wait on remote nodes, `parallel_calls` of them at once, one draft each."""
+    """One engine call at a time ("the server serializes all MT work on one engine"); for
+    an engine whose calls wait on remote nodes, `parallel_calls` of them at once, one draft
+    each; for local lanes (`engines.mt.lanes`), one draft a lane, a session's on its own."""
     lanes = engine.capabilities.parallel_calls
     if lanes <= 1:
         return SerialWorker(engine.draft, name="mt")
     return BatchingWorker(
-        lambda requests: [engine.draft(request) for request in requests], name="mt", max_batch=1, lanes=lanes
+        lambda requests: [engine.draft(request) for request in requests],
+        name="mt",
+        max_batch=1,
+        lanes=lanes,
+        exclusive=engine.lane_for if isinstance(engine, MTLanes) else None,
     )
 
 
@@ -182,8 +188,8 @@ def asr_worker(engine: ASREngine, max_batch: int) -> BatchingWorker[StepRequest,
 
 
 class MTService:
-    """The MT engine behind one serial worker ("the server serializes all MT work on one
-    engine"), its presets and the session limit; shared by every MT connection."""
+    """The MT engine behind its worker (one serial worker, or one call a lane: `mt_worker`),
+    its presets and the session limit; shared by every MT connection."""
 
     name = "mt"
 

@@ -15,6 +15,7 @@ chooses an East Asian token (`engines.mt.target_script`).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +30,7 @@ from dragoman.engines.llama_speed import describe, pick_by_speed
 from dragoman.engines.llama_threads import idle_threads_setting
 from dragoman.engines.mt import llama_draft
 from dragoman.engines.mt.base import DraftMode, MTDraft, MTEngine, MTRequest
+from dragoman.engines.mt.lanes import MTLanes, auto_lanes
 from dragoman.engines.mt.llama_context import TappedContext
 from dragoman.engines.mt.model_choice import (
     SPEED_MEMORY_FILE,
@@ -76,6 +78,21 @@ class QwenLlamaMTEngine(QwenMTEngine):
         stale_budget: int = 0,
     ) -> None:
         started = time.perf_counter()
+        #: Another engine on the same model and settings (`sibling`).
+        self._another = functools.partial(
+            QwenLlamaMTEngine,
+            gguf,
+            model_id=model_id,
+            model_sha256=model_sha256,
+            heads_dir=heads_dir,
+            cache_dir=cache_dir,
+            threads=threads,
+            idle_threads=idle_threads,
+            max_cached_prompts=max_cached_prompts,
+            speculate=speculate,
+            context_tokens=context_tokens,
+            stale_budget=stale_budget,
+        )
         # 0: every core (`dragoman mt-server`, where MT is all the server does); `dragoman serve`
         # passes each engine its share.
         self.threads = threads if threads > 0 else available_cores()
@@ -106,6 +123,11 @@ class QwenLlamaMTEngine(QwenMTEngine):
             kernels=self._ctx.backend.variant,
             seconds=round(self.load_seconds, 2),
         )
+
+    def sibling(self) -> QwenLlamaMTEngine:
+        """Another engine on the same model and settings, with a context of its own: the
+        weights are shared (`engines.llama_models`), the KV cache and compute buffers are not."""
+        return self._another()
 
     @property
     def kernels(self) -> str:
@@ -228,8 +250,25 @@ def create(settings: MTSettings, cache_dir: Path) -> MTEngine:
     (`engines.mt.model_choice`); the engine's `chosen_preset` says which.
     """
     if settings.preset == AUTO_PRESET and settings.model is None:
-        return _create_auto(settings, cache_dir)
-    return _create(str(settings.model or preset_model(settings.preset)), settings, cache_dir)
+        engine = _create_auto(settings, cache_dir)
+    else:
+        engine = _create(str(settings.model or preset_model(settings.preset)), settings, cache_dir)
+    return _with_lanes(engine, settings.lanes or auto_lanes(engine.threads))
+
+
+def _with_lanes(engine: QwenLlamaMTEngine, count: int) -> MTEngine:
+    """`engine`, or it and `count - 1` siblings as `MTLanes` (`engines.mt.lanes`)."""
+    if count <= 1:
+        return engine
+    lanes: list[MTEngine] = [engine]
+    try:
+        lanes += [engine.sibling() for _ in range(count - 1)]
+    except BaseException:
+        for lane in lanes:
+            lane.close()
+        raise
+    log.info("MT lanes", model=engine.name, lanes=count, threads=engine.threads)
+    return MTLanes(lanes)
 
 
 def _create(model: str, settings: MTSettings, cache_dir: Path) -> QwenLlamaMTEngine:

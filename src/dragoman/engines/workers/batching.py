@@ -58,6 +58,8 @@ class _Pending(Generic[RequestT, ResultT]):
     future: asyncio.Future[ResultT]
     priority: int = Priority.STREAMING
     timeout_s: float | None = None
+    #: Requests of one such key never run at once (`BatchingWorker`'s `exclusive`); None: any.
+    exclusive: Hashable = None
 
     @property
     def live(self) -> bool:
@@ -78,7 +80,9 @@ class BatchingWorker(Generic[RequestT, ResultT]):
 
     `call` runs in a worker thread and returns one result per request, in order;
     a result that is a `ClientError` fails only its own request. With more than one
-    lane, `call` must be safe to run from several threads at once.
+    lane, `call` must be safe to run from several threads at once, and `exclusive` may
+    name what a request needs alone (an engine of several, `engines.mt.lanes`): a request
+    whose key a running call holds waits, and the next ready one runs on the free lane.
     """
 
     def __init__(
@@ -90,6 +94,7 @@ class BatchingWorker(Generic[RequestT, ResultT]):
         batch_key: Callable[[RequestT], Hashable] | None = None,
         tags: Callable[[RequestT], dict[str, str]] | None = None,
         lanes: int = 1,
+        exclusive: Callable[[RequestT], Hashable] | None = None,
     ) -> None:
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
@@ -101,6 +106,7 @@ class BatchingWorker(Generic[RequestT, ResultT]):
         self._call = call
         self._batch_key = batch_key or (lambda request: None)
         self._tags = tags or (lambda request: {})
+        self._exclusive = exclusive or (lambda request: None)
         self._queue: list[_Pending[RequestT, ResultT]] = []
         #: The calls running now, each with the requests it carries.
         self._calls: dict[asyncio.Task[None], list[_Pending[RequestT, ResultT]]] = {}
@@ -184,12 +190,13 @@ class BatchingWorker(Generic[RequestT, ResultT]):
         await self.start()
         try:
             key = self._batch_key(request)
+            exclusive = self._exclusive(request)
         except Exception as exc:
             error_id = log_failure(log, f"{self.name} batch key failed", exc, **self._tags(request))
             raise EngineFailure(f"the {self.name} engine failed", error_id=error_id) from exc
         loop = asyncio.get_running_loop()
         future: asyncio.Future[ResultT] = loop.create_future()
-        pending = _Pending(request, key, cancel or CancelToken(), future, int(priority), timeout_s)
+        pending = _Pending(request, key, cancel or CancelToken(), future, int(priority), timeout_s, exclusive)
         self._queue.append(pending)
 
         def withdraw() -> None:
@@ -224,15 +231,17 @@ class BatchingWorker(Generic[RequestT, ResultT]):
                 pending.future.set_exception(JobCancelled("cancelled before it ran"))
         live.sort(key=lambda pending: pending.priority)  # stable: arrival order within a priority
         self._queue = live
-        if not live:
+        held = {p.exclusive for batch in self._calls.values() for p in batch} - {None}
+        ready = [p for p in live if p.exclusive not in held]
+        if not ready:
             return []
-        lead = live[0]
+        lead = ready[0]
         # Work running ahead of real time never joins a call led by work at real time or a
         # client's file: it would make that call longer. It has calls of its own, in the gaps,
         # one request each, so that a step at real time that arrives meanwhile waits for one
         # request at most.
         if lead.priority >= Priority.AHEAD:
-            self._queue = live[1:]
+            self._queue = [p for p in live if p is not lead]
             return [lead]
         # A call led by work a person waits on takes only such work: streaming steps and file
         # windows would make it longer (on a CPU a call costs about the sum of its requests).
@@ -240,13 +249,20 @@ class BatchingWorker(Generic[RequestT, ResultT]):
         # Lanes left idle share what is queued, so that one call does not take it all while
         # another lane has nothing to do.
         idle = max(1, self.lanes - len(self._calls))
-        joining = sum(1 for p in live if p.key == lead.key and p.priority <= ceiling)
-        size = min(self.max_batch, -(-joining // idle))
+
+        def joins(pending: _Pending[RequestT, ResultT]) -> bool:
+            return (
+                pending.key == lead.key
+                and pending.priority <= ceiling
+                and pending.exclusive in (None, lead.exclusive)
+                and pending in ready
+            )
+
+        size = min(self.max_batch, -(-sum(1 for p in live if joins(p)) // idle))
         batch: list[_Pending[RequestT, ResultT]] = []
         rest: list[_Pending[RequestT, ResultT]] = []
         for pending in live:
-            joins = pending.key == lead.key and pending.priority <= ceiling
-            (batch if len(batch) < size and joins else rest).append(pending)
+            (batch if len(batch) < size and joins(pending) else rest).append(pending)
         self._queue = rest
         return batch
 
