@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dragoman.engines.repetition import echo_start, loop_start
+from dragoman.engines.repetition import echo_start, loop_start, reread_length
 
 WORDS: dict[str, int] = {}
 
@@ -80,3 +80,36 @@ def test_a_loop_that_began_in_the_forced_prefix_keeps_what_followed_it() -> None
     text = "a jingo poem . " + " ".join([cycle] * 4)
     forced = 7  # "a jingo poem . Mr. Birk at"
     assert cut(text, start=forced) == "a jingo poem . " + cycle
+
+
+PREFIX = "To the north and within easy reach is the romantic and fascinating town of sintra in which"
+
+
+def test_a_second_reading_of_the_forced_prefix_is_dropped_and_what_follows_kept() -> None:
+    prefix = ids(PREFIX)
+    said = ids(PREFIX.split(" ", 1)[1] + " was made famous to foreigners")
+    skip = reread_length(prefix, said)
+    assert words(said[skip:]) == "was made famous to foreigners"
+    # The whole prefix read again is a copy too.
+    assert reread_length(prefix, ids(PREFIX + " was")) == len(prefix)
+
+
+def test_a_start_over_that_stops_short_of_the_prefix_end_adds_nothing() -> None:
+    prefix = ids(PREFIX)
+    said = ids("the north .")
+    assert reread_length(prefix, said) == len(said)
+    assert reread_length(prefix, ids("To the north and within")) == 5
+
+
+def test_text_that_goes_on_from_the_prefix_is_no_second_reading() -> None:
+    prefix = ids(PREFIX)
+    assert reread_length(prefix, ids("was made famous to foreigners after a glowing account")) == 0
+    # A short repeat of the prefix's end is speech ("in which, in which"), not a reading.
+    assert reread_length(prefix, ids("sintra in which was made famous")) == 0
+    # One word of the prefix's start is no start over ("north" said once more).
+    assert reread_length(prefix, ids("north winds blow")) == 0
+    # A copy from the middle that stops before the prefix's end is not what this cuts.
+    assert reread_length(prefix, ids("romantic and fascinating town of sintra")) == 0
+    # A short prefix is never taken for re-read.
+    assert reread_length(ids("To the north"), ids("the north .")) == 0
+    assert reread_length([], ids("anything at all")) == 0

@@ -83,3 +83,37 @@ def echo_start(ids: Sequence[int], start: int, context: Sequence[int], n: int = 
             return pos - len(context)
         seen.add(gram)
     return None
+
+
+#: A decoder that starts the window over re-reads the forced prefix from one of its first
+#: `RESTART_FROM` tokens, for at least `RESTART_TOKENS` tokens.
+RESTART_FROM = 3
+RESTART_TOKENS = 2
+
+
+def reread_length(prefix: Sequence[int], ids: Sequence[int], n: int = ECHO_TOKENS) -> int:
+    """How many of the generated `ids` (after the forced `prefix`) read the prefix again; 0
+    when they do not. Prefixes shorter than `n` tokens are never taken for re-read.
+
+    Given a forced prefix, Moonshine sometimes starts the window over after it: "To the north
+    and within easy reach is the romantic and fascinating town of sintra in which" then " the
+    north." (the prefix forced on audio that ends before it does: 16 words on 2.4-4.4 s of a
+    FLEURS clip), and once a later step has forced that, " the north and within easy reach is
+    … sintra in which was made famous to foreigners …" (2 interpreter sessions on 2 cores).
+    A copy that runs to the prefix's end (at least `n` tokens) is dropped and what follows it
+    kept: that is what really came after the prefix. A copy from the prefix's first tokens
+    that stops short of its end is a start over with nothing new: all of `ids` is dropped, and
+    the next step, on more audio, says what follows. (`echo_start` would end the text at the
+    copy instead, and the next step, forced to the same prefix, would start over again.)
+    """
+    if len(prefix) < n:
+        return 0
+    for start in range(len(prefix)):
+        tail = prefix[start:]
+        same = next((i for i, (a, b) in enumerate(zip(ids, tail, strict=False)) if a != b), None)
+        copied = min(len(ids), len(tail)) if same is None else same
+        if copied == len(tail) and copied >= n:
+            return copied
+        if start < RESTART_FROM and copied >= RESTART_TOKENS:
+            return len(ids)
+    return 0

@@ -28,7 +28,9 @@ so a voice agent's turn (which ends after server_vad's 500 ms of silence) got no
 no answer. Whisper is not affected, and the words cannot change: the cut audio is quiet.
 
 Guards against a decoder that does not stop: a length limit proportional to the audio
-(`_MAX_TOKENS_PER_SECOND`), and the repetition-loop cut Whisper uses (`repetition`).
+(`_MAX_TOKENS_PER_SECOND`), and the repetition-loop cut Whisper uses (`repetition`); and
+against one that starts the window over after its forced prefix: the second reading of the
+prefix is dropped (`repetition.reread_length`).
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ from dragoman.engines.asr.base import (
     call_layout,
 )
 from dragoman.engines.info import EngineInfo
-from dragoman.engines.repetition import loop_start
+from dragoman.engines.repetition import loop_start, reread_length
 from dragoman.errors import ClientError, ModelUnavailable, RequestRejected
 from dragoman.logs import get_logger
 
@@ -396,6 +398,7 @@ class MoonshineEngine(ASREngine):
             at_limit = bool(running[row])
             cut = loop_start([*prefix_ids, *ids], n, at_limit=at_limit, clause_end=self._clause_end)
             kept = ids if cut is None else ids[: cut - n]
+            kept = kept[reread_length(prefix_ids, kept) :]
             out.append(_Decoded(kept, float(logprob[row]) / len(ids) if ids else None))
         return out
 
