@@ -20,9 +20,11 @@ from tests.e2e.mt_fixtures import MT_MAX_SESSIONS, MT_PRESET, FrameRecorder
 
 @pytest.fixture(scope="package")
 def server(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Iterator[Server]:
-    """`dragoman serve` with both services on one port."""
+    """`dragoman serve` with every service on one port (the MT model pinned)."""
     log = tmp_path_factory.mktemp("serve") / "dragoman.log"
-    running = start(["serve", "--cache-dir", str(cache_dir)], log, timeout=600.0)
+    # The MT model pinned to the 1.5B, as for the page (tests/browser/conftest.py): `auto`
+    # takes the 0.5B on a CPU that measures too slow at start-up.
+    running = start(["serve", "--cache-dir", str(cache_dir), "--preset", "low_latency"], log, timeout=600.0)
     yield running
     stop(running)
 
