@@ -255,7 +255,6 @@ class BatchingWorker(Generic[RequestT, ResultT]):
                 pending.key == lead.key
                 and pending.priority <= ceiling
                 and pending.exclusive in (None, lead.exclusive)
-                and pending in ready
             )
 
         size = min(self.max_batch, -(-sum(1 for p in live if joins(p)) // idle))
