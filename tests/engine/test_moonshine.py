@@ -163,3 +163,25 @@ def test_an_utterance_followed_by_silence_is_not_lost(engine: MoonshineEngine, c
         audio = np.concatenate([speech, np.zeros(round(silence * RATE), dtype=np.float32)])
         text = ok(engine.transcribe_batch([StepRequest(audio, language="en")])[0]).text
         assert "boil" in text.lower(), (silence, text)
+
+
+def test_a_step_does_not_read_its_window_again_after_the_prefix(engine: MoonshineEngine) -> None:
+    """Forced to a prefix that ends inside a word, on the first 4.6 s of a FLEURS clip (a step
+    that came late under load), Moonshine went on past what it heard by reading the window
+    again: "antic and fascinating town of sintra and within easy reach is the romantic and
+    fascinating town of sintra and within". The echo is cut; what it heard first is kept."""
+    from dragoman.audio.files import decode_audio_file
+    from dragoman.audio.pcm import float_to_pcm16
+    from tests.engine.test_whisper_ct2 import EVAL
+
+    # The exact samples of that step (the failure depends on them): the clip decoded as the
+    # server decodes a file, sent as PCM16, from where the VAD began the segment.
+    data = (EVAL / "asr/en/en_fleurs_test_002.ogg").read_bytes()
+    pcm = float_to_pcm16(decode_audio_file(data, max_seconds=60).samples)
+    clip = (np.frombuffer(pcm, dtype=np.int16).astype(np.float32) / 32768)[3_392 : 3_392 + 73_408]
+    prefix = " To the north and within easy reach is the rom"
+    text = ok(engine.transcribe_batch([StepRequest(clip, prefix=prefix, language="en")])[0]).text
+    assert text.startswith(prefix)
+    said = text[len(prefix) :].lower()
+    assert "fascinating town of sintra" in said, text
+    assert "within" not in said and "reach" not in said, text
