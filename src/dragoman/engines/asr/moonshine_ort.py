@@ -36,7 +36,8 @@ forced " To the north and within easy reach is the rom" on the first 4.6 s of a 
 said "antic and fascinating town of sintra" and then " and within easy reach is the romantic
 and fascinating town of sintra and within", and the next steps, forced to that, kept the
 stretch twice in the transcript and its translation (steps that come late under load, at audio
-lengths off the 0.8 s grid; 1 of 30 offline replays with random delays).
+lengths off the 0.8 s grid: 11 of 100 replays of FLEURS clips with random delays before the cut,
+0 after; tests/engine/test_interpreter_late_steps.py).
 """
 
 from __future__ import annotations
