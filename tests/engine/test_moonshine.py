@@ -178,7 +178,7 @@ def test_a_step_does_not_read_its_window_again_after_the_prefix(engine: Moonshin
     # server decodes a file, sent as PCM16, from where the VAD began the segment.
     data = (EVAL / "asr/en/en_fleurs_test_002.ogg").read_bytes()
     pcm = float_to_pcm16(decode_audio_file(data, max_seconds=60).samples)
-    clip = (np.frombuffer(pcm, dtype=np.int16).astype(np.float32) / 32768)[3_392 : 3_392 + 73_408]
+    clip = (np.frombuffer(pcm, dtype=np.int16) / 32768).astype(np.float32)[3_392 : 3_392 + 73_408]
     prefix = " To the north and within easy reach is the rom"
     text = ok(engine.transcribe_batch([StepRequest(clip, prefix=prefix, language="en")])[0]).text
     assert text.startswith(prefix)
