@@ -148,9 +148,7 @@ class MTSettings(BaseModel):
     #: qwen-llama: engines on the one model, each with a context of its own, so that drafts of
     #: different sessions compute at once (engines/mt/lanes.py). 0: as many as `threads`-sized
     #: shares fit the cores (2 on 2 cores beside ASR; 1 where MT has every core), at most 4.
-    #: 1 by default until the interpreter's doubled transcripts under load with 2 lanes are
-    #: understood (docs/interpreter.md, "What is not done").
-    lanes: int = Field(default=1, ge=0, le=16)
+    lanes: int = Field(default=0, ge=0, le=16)
     #: qwen-llama: the threads of each decode while no other engine call of the process computes
     #: and other processes leave its cores idle, as `llm.idle_threads` (engines/llama_threads).
     #: None: every core this process may use; 0 or at most `threads`: always `threads`.

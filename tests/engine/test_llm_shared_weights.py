@@ -25,7 +25,7 @@ MODEL = "qwen2.5-0.5b-instruct-gguf"
 
 def test_two_engines_one_model_load(cache_dir: Path) -> None:
     before = llama_models.MODELS.loads
-    mt = create_mt(MTSettings(model=MODEL, threads=1), cache_dir)
+    mt = create_mt(MTSettings(model=MODEL, threads=1, lanes=1), cache_dir)
     llm = create_llm(LLMSettings(model=MODEL, threads=1), cache_dir)
     try:
         assert llama_models.MODELS.loads == before + 1  # the LLM found the MT engine's model

@@ -36,7 +36,7 @@ def _ignore_other_processes(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def engines(cache_dir: Path) -> Iterator[tuple[QwenLlamaMTEngine, QwenLlamaMTEngine]]:
-    settings = MTSettings(backend="qwen-llama", preset="fast", threads=1)
+    settings = MTSettings(backend="qwen-llama", preset="fast", threads=1, lanes=1)
     fixed = create(settings.model_copy(update={"idle_threads": 0}), cache_dir)
     lending = create(settings.model_copy(update={"idle_threads": 2}), cache_dir)
     assert isinstance(fixed, QwenLlamaMTEngine) and isinstance(lending, QwenLlamaMTEngine)
