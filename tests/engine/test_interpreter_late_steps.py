@@ -13,6 +13,7 @@ sintra and which was made famous ..."), and MT translated it twice.
 from __future__ import annotations
 
 import base64
+import csv
 import random
 from dataclasses import replace
 from pathlib import Path
@@ -65,11 +66,10 @@ def vad(cache_dir: Path) -> SileroModel:
 
 
 def reference(clip: str) -> str:
-    for line in (EVAL / "speech_translation.tsv").read_text(encoding="utf-8").splitlines():
-        fields = line.split("\t")
-        if fields[0].endswith(f"/{clip}.ogg"):
-            return fields[3]
-    raise LookupError(clip)
+    """What the clip says (its `src_text` in speech_translation.tsv)."""
+    with (EVAL / "speech_translation.tsv").open(newline="", encoding="utf-8") as handle:
+        rows = csv.DictReader(handle, delimiter="\t")
+        return next(row["src_text"] for row in rows if row["file"] == f"asr/en/{clip}.ogg")
 
 
 def stream_late(engine: MoonshineEngine, vad: SileroModel, clip: str, seed: int) -> list[str]:
