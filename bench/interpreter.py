@@ -44,6 +44,8 @@ schedule):
 - **first text / first audio**: the first `session.output_transcript.delta` /
   `session.output_audio.delta` received, after the speech began;
 - **end lag**: the last output transcript delta received, after the speech ended;
+- **spoken end lag**: when the translated speech ends, played as it arrives (each audio delta
+  after the one before it), after the speech ended: what a listener waits for the last word;
 - **BLEU** of the output transcripts against the FLORES references (sacrebleu; `zh` tokenised
   as Chinese), next to the same server's offline text MT of the gold transcripts (MT protocol
   v1 on `/v1/mt`, one final update per sentence) in the same run: the ratio is what speech and
@@ -116,6 +118,8 @@ class Scores:
     first_text_ms: list[float]
     first_audio_ms: list[float]
     end_lag_ms: list[float]
+    #: When the translated speech, played as it arrives, ends after the clip's speech ended.
+    speech_end_lag_ms: list[float]
     errors: int
     #: The ratio's 95 % bootstrap interval (`ratio_interval`).
     ratio_low: float = float("nan")
@@ -158,6 +162,7 @@ def save(scores: Scores, variant: str = "") -> None:
     put("end lag, mean", end_lag, "ms", *(("≤ 2500 ms", end_lag <= 2500) if bound else ()))
     put("first text, p50", first_text, "ms", *(("≤ 3500 ms", first_text <= 3500) if bound else ()))
     put("first audio, p50", round(percentile(scores.first_audio_ms, 50)), "ms")
+    put("spoken end lag, mean", round(float(np.nanmean(scores.speech_end_lag_ms))), "ms")
     # The voice in the metric's name, so that the summary table says who spoke.
     put(f"ASR-BLEU of the spoken output ({scores.voice})", round(scores.asr_bleu, 1), "BLEU")
     put("source transcript WER", round(100 * scores.source_wer, 1), "%")
@@ -261,6 +266,7 @@ async def measure_speech(
             [1000 * r.first_text_s for r in runs],
             [1000 * r.first_audio_s for r in runs],
             [1000 * r.end_lag_s for r in runs],
+            [1000 * r.speech_end_lag_s for r in runs],
             sum(len(r.errors) for r in runs),
             *ratio_interval(texts, offline_texts, refs, target),
         )
@@ -287,6 +293,7 @@ def report(all_scores: Sequence[Scores]) -> None:
             percentile(s.first_audio_ms, 50),
             float(np.nanmean(s.end_lag_ms)),
             percentile(s.end_lag_ms, 95),
+            float(np.nanmean(s.speech_end_lag_ms)),
             s.errors,
         )
         for s in all_scores
@@ -307,6 +314,7 @@ def report(all_scores: Sequence[Scores]) -> None:
         "first audio p50 ms",
         "end lag mean ms",
         "end lag p95 ms",
+        "spoken end lag mean ms",
         "errors",
     )
     print(table(columns, rows, whole=True))

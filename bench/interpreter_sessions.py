@@ -40,6 +40,9 @@ class Run:
     first_text_s: float = float("nan")
     first_audio_s: float = float("nan")
     end_lag_s: float = float("nan")
+    #: When the translated speech, played as it arrives (each chunk after the one before it),
+    #: ends, after the clip's speech ended: what a listener waits for the last word.
+    speech_end_lag_s: float = float("nan")
     pcm: bytearray = field(default_factory=bytearray)
     heard: str = ""
     #: The source transcript the session sent (`session.input_transcript.delta`).
@@ -77,8 +80,10 @@ async def interpret(client: AsyncOpenAI, clip: Clip, language: str) -> Run:
         await conn.session.update(session={"audio": audio_config})  # type: ignore[typeddict-item]
         began = time.perf_counter()
         onset, end = began + clip.onset_s, began + clip.end_s
+        played_until = began  # where playback of the audio received so far ends
 
         async def read() -> None:
+            nonlocal played_until
             while True:
                 event = json.loads(await conn.recv_bytes())
                 now = time.perf_counter()
@@ -91,9 +96,12 @@ async def interpret(client: AsyncOpenAI, clip: Clip, language: str) -> Run:
                 elif kind == "session.input_transcript.delta":
                     run.source_text += event["delta"]
                 elif kind == "session.output_audio.delta":
-                    run.pcm += base64.b64decode(event["delta"])
+                    chunk = base64.b64decode(event["delta"])
+                    run.pcm += chunk
                     if run.first_audio_s != run.first_audio_s:
                         run.first_audio_s = now - onset
+                    played_until = max(played_until, now) + len(chunk) / 2 / WIRE_RATE
+                    run.speech_end_lag_s = played_until - end
                 elif kind == "error":
                     run.errors.append(event["error"])
                 elif kind == "session.closed":
@@ -123,7 +131,8 @@ async def concurrently(client: AsyncOpenAI, items: Sequence[Clip], language: str
             run = await interpret(client, clip, language)
             log(
                 f"→{language} x{sessions} {clip.name}: {run.text!r} first text {run.first_text_s:.2f} s, "
-                f"first audio {run.first_audio_s:.2f} s, end lag {run.end_lag_s:.2f} s; heard {run.source_text!r}"
+                f"first audio {run.first_audio_s:.2f} s, end lag {run.end_lag_s:.2f} s, "
+                f"spoken end lag {run.speech_end_lag_s:.2f} s; heard {run.source_text!r}"
             )
             runs.append(run)
 
