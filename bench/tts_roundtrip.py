@@ -5,6 +5,8 @@
     --sentences 20                    FLORES-200 devtest sentences per language (../shared/eval)
     --max-chars 200                   skip longer sentences (Whisper's window is 30 s)
     --asr-model whisper-base          the project's STT that scores the speech
+    --speeds 1.0                      speaking rates to measure (e.g. 1.0,1.15,1.3: what a
+                                      faster voice costs in intelligibility); only 1.0 is recorded
 
 Each voice speaks the FLORES sentences of its own language (en, de, it or zh: the same
 sentences in each), through the shared `Speaker` (the server's path, resampled to 16 kHz
@@ -62,13 +64,14 @@ class VoiceRun:
     language: str
     load_seconds: float
     sentences: list[str]
+    speed: float = 1.0
     hypotheses: list[str] = field(default_factory=list)
     synth_seconds: list[float] = field(default_factory=list)
     audio_seconds: list[float] = field(default_factory=list)
     first_chunk: list[float] = field(default_factory=list)
 
 
-def speak(speaker: Speaker, voice: str, text: str) -> tuple[bytes, float, float]:
+def speak(speaker: Speaker, voice: str, text: str, speed: float = 1.0) -> tuple[bytes, float, float]:
     """PCM16 at 16 kHz, seconds to the first chunk, seconds in all."""
     chunks: list[bytes] = []
     first: list[float] = []
@@ -79,24 +82,28 @@ def speak(speaker: Speaker, voice: str, text: str) -> tuple[bytes, float, float]
             first.append(time.perf_counter() - started)
         chunks.append(data)
 
-    speaker.synthesize(voice, text, 1.0, CancelToken(), emit, RATE)
+    speaker.synthesize(voice, text, speed, CancelToken(), emit, RATE)
     total = time.perf_counter() - started
     return b"".join(chunks), first[0] if first else float("nan"), total
 
 
-def run_voice(speaker: Speaker, asr: ASREngine, voice: str, n: int, max_chars: int) -> VoiceRun:
+def run_voice(
+    speaker: Speaker, asr: ASREngine, voice: str, n: int, max_chars: int, speed: float = 1.0
+) -> VoiceRun:
     entry = speaker.catalog.voice_for(voice)
     sentences = flores_sentences(entry.language, n, max_chars)
     began = time.perf_counter()
     speaker.engine(entry.backend)  # load and warm outside the timings
-    run = VoiceRun(voice, entry.backend, entry.language, time.perf_counter() - began, sentences)
+    run = VoiceRun(voice, entry.backend, entry.language, time.perf_counter() - began, sentences, speed)
     for text in sentences:
-        pcm, first, total = speak(speaker, voice, text)
+        pcm, first, total = speak(speaker, voice, text, speed)
         run.first_chunk.append(first)
         run.synth_seconds.append(total)
         run.audio_seconds.append(len(pcm) / 2 / RATE)
         run.hypotheses.append(transcribe(asr, pcm, entry.language))
-    log(f"{voice}: {sum(run.audio_seconds):.0f} s of speech in {sum(run.synth_seconds):.1f} s")
+    log(
+        f"{voice} at speed {speed}: {sum(run.audio_seconds):.0f} s of speech in {sum(run.synth_seconds):.1f} s"
+    )
     return run
 
 
@@ -149,6 +156,7 @@ def report(runs: list[VoiceRun], asr_model: str) -> None:
         rows.append(
             [
                 run.voice,
+                run.speed,
                 run.backend,
                 run.language,
                 error_rate(run),
@@ -163,6 +171,7 @@ def report(runs: list[VoiceRun], asr_model: str) -> None:
         table(
             [
                 "voice",
+                "speed",
                 "backend",
                 "language",
                 "round trip",
@@ -185,7 +194,7 @@ def report(runs: list[VoiceRun], asr_model: str) -> None:
             reverse=True,
         )[:3]
         for score, ref, hyp in scored:
-            print(f"- {run.voice} ({100 * score:.0f} %): {ref!r} -> {hyp!r}")
+            print(f"- {run.voice} at {run.speed} ({100 * score:.0f} %): {ref!r} -> {hyp!r}")
     print("\n</details>")
 
 
@@ -195,17 +204,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sentences", type=int, default=20)
     parser.add_argument("--max-chars", type=int, default=200)
     parser.add_argument("--asr-model", default="whisper-base")
+    parser.add_argument("--speeds", default="1.0", help="speaking rates, e.g. 1.0,1.15,1.3")
     args = parser.parse_args(argv)
     configure_logs(level="warning")
     settings = load_settings()
     log(f"{args.sentences} sentences per voice; loading {args.asr_model}")
     asr = load_listener(args.asr_model, settings.cache_dir)
     speaker = Speaker(TTSSettings(), settings.cache_dir)
+    speeds = [float(speed) for speed in args.speeds.split(",")]
     runs = [
-        run_voice(speaker, asr, voice, args.sentences, args.max_chars) for voice in args.voices.split(",")
+        run_voice(speaker, asr, voice, args.sentences, args.max_chars, speed)
+        for voice in args.voices.split(",")
+        for speed in speeds
     ]
     report(runs, args.asr_model)
-    record_best(runs, args.asr_model)
+    # The goal is the voices as they speak by default.
+    record_best([run for run in runs if run.speed == 1.0], args.asr_model)
     speaker.close()
     asr.close()
     return 0
