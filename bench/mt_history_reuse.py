@@ -7,8 +7,9 @@ with the first words, then the final), on the real engine. For the first update 
 utterance it prints the prompt tokens, how many the KV cache served and how many were
 computed, with the history window of `sessions.mt.utterance.history_window` (grows from
 `history_pairs` to twice that, so the previous prompt stays a prefix) against the plain
-sliding window of the last `history_pairs` pairs. Token counts do not depend on the
-machine's load; the milliseconds do.
+sliding window of the last `history_pairs` pairs; and the tokens the session's PREFILL
+computed in the pause before it, where the window fell back (`sessions/mt/session.py`).
+Token counts do not depend on the machine's load; the milliseconds do.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dragoman.engines.mt.base import MTDraft, MTEngine
 from dragoman.engines.registry import create_mt_engine
 from dragoman.logs import configure as configure_logs
 from dragoman.sessions.mt import session as session_module
-from dragoman.sessions.mt.events import Init, Translation, Update, Word
+from dragoman.sessions.mt.events import Init, JobKind, Translation, Update, Word
 from dragoman.sessions.mt.session import MTSession
 from dragoman.sessions.mt.utterance import history_window
 from dragoman.streaming.alignatt_presets import policy_presets
@@ -62,6 +63,7 @@ def run(
     session.receive(Init(1, source_lang, target_lang, preset=preset, overrides=overrides))
     session.events_to_send()
     firsts: list[MTDraft] = []
+    prefilled = 0  # tokens the PREFILL in the pause before the next utterance computed
     seq = 0
     offset = 0.0  # the stream clock runs on across utterances
     for utterance, sentence in enumerate(load(data, direction, sentences)):
@@ -73,7 +75,11 @@ def run(
             session.receive(Update(seq, utterance, tuple(shown), (), clock, is_final))
             while (job := session.next_job()) is not None:
                 draft = engine.draft(job.request)
-                if not is_final and len(firsts) == utterance:
+                if job.kind is JobKind.PREFILL:
+                    prefilled = draft.computed_tokens
+                elif not is_final and len(firsts) == utterance:
+                    draft.extra["prefilled_tokens"] = float(prefilled)
+                    prefilled = 0
                     firsts.append(draft)
                 session.job_done(job, draft)
             for event in session.events_to_send():
@@ -117,8 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{engine.name}, preset {args.preset}, {args.direction}, {args.sentences} FLORES sentences in one session; "
         f"1-minute load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs.\n"
     )
-    print("| window | utterance | prompt tokens | cached | computed | ms |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| window | utterance | prompt tokens | cached | computed | ms | prefilled before |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     totals = {}
     try:
         for window in (history_window, _sliding):
@@ -130,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 computed.append(prompt - cached)
                 print(
                     f"| {window.__name__} | {index} | {prompt:.0f} | {cached:.0f} | {prompt - cached:.0f} "
-                    f"| {extra.get('engine_ms', 0.0):.0f} |"
+                    f"| {extra.get('engine_ms', 0.0):.0f} | {extra.get('prefilled_tokens', 0.0):.0f} |"
                 )
             totals[window.__name__] = computed
     finally:

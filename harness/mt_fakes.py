@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dragoman.engines.mt.base import DraftMode, MTCapabilities, MTDraft, MTEngine, MTRequest
+from dragoman.engines.mt.base import DraftMode, MTCapabilities, MTDraft, MTEngine, MTRequest, nothing_drafted
 
 LEXICON = {
     "Hello": "Hallo",
@@ -50,6 +50,8 @@ class FakeEngine(MTEngine):
         self._pieces: list[bytes] = []
         self._ids: dict[bytes, int] = {}
         self.requests: list[MTRequest] = []
+        #: The PREFILL requests (no draft: a real engine computes a prompt head).
+        self.prefills: list[MTRequest] = []
         self.forgotten: list[str] = []
         #: Exceptions raised by the next draft calls, in order.
         self.failures: list[BaseException] = []
@@ -70,6 +72,9 @@ class FakeEngine(MTEngine):
         return [self._id(piece) for piece in pieces]
 
     def draft(self, request: MTRequest) -> MTDraft:
+        if request.mode is DraftMode.PREFILL:
+            self.prefills.append(request)
+            return nothing_drafted()
         self.requests.append(request)
         if self.failures:
             raise self.failures.pop(0)

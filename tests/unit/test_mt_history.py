@@ -6,6 +6,9 @@ import itertools
 
 import pytest
 
+from dragoman.engines.mt.base import DraftMode
+from dragoman.errors import EngineFailure
+from dragoman.sessions.mt.events import Error, JobKind
 from dragoman.sessions.mt.utterance import history_window
 from tests.unit.test_mt_session import Driver
 
@@ -45,3 +48,58 @@ def test_each_utterances_history_extends_the_previous_ones() -> None:
     for before, after in itertools.pairwise(histories):
         assert after[: len(before)] == before
     assert histories[-1][-1] == ("how are you?", "wie geht es?")
+
+
+SENTENCES = [["Hello", "world,"], ["the", "house"], ["is", "red."], ["how", "are", "you?"], ["big", "street"]]
+
+
+def talk(d: Driver, sentences: list[list[str]]) -> None:
+    for utterance, words in enumerate(sentences):
+        d.update(words, utterance=utterance, final=True)
+        d.run()
+
+
+def test_in_the_pause_after_the_window_falls_back_the_next_prompt_head_is_prefilled() -> None:
+    d = Driver()  # history_pairs 2: the window grows to 4 pairs, then falls back to 2
+    talk(d, SENTENCES[:4])
+    assert not d.engine.prefills, "while the history grows, the cache holds what it extends"
+    d.update(SENTENCES[4], utterance=4, final=True)
+    d.run()
+    (prefill,) = d.engine.prefills
+    assert prefill.mode is DraftMode.PREFILL and not prefill.source_words and not prefill.target_prefix
+    assert prefill.cache_key == "mt_test"
+    assert prefill.history == (("how are you?", "wie geht es?"), ("big street", "große Straße"))
+    d.update(["Hello"], utterance=5)
+    d.run()
+    assert d.engine.requests[-1].history == prefill.history, "the head the next draft holds"
+    assert len(d.engine.prefills) == 1, "none while an utterance is open"
+    assert not [e for e in d.out if isinstance(e, Error)], "a prefill answers nothing"
+
+
+def test_no_prefill_when_the_next_utterance_came_first_or_keeps_no_history() -> None:
+    d = Driver()
+    talk(d, SENTENCES[:4])
+    d.update(SENTENCES[4], utterance=4, final=True)
+    job = d.session.next_job()
+    assert job is not None
+    d.session.job_done(job, d.engine.draft(job.request))
+    d.update(["the"], utterance=5)  # before the worker asked again
+    d.run()
+    assert not d.engine.prefills and d.engine.requests[-1].source_words == ("the",)
+    quiet = Driver(overrides={"translation_history_pairs": 0})
+    talk(quiet, SENTENCES)
+    assert not quiet.engine.prefills
+
+
+def test_a_failed_prefill_is_not_reported() -> None:
+    d = Driver()
+    talk(d, SENTENCES[:4])
+    d.update(SENTENCES[4], utterance=4, final=True)
+    final = d.session.next_job()
+    assert final is not None and final.kind is JobKind.FINAL
+    d.session.job_done(final, d.engine.draft(final.request))
+    prefill = d.session.next_job()
+    assert prefill is not None and prefill.kind is JobKind.PREFILL
+    d.session.job_failed(prefill, EngineFailure("the engine broke"))
+    assert not [e for e in d.take() if isinstance(e, Error)]
+    assert d.session.next_job() is None, "not again: the next draft computes the head itself"

@@ -50,6 +50,11 @@ class DraftMode(StrEnum):
     PARTIAL = "partial"
     #: The end-of-utterance pass: translate to the end, full quality, no attention needed.
     FINAL = "final"
+    #: Nothing drafted: the prompt before the source (system, `history`, instruction) goes into
+    #: the KV cache of `cache_key`, in the pause after an utterance, so that the next one's first
+    #: update finds it there (`sessions/mt/session.py`). An engine with no such cache answers
+    #: at once with `nothing_drafted()`.
+    PREFILL = "prefill"
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,11 @@ class MTRequest:
     #: that runs the policy itself; local engines ignore them.
     preset: str | None = None
     policy: Mapping[str, object] = field(default_factory=dict)
+
+
+def nothing_drafted() -> MTDraft:
+    """The answer to a PREFILL request, or to a request with no source words."""
+    return MTDraft(token_ids=[], attention=None, finished=True)
 
 
 def final_token_budget(source_words: int, source_tokens: int) -> int:

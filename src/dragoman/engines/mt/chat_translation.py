@@ -35,6 +35,7 @@ from dragoman.engines.mt.base import (
     MTEngine,
     MTRequest,
     final_token_budget,
+    nothing_drafted,
 )
 from dragoman.engines.mt.qwen_prompt import language_name
 from dragoman.engines.remote_http import RemoteServer
@@ -84,6 +85,8 @@ class ChatTranslation(MTEngine):
         return list(self._directions)
 
     def draft(self, request: MTRequest) -> MTDraft:
+        if request.mode is DraftMode.PREFILL:
+            return nothing_drafted()  # the server's prompt cache is its own
         words = list(request.source_words)
         budget = final_token_budget(len(words), 2 * len(words))
         translation = self._complete(messages(request), budget)

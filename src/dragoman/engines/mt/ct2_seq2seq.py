@@ -43,6 +43,7 @@ from dragoman.engines.mt.base import (
     MTEngine,
     MTRequest,
     final_token_budget,
+    nothing_drafted,
 )
 from dragoman.errors import ClientError, ConfigError, EngineFailure, ModelUnavailable
 
@@ -248,6 +249,8 @@ class CT2MTEngine(MTEngine):
     # -- drafting ----------------------------------------------------------------------
 
     def draft(self, request: MTRequest) -> MTDraft:
+        if request.mode is DraftMode.PREFILL:
+            return nothing_drafted()  # no prompt: nothing comes before the source
         direction = f"{request.source_lang}-{request.target_lang}"
         if direction not in self._directions:
             raise ClientError(f"Unsupported direction {direction}.", code="unsupported_direction")

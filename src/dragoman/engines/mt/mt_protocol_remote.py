@@ -42,7 +42,15 @@ from websockets.sync.client import ClientConnection, connect
 from dragoman.config import MTSettings
 from dragoman.engines.info import EngineInfo
 from dragoman.engines.llm.remote import safe_url
-from dragoman.engines.mt.base import WARM_UP_KEY, MTCapabilities, MTDraft, MTEngine, MTRequest
+from dragoman.engines.mt.base import (
+    WARM_UP_KEY,
+    DraftMode,
+    MTCapabilities,
+    MTDraft,
+    MTEngine,
+    MTRequest,
+    nothing_drafted,
+)
 from dragoman.engines.mt.mt_protocol_client import (
     InitAnswer,
     MTNodeError,
@@ -139,6 +147,8 @@ class MTProtocolRemote(MTEngine):
         return list(self._directions)
 
     def draft(self, request: MTRequest) -> MTDraft:
+        if request.mode is DraftMode.PREFILL:
+            return nothing_drafted()  # the node's own session prefills its engine
         key = request.cache_key
         if key is None:  # one draft with no session: a node session of its own
             key = f"anonymous-{next(self._anonymous)}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from abc import abstractmethod
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ from dragoman.engines.mt.base import (
     MTEngine,
     MTRequest,
     final_token_budget,
+    nothing_drafted,
 )
 from dragoman.engines.mt.qwen_prompt import Prompt, PromptBuilder
 from dragoman.errors import ClientError, ConfigError
@@ -92,6 +94,13 @@ class QwenMTEngine(MTEngine):
     # -- drafting --------------------------------------------------------------------------
 
     def draft(self, request: MTRequest) -> MTDraft:
+        if request.mode is DraftMode.PREFILL:
+            prompt = self.build_prompt(
+                request.source_lang, request.target_lang, [], "", request.context_text, request.history
+            )
+            with self._lock:
+                computed = self._prefill(request.cache_key, prompt)
+            return replace(nothing_drafted(), computed_tokens=computed)
         direction = f"{request.source_lang}-{request.target_lang}"
         final = request.mode is DraftMode.FINAL
         heads = None
@@ -120,6 +129,12 @@ class QwenMTEngine(MTEngine):
             limit = max(1, request.max_new_tokens)
         with self._lock:
             return self._draft(request, prompt, heads, limit)
+
+    def _prefill(self, cache_key: str | None, prompt: Prompt) -> int:
+        """Compute `prompt` up to its source into the KV cache of `cache_key` (DraftMode.PREFILL);
+        called under the lock; the tokens computed. By default none: the torch engine's first
+        update computes them."""
+        return 0
 
     @abstractmethod
     def _draft(

@@ -173,6 +173,18 @@ class QwenLlamaMTEngine(QwenMTEngine):
                 raise
             raise EngineFailure(f"MT draft failed: {exc}") from exc
 
+    def _prefill(self, cache_key: str | None, prompt: Prompt) -> int:
+        head = prompt.ids[: prompt.source_start]
+        try:
+            cached, _ = self._cache.reuse(cache_key, head, len(head))
+            self._ctx.eval(head[cached:], len(head) - cached - 1, None)
+            return len(head) - cached
+        except (EngineFailure, RuntimeError, ValueError, IndexError) as exc:
+            self._cache.clear()
+            if isinstance(exc, EngineFailure):
+                raise
+            raise EngineFailure(f"MT prefill failed: {exc}") from exc
+
     def forget(self, cache_key: str) -> None:
         with self._lock:
             self._cache.drop(cache_key)

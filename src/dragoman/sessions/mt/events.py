@@ -104,6 +104,8 @@ class JobKind(StrEnum):
     FINAL = "final"
     #: A partial update past --max-utterance-words, translated as final.
     FORCED_FINAL = "forced_final"
+    #: The next utterance's prompt head into the engine's cache, in the pause after one closed.
+    PREFILL = "prefill"
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,13 @@ finals faster than they are translated cannot make the server hold them without 
 
 Utterances: which update opens or closes which utterance is decided in
 `sessions/mt/utterances.py`.
+
+When the history window falls back (`history_window`), the next utterance's prompt changes
+right after the system prompt, and its first update would compute ~300 tokens before its
+first word (1.8 s on 2 threads for the 1.5B; bench/history/2026-12-06_speech.md). So in the
+pause after an utterance closes, with nothing queued, the session then asks the engine to
+compute that prompt up to its source (a PREFILL job). A history that only grew needs none:
+the engine's cache already holds the prompt it extends.
 """
 
 from __future__ import annotations
@@ -54,7 +61,7 @@ from dragoman.sessions.mt.utterance import (
 )
 from dragoman.sessions.mt.utterances import Utterances
 from dragoman.sessions.mt.validation import SessionSetup, as_overrides, check_update, resolve_init
-from dragoman.streaming.alignatt import AlignAttParams, build_source_accessibility_frontier
+from dragoman.streaming.alignatt import AlignAttParams, Frontier, build_source_accessibility_frontier
 
 #: Finals that may wait for the engine at once (`MTSettings.max_queued_finals`).
 MAX_QUEUED_FINALS = 16
@@ -97,6 +104,10 @@ class MTSession:
         self._redraft: MTJob | None = None
         #: The session's AlignAtt knobs as MT protocol v1 overrides (`MTRequest.policy`).
         self._policy: dict[str, object] = {}
+        #: An utterance closed and the next has not opened: the next one's prompt head is due.
+        self._prefill_due = False
+        #: The history of the last draft asked for: what the engine's cache holds.
+        self._drafted_history: tuple[tuple[str, str], ...] = ()
 
     # -- the caller's interface ---------------------------------------------------
 
@@ -136,6 +147,7 @@ class MTSession:
         if redraft is not None and self._in_flight is None and not self.closed:
             self._redraft, self._in_flight = None, redraft
             self.stats["drafts"] += 1
+            self._drafted_history = tuple(redraft.request.history)
             return redraft
         while self._can_plan():
             job = self._plan_head()
@@ -143,8 +155,26 @@ class MTSession:
             if job is not None:
                 self._in_flight = job
                 self.stats["drafts"] += 1
+                self._drafted_history = tuple(job.request.history)
                 return job
-        return None
+        return self._prefill()
+
+    def _prefill(self) -> MTJob | None:
+        """The PREFILL job, when it is due and nothing else is (see the module's docstring)."""
+        due, self._prefill_due = self._prefill_due, False
+        setup, utterances = self._setup, self._utterances
+        if not due or setup is None or self._in_flight is not None or self._queue or self.closed:
+            return None
+        if utterances.open is not None or utterances.next_id is None or not setup.params.history_pairs:
+            return None
+        request = self._request((), (), Utterance(utterances.next_id), DraftMode.PREFILL, 0)
+        drafted = self._drafted_history
+        if tuple(request.history[: len(drafted)]) == drafted:
+            return None  # the history grew: the cache holds the prompt the next one extends
+        self._in_flight = MTJob(
+            self._last_seq or 0, utterances.next_id, JobKind.PREFILL, request, Frontier(0, 0)
+        )
+        return self._in_flight
 
     def job_done(self, job: MTJob, draft: MTDraft) -> None:
         """Apply the engine's draft. Raises (state unchanged) on a malformed draft;
@@ -152,7 +182,9 @@ class MTSession:
         if job is not self._in_flight:
             raise ValueError("job_done for a job that is not in flight")
         utt = self._utterances.open
-        if utt is not None and utt.id == job.utterance_id:
+        if job.kind is JobKind.PREFILL:
+            pass  # nothing to answer: the engine's cache is the point
+        elif utt is not None and utt.id == job.utterance_id:
             if job.kind is JobKind.PARTIAL:
                 self._apply_partial(job, draft, utt)
             else:
@@ -164,7 +196,8 @@ class MTSession:
         """The engine call failed: the update is dropped (a final stays open for a retry)."""
         if job is self._in_flight:
             self._in_flight = None
-        if job.cancel.cancelled:
+        if job.cancel.cancelled or job.kind is JobKind.PREFILL:
+            # A failed prefill answers no update: the next draft computes the head itself.
             self._pump()
             return
         if isinstance(error, ServerError):
@@ -374,6 +407,7 @@ class MTSession:
         covered = len(words) if words else utt.covered
         self._emit(seq, utt, text, "", covered, "final", final=True, forced=forced)
         self._utterances.close(utt, words, forced=forced)
+        self._prefill_due = True
 
     def _emit(
         self,

@@ -29,7 +29,7 @@ from dragoman.engines.mt.base import UNSEGMENTED_LANGS, MTDraft
 from dragoman.errors import ClientError, DragomanError, InvalidValue
 from dragoman.sessions.agent.jobs import ASR, TTS
 from dragoman.sessions.base import CloseCode, Observation
-from dragoman.sessions.mt.events import MTJob
+from dragoman.sessions.mt.events import JobKind, MTJob
 from dragoman.sessions.speech import events as speech
 from dragoman.sessions.speech.config import EngineProfile, SessionConfig
 from dragoman.sessions.speech.decoder import STEPS_COALESCED, StepJob
@@ -343,7 +343,7 @@ class TranslationSession:
             job = self.front.next_job()
         elif lane == MT:
             job = self.translator.next_job()
-            if job is not None:
+            if job is not None and job.kind is not JobKind.PREFILL:  # a pause's work, no segment's
                 item_id, update_clock = self.translator.started(job)
                 self.timeline.mark(item_id, "mt_job", self.clock_ms)
                 if update_clock is not None:
