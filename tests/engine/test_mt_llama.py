@@ -261,3 +261,35 @@ def test_partial_needs_calibrated_heads_final_does_not(engine: QwenLlamaMTEngine
     empty = engine.draft(MTRequest("en", "de", [], max_new_tokens=4))
     assert empty.token_ids == [] and empty.finished
     assert empty.attention is not None and empty.attention.shape == (0, 0)
+
+
+#: A PREFILL request puts the next utterance's prompt head in the session's KV cache: the first
+#: draft after it computes only its source words, the end of the user turn and its draft, and
+#: drafts what it drafts without it.
+PREFILL_HISTORY = (
+    ("The committee met on Monday.", "Der Ausschuss trat am Montag zusammen."),
+    ("It discussed the new rules.", "Er erörterte die neuen Regeln."),
+)
+PREFILL_WORDS = ["They", "will", "take", "effect", "early", "next", "year"]
+
+
+def prefill_request(mode: DraftMode, words: list[str], key: str) -> MTRequest:
+    return MTRequest("en", "de", words, history=PREFILL_HISTORY, mode=mode, max_new_tokens=6, cache_key=key)
+
+
+def test_the_first_draft_after_a_prefill_computes_only_its_source_and_drafts_the_same(
+    engine: QwenLlamaMTEngine,
+) -> None:
+    engine.clear_cache()
+    cold = engine.draft(prefill_request(DraftMode.PARTIAL, PREFILL_WORDS, "cold"))
+    engine.clear_cache()
+    prefilled = engine.draft(prefill_request(DraftMode.PREFILL, [], "warm"))
+    assert prefilled.token_ids == [] and prefilled.finished and prefilled.computed_tokens > 60
+    warm = engine.draft(prefill_request(DraftMode.PARTIAL, PREFILL_WORDS, "warm"))
+    head = engine.build_prompt("en", "de", PREFILL_WORDS, "", None, PREFILL_HISTORY).source_start
+    assert head > 60, "the system prompt, two history pairs and the instruction"
+    assert warm.extra["cached_tokens"] == head, warm.extra
+    assert warm.computed_tokens == cold.computed_tokens - head + cold.extra["cached_tokens"]
+    assert warm.token_ids == cold.token_ids
+    engine.forget("warm")
+    engine.forget("cold")
