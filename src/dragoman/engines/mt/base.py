@@ -96,7 +96,7 @@ class MTRequest:
 
 
 def nothing_drafted() -> MTDraft:
-    """The answer to a PREFILL request, or to a request with no source words."""
+    """The answer to a PREFILL request from an engine with nothing to prefill."""
     return MTDraft(token_ids=[], attention=None, finished=True)
 
 

@@ -15,9 +15,10 @@ chooses an East Asian token (`engines.mt.target_script`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -151,7 +152,7 @@ class QwenLlamaMTEngine(QwenMTEngine):
     ) -> MTDraft:
         final = request.mode is DraftMode.FINAL
         self._ctx.excluded = self._scripts.excluded(request.target_lang)
-        try:
+        with self._fresh_after_failure("draft"):
             return llama_draft.draft(
                 self._ctx,
                 self._cache,
@@ -166,24 +167,25 @@ class QwenLlamaMTEngine(QwenMTEngine):
                 # end the translation early (bench/RESULTS.md).
                 insert=not final,
             )
-        except (EngineFailure, RuntimeError, ValueError, IndexError) as exc:
-            # The sequence may hold a half-fed batch: start the next call from nothing.
-            self._cache.clear()
-            if isinstance(exc, EngineFailure):
-                raise
-            raise EngineFailure(f"MT draft failed: {exc}") from exc
 
     def _prefill(self, cache_key: str | None, prompt: Prompt) -> int:
         head = prompt.ids[: prompt.source_start]
-        try:
+        with self._fresh_after_failure("prefill"):
             cached, _ = self._cache.reuse(cache_key, head, len(head))
             self._ctx.eval(head[cached:], len(head) - cached - 1, None)
             return len(head) - cached
+
+    @contextlib.contextmanager
+    def _fresh_after_failure(self, what: str) -> Iterator[None]:
+        """A failure empties the cache, since the sequence may hold a half-fed batch: the next
+        call starts from nothing. Anything but an EngineFailure becomes one."""
+        try:
+            yield
         except (EngineFailure, RuntimeError, ValueError, IndexError) as exc:
             self._cache.clear()
             if isinstance(exc, EngineFailure):
                 raise
-            raise EngineFailure(f"MT prefill failed: {exc}") from exc
+            raise EngineFailure(f"MT {what} failed: {exc}") from exc
 
     def forget(self, cache_key: str) -> None:
         with self._lock:
