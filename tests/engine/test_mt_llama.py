@@ -18,13 +18,14 @@ import sacrebleu
 
 from dragoman.config import MTSettings
 from dragoman.engines.asr.word_agreement import split_words
-from dragoman.engines.mt.base import DraftMode, MTRequest
+from dragoman.engines.mt.base import DraftMode, MTRequest, word_separator
 from dragoman.engines.mt.head_selection import combined_attention, usable_pairs
 from dragoman.engines.mt.qwen_llama import QwenLlamaMTEngine, create
 from dragoman.engines.mt.qwen_torch import QwenTorchMTEngine
 from dragoman.engines.mt.qwen_torch import create as create_torch
 from dragoman.engines.registry import MT_BACKENDS
 from dragoman.errors import ClientError
+from dragoman.streaming.alignatt import clean_final_text
 from dragoman.tools import eval_set
 from dragoman.tools.calibrate import _interleave, default_data, read_pairs
 
@@ -293,3 +294,34 @@ def test_the_first_draft_after_a_prefill_computes_only_its_source_and_drafts_the
     assert warm.token_ids == cold.token_ids
     engine.forget("warm")
     engine.forget("cold")
+
+
+#: A final's source and translation come back as the next prompts' history turn, spelled as the
+#: session's KV cache holds them (`qwen_prompt.Spellings`): the next draft reuses every token
+#: of the final.
+SPELLED_TALKS = {
+    "en-de": (SENTENCE.split(), ["They", "will", "meet", "again", "next", "week"]),
+    # The speech front hands Chinese over a character a word (`split_words`).
+    "zh-en": (list("委员会周一表示新规则明年生效"), list("他们下周再开会")),
+}
+
+
+@pytest.mark.parametrize("direction", sorted(SPELLED_TALKS))
+def test_the_next_utterance_reuses_every_token_of_the_final_before(
+    engine: QwenLlamaMTEngine, direction: str
+) -> None:
+    source_lang, target_lang = direction.split("-")
+    first, second = SPELLED_TALKS[direction]
+    engine.clear_cache()
+    final = engine.draft(MTRequest(source_lang, target_lang, first, mode=DraftMode.FINAL, cache_key="talk"))
+    held = len(engine.build_prompt(source_lang, target_lang, first).ids) + len(final.token_ids)
+    # The history pair as the MT session writes it (`Utterances.close`).
+    turn = (word_separator(source_lang).join(first), clean_final_text(engine.decode(final.token_ids)))
+    assert turn[1], "a translation"
+    nxt = engine.draft(
+        MTRequest(source_lang, target_lang, second, history=(turn,), mode=DraftMode.FINAL, cache_key="talk")
+    )
+    assert nxt.extra["cached_tokens"] == held, nxt.extra
+    # Nor is the translation before proposed as this one's (`LastDraft.guess`).
+    assert nxt.extra["speculated_tokens"] == 0, nxt.extra
+    engine.forget("talk")

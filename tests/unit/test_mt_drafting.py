@@ -7,7 +7,7 @@ import pytest
 
 from dragoman.engines.mt.base import final_token_budget
 from dragoman.engines.mt.draft_loop import frontier_limit
-from dragoman.engines.torch_lm.kv_cache import CacheEntry, PromptCaches, common_prefix
+from dragoman.engines.torch_lm.kv_cache import CacheEntry, LastDraft, PromptCaches, common_prefix, opening
 
 
 class FakeKV:
@@ -37,39 +37,55 @@ def test_common_prefix() -> None:
     assert common_prefix([], [1]) == 0
 
 
+def entry(ids: list[int], held: int, target: list[int], source_start: int = 1) -> CacheEntry:
+    return CacheEntry(ids, FakeKV(held), LastDraft(opening(ids, source_start), target))
+
+
 def test_reuse_keeps_the_common_prefix_and_guesses_the_draft(caches: PromptCaches) -> None:
-    # Prompt 1 2 3 | target 7 (prefix) then 8 9 drafted; the KV holds the 4 prompt+prefix tokens.
-    caches.store("utt", CacheEntry([1, 2, 3, 7], FakeKV(4), target=[7, 8, 9]))
-    kv, keep, guess = caches.reuse("utt", [1, 2, 3, 7, 8], target_start=3)
+    # Prompt 1 | source 2 3 | target 7 (prefix) then 8 9 drafted; the KV holds 4 tokens.
+    caches.store("utt", entry([1, 2, 3, 7], 4, target=[7, 8, 9]))
+    kv, keep, guess = caches.reuse("utt", [1, 2, 3, 7, 8], source_start=1, target_start=3)
     assert keep == 4 and kv.get_seq_length() == 4
     assert guess == [9]  # the old draft beyond the new target prefix 7 8
     # Taken out while in use: a second reuse starts cold.
-    assert caches.reuse("utt", [1, 2], target_start=1)[1] == 0
+    assert caches.reuse("utt", [1, 2], source_start=1, target_start=1)[1] == 0
 
 
 def test_reuse_always_feeds_the_last_prompt_token(caches: PromptCaches) -> None:
-    caches.store("utt", CacheEntry([1, 2, 3], FakeKV(3), target=[3]))
-    kv, keep, guess = caches.reuse("utt", [1, 2, 3], target_start=2)
+    caches.store("utt", entry([1, 2, 3], 3, target=[3]))
+    kv, keep, guess = caches.reuse("utt", [1, 2, 3], source_start=1, target_start=2)
     assert keep == 2 and kv.get_seq_length() == 2 and guess == []
 
 
 def test_a_diverged_prefix_or_a_stale_cache_is_not_reused(caches: PromptCaches) -> None:
-    caches.store("a", CacheEntry([1, 2, 3, 4], FakeKV(4), target=[4, 5]))
-    _kv, keep, guess = caches.reuse("a", [1, 9, 9, 6], target_start=3)
+    caches.store("a", entry([1, 2, 3, 4], 4, target=[4, 5]))
+    _kv, keep, guess = caches.reuse("a", [1, 9, 9, 6], source_start=1, target_start=3)
     assert keep == 1 and guess == []  # the target prefix changed: no guess
-    caches.store("b", CacheEntry([1, 2, 3], FakeKV(5), target=[]))  # kv out of step with ids
-    assert caches.reuse("b", [1, 2, 3, 4], target_start=3)[1] == 0
-    assert caches.reuse(None, [1, 2], target_start=1)[1] == 0
+    caches.store("b", entry([1, 2, 3], 5, target=[]))  # kv out of step with ids
+    assert caches.reuse("b", [1, 2, 3, 4], source_start=1, target_start=3)[1] == 0
+    assert caches.reuse(None, [1, 2], source_start=1, target_start=1)[1] == 0
+
+
+def test_the_next_utterance_gets_no_guess_from_the_one_before(caches: PromptCaches) -> None:
+    # Utterance 1: head 1 | source 2 3 | drafted 7 8. Utterance 2 keeps it all as its history
+    # (head 1 2 3 7 8 | source 4): the same target prefix (none), another first source token.
+    caches.store("utt", entry([1, 2, 3, 7, 8], 5, target=[7, 8]))
+    _kv, keep, guess = caches.reuse("utt", [1, 2, 3, 7, 8, 4], source_start=5, target_start=6)
+    assert keep == 5 and guess == []
+    # The same utterance, its source grown: the draft before is the guess.
+    caches.store("utt", entry([1, 2, 3, 7, 8], 5, target=[7, 8]))
+    _kv, keep, guess = caches.reuse("utt", [1, 2, 3, 4], source_start=1, target_start=4)
+    assert keep == 3 and guess == [7, 8]
 
 
 def test_least_recently_used_entries_are_dropped(caches: PromptCaches) -> None:
     for key in ("a", "b", "c"):
-        caches.store(key, CacheEntry([1, 2], FakeKV(2), target=[]))
-    assert caches.reuse("a", [1, 2, 3], target_start=2)[1] == 0
-    assert caches.reuse("c", [1, 2, 3], target_start=2)[1] == 2
+        caches.store(key, entry([1, 2], 2, target=[]))
+    assert caches.reuse("a", [1, 2, 3], source_start=1, target_start=2)[1] == 0
+    assert caches.reuse("c", [1, 2, 3], source_start=1, target_start=2)[1] == 2
     caches.drop("b")
-    assert caches.reuse("b", [1, 2, 3], target_start=2)[1] == 0
-    caches.store(None, CacheEntry([1], FakeKV(1), target=[]))  # no key: nothing kept
+    assert caches.reuse("b", [1, 2, 3], source_start=1, target_start=2)[1] == 0
+    caches.store(None, entry([1], 1, target=[]))  # no key: nothing kept
 
 
 def _rows(*peaks: int, words: int = 5) -> list[np.ndarray]:

@@ -50,6 +50,14 @@ def test_each_utterances_history_extends_the_previous_ones() -> None:
     assert histories[-1][-1] == ("how are you?", "wie geht es?")
 
 
+def test_a_chinese_utterance_enters_the_history_as_running_text() -> None:
+    # The speech front hands Chinese over a character a word; the prompt's source reads
+    # them without spaces, and so must the history turn they become.
+    d = Driver(directions=("zh-en",), source_lang="zh", target_lang="en")
+    talk(d, [["你", "好"], ["世", "界"]])
+    assert d.engine.requests[-1].history[-1][0] == "你好"
+
+
 SENTENCES = [["Hello", "world,"], ["the", "house"], ["is", "red."], ["how", "are", "you?"], ["big", "street"]]
 
 
@@ -59,20 +67,22 @@ def talk(d: Driver, sentences: list[list[str]]) -> None:
         d.run()
 
 
-def test_in_the_pause_after_the_window_falls_back_the_next_prompt_head_is_prefilled() -> None:
+def test_in_the_pause_after_each_utterance_the_next_prompt_head_is_prefilled() -> None:
     d = Driver()  # history_pairs 2: the window grows to 4 pairs, then falls back to 2
     talk(d, SENTENCES[:4])
-    assert not d.engine.prefills, "while the history grows, the cache holds what it extends"
+    assert [len(p.history) for p in d.engine.prefills] == [1, 2, 3, 4], (
+        "after each utterance, the head of the next"
+    )
     d.update(SENTENCES[4], utterance=4, final=True)
     d.run()
-    (prefill,) = d.engine.prefills
+    prefill = d.engine.prefills[-1]
     assert prefill.mode is DraftMode.PREFILL and not prefill.source_words and not prefill.target_prefix
     assert prefill.cache_key == "mt_test"
     assert prefill.history == (("how are you?", "wie geht es?"), ("big street", "große Straße"))
     d.update(["Hello"], utterance=5)
     d.run()
     assert d.engine.requests[-1].history == prefill.history, "the head the next draft holds"
-    assert len(d.engine.prefills) == 1, "none while an utterance is open"
+    assert len(d.engine.prefills) == 5, "none while an utterance is open"
     assert not [e for e in d.out if isinstance(e, Error)], "a prefill answers nothing"
 
 
@@ -85,7 +95,7 @@ def test_no_prefill_when_the_next_utterance_came_first_or_keeps_no_history() -> 
     d.session.job_done(job, d.engine.draft(job.request))
     d.update(["the"], utterance=5)  # before the worker asked again
     d.run()
-    assert not d.engine.prefills and d.engine.requests[-1].source_words == ("the",)
+    assert len(d.engine.prefills) == 4 and d.engine.requests[-1].source_words == ("the",)
     quiet = Driver(overrides={"translation_history_pairs": 0})
     talk(quiet, SENTENCES)
     assert not quiet.engine.prefills

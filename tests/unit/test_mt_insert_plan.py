@@ -46,8 +46,8 @@ def cache(budget: int, batch_size: int = 512) -> tuple[SequenceCache, HeldTokens
 
 
 def reuse(cache: SequenceCache, ctx: HeldTokens, source: list[int], target: list[int]) -> int:
-    ids, source_end, target_start = prompt(source, target)
-    keep, _ = cache.reuse("utt", ids, target_start, source_end)
+    ids, source_end, _target_start = prompt(source, target)
+    keep = cache.reuse("utt", ids, source_end)
     assert ctx.held == ids[:keep]
     ctx.held = list(ids)  # as the draft's pass leaves it
     return keep
@@ -116,7 +116,7 @@ def test_an_exact_pass_recomputes_what_missed_words() -> None:
     assert ctx.stale_from == len(HEAD) + 4
     # The same prompt again, as a final pass (no source_end): it shares every token with
     # what the context holds, but the kept header and target are stale.
-    ids, _, target_start = prompt([1, 2, 3, 4], target)
-    keep, _ = seq_cache.reuse("utt", ids, target_start)
+    ids, _, _ = prompt([1, 2, 3, 4], target)
+    keep = seq_cache.reuse("utt", ids)
     assert keep == len(HEAD) + 4
     assert ctx.stale_from is None and ctx.stale_tokens == 0

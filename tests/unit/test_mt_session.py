@@ -37,8 +37,10 @@ PRESETS = {
 class Driver:
     """A session plus its engine; `run()` plays the server's worker synchronously."""
 
-    def __init__(self, *, max_words: int = 50, max_finals: int = 16, **init: Any) -> None:
-        self.engine = FakeEngine()
+    def __init__(
+        self, *, max_words: int = 50, max_finals: int = 16, directions: Sequence[str] = (), **init: Any
+    ) -> None:
+        self.engine = FakeEngine(directions) if directions else FakeEngine()
         self.session = MTSession(
             session_id="mt_test",
             engine_name=self.engine.name,

@@ -25,6 +25,11 @@ WARM_UP_KEY = "warm-up"
 UNSEGMENTED_LANGS = frozenset({"zh", "ja", "th", "lo", "km", "my"})
 
 
+def word_separator(lang: str) -> str:
+    """What goes between two words of `lang` in running text: nothing where it is unsegmented."""
+    return "" if lang.split("-")[0].lower() in UNSEGMENTED_LANGS else " "
+
+
 @dataclass(frozen=True)
 class MTCapabilities:
     """What a backend does with a request; the directions it serves are `MTEngine.directions()`,

@@ -28,7 +28,6 @@ from dragoman.config import MTSettings
 from dragoman.engines.asr.word_agreement import WordTokenizer, agree
 from dragoman.engines.info import EngineInfo
 from dragoman.engines.mt.base import (
-    UNSEGMENTED_LANGS,
     DraftMode,
     MTCapabilities,
     MTDraft,
@@ -36,6 +35,7 @@ from dragoman.engines.mt.base import (
     MTRequest,
     final_token_budget,
     nothing_drafted,
+    word_separator,
 )
 from dragoman.engines.mt.qwen_prompt import language_name
 from dragoman.engines.remote_http import RemoteServer
@@ -138,8 +138,7 @@ def messages(request: MTRequest) -> list[dict[str, str]]:
     chat = [{"role": "system", "content": system}]
     for said, translated in request.history:
         chat += [{"role": "user", "content": said}, {"role": "assistant", "content": translated}]
-    joiner = "" if request.source_lang.split("-")[0] in UNSEGMENTED_LANGS else " "
-    chat.append({"role": "user", "content": joiner.join(request.source_words)})
+    chat.append({"role": "user", "content": word_separator(request.source_lang).join(request.source_words)})
     return chat
 
 

@@ -27,7 +27,7 @@ from dragoman.engines.mt import draft_loop
 from dragoman.engines.mt.base import MTDraft
 from dragoman.engines.mt.llama_context import SavedSequence, TappedContext
 from dragoman.engines.mt.qwen_prompt import Prompt
-from dragoman.engines.torch_lm.kv_cache import MAX_CACHED_PROMPTS, common_prefix
+from dragoman.engines.torch_lm.kv_cache import MAX_CACHED_PROMPTS, LastDraft, common_prefix, opening
 
 #: The fewest kept tokens worth an insert: it is one more `llama_decode`, which costs about
 #: one decode step, as much as prefilling 7-8 tokens (78 ms a step, 9.6 ms a prefilled
@@ -49,13 +49,11 @@ class SequenceCache:
         self.inserted = 0
         self.resident: str | None = None
         self._saved: OrderedDict[str, SavedSequence] = OrderedDict()
-        #: Each key's last target side (prefix tokens, then the drafted ones).
-        self._targets: OrderedDict[str, list[int]] = OrderedDict()
+        #: Each key's last draft, a guess of its next one.
+        self._targets: OrderedDict[str, LastDraft] = OrderedDict()
 
-    def reuse(
-        self, key: str | None, ids: Sequence[int], target_start: int, source_end: int | None = None
-    ) -> tuple[int, list[int]]:
-        """Make the context hold a prefix of `ids` for `key`: (its length, a guess of the draft).
+    def reuse(self, key: str | None, ids: Sequence[int], source_end: int | None = None) -> int:
+        """Make the context hold a prefix of `ids` for `key`; its length.
 
         The last prompt token is always left to feed: its logits give the first drafted token.
         With `source_end` (where the prompt's source ends), new source tokens may be inserted
@@ -79,10 +77,12 @@ class SequenceCache:
         elif ctx.stale_from is not None:
             keep = min(keep, ctx.stale_from)  # an exact pass recomputes what missed some words
         ctx.truncate(keep)
-        previous = self._targets.get(key, []) if key is not None else []
-        prefix = list(ids[target_start:])
-        guess = previous[len(prefix) :] if previous[: len(prefix)] == prefix else []
-        return keep, guess
+        return keep
+
+    def guess(self, key: str | None, prompt: Prompt) -> list[int]:
+        """The key's last draft as a guess of this one (`LastDraft.guess`)."""
+        last = self._targets.get(key) if key is not None else None
+        return [] if last is None else last.guess(prompt.ids, prompt.source_start, prompt.target_start)
 
     def _insert_source(self, ids: Sequence[int], source_end: int, keep: int) -> int:
         """Insert the source tokens the context lacks before what it holds after its source,
@@ -101,10 +101,10 @@ class SequenceCache:
         self.inserted = new
         return source_end + kept
 
-    def store(self, key: str | None, target: list[int]) -> None:
+    def store(self, key: str | None, prompt: Prompt, target: list[int]) -> None:
         if key is None:
             return
-        self._targets[key] = target
+        self._targets[key] = LastDraft(opening(prompt.ids, prompt.source_start), target)
         self._targets.move_to_end(key)
         while len(self._targets) > 4 * self.max_entries:
             self._targets.popitem(last=False)
@@ -125,8 +125,10 @@ class SequenceCache:
 class _LlamaPass:
     """`draft_loop.DraftPass` on the context: choices and attention from `TappedContext.eval`."""
 
-    def __init__(self, ctx: TappedContext, cache: SequenceCache, key: str | None, cols: slice | None) -> None:
-        self._ctx, self._cache, self._key, self._cols = ctx, cache, key, cols
+    def __init__(
+        self, ctx: TappedContext, cache: SequenceCache, key: str | None, prompt: Prompt, cols: slice | None
+    ) -> None:
+        self._ctx, self._cache, self._key, self._prompt, self._cols = ctx, cache, key, prompt, cols
         self.cached = 0
         self.guess: list[int] = []
 
@@ -140,7 +142,7 @@ class _LlamaPass:
         self._ctx.truncate(len(self._ctx.held) - count)
 
     def finish(self, target: list[int]) -> dict[str, float]:
-        self._cache.store(self._key, target)
+        self._cache.store(self._key, self._prompt, target)
         return {
             "inserted_tokens": float(self._cache.inserted),
             "stale_tokens": float(self._ctx.stale_tokens),
@@ -168,8 +170,9 @@ def draft(
     started = time.perf_counter()
     source_end = prompt.source_end if insert else None
     cols = slice(prompt.source_start, prompt.source_end) if heads else None
-    model = _LlamaPass(ctx, cache, cache_key, cols)
-    model.cached, model.guess = cache.reuse(cache_key, prompt.ids, prompt.target_start, source_end)
+    model = _LlamaPass(ctx, cache, cache_key, prompt, cols)
+    model.cached = cache.reuse(cache_key, prompt.ids, source_end)
+    model.guess = cache.guess(cache_key, prompt)
     ctx.tap.set_heads(heads or [])
     return draft_loop.run(
         model,

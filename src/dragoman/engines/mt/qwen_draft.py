@@ -19,7 +19,7 @@ import numpy.typing as npt
 from dragoman.engines.mt import draft_loop
 from dragoman.engines.mt.base import MTDraft
 from dragoman.engines.mt.qwen_prompt import Prompt
-from dragoman.engines.torch_lm.kv_cache import CacheEntry, PromptCaches
+from dragoman.engines.torch_lm.kv_cache import CacheEntry, LastDraft, PromptCaches, opening
 from dragoman.errors import EngineFailure
 
 
@@ -27,9 +27,16 @@ class _TorchPass:
     """`draft_loop.DraftPass` on a `Drafter`: one forward pass per `eval`, rows from the taps."""
 
     def __init__(
-        self, drafter: Drafter, key: str | None, kv: Any, fed: list[int], captured: dict[int, Any]
+        self,
+        drafter: Drafter,
+        key: str | None,
+        kv: Any,
+        fed: list[int],
+        captured: dict[int, Any],
+        opening: tuple[int, ...],
     ) -> None:
         self._drafter, self._key, self._kv, self._captured = drafter, key, kv, captured
+        self._opening = opening
         #: What the KV cache holds, kept in step with it.
         self._fed = fed
         self.cached = len(fed)
@@ -57,7 +64,8 @@ class _TorchPass:
 
     def finish(self, target: list[int]) -> dict[str, float]:
         if int(self._kv.get_seq_length()) == len(self._fed):
-            self._drafter.caches.store(self._key, CacheEntry(self._fed, self._kv, target))
+            last = LastDraft(self._opening, target)
+            self._drafter.caches.store(self._key, CacheEntry(self._fed, self._kv, last))
         return {}
 
 
@@ -134,10 +142,11 @@ class Drafter:
         import torch
 
         started = time.perf_counter()
-        kv, keep, guess = self.caches.reuse(cache_key, prompt.ids, prompt.target_start)
+        kv, keep, guess = self.caches.reuse(cache_key, prompt.ids, prompt.source_start, prompt.target_start)
         cols = slice(prompt.source_start, prompt.source_end)
         with torch.inference_mode(), self.tap(heads or [], cols) as captured:
-            model = _TorchPass(self, cache_key, kv, list(prompt.ids[:keep]), captured)
+            start = opening(prompt.ids, prompt.source_start)
+            model = _TorchPass(self, cache_key, kv, list(prompt.ids[:keep]), captured, start)
             model.guess = guess
             return draft_loop.run(
                 model,

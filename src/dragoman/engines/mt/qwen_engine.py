@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import threading
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -26,15 +27,15 @@ from dragoman.engines.mt.base import (
     final_token_budget,
     nothing_drafted,
 )
-from dragoman.engines.mt.qwen_prompt import Prompt, PromptBuilder
+from dragoman.engines.mt.qwen_prompt import Prompt, PromptBuilder, Spellings
 from dragoman.errors import ClientError, ConfigError
 
 
 class QwenMTEngine(MTEngine):
     """Greedy drafts with alignment-head attention and KV reuse per `cache_key`.
 
-    A subclass sets `name`, `num_layers`, `num_heads` and `_prompts`, calls `_init_heads`,
-    and runs drafts in `_draft`.
+    A subclass sets `name`, `num_layers` and `num_heads`, calls `_init_heads` and
+    `_init_prompts`, runs drafts in `_draft` and drops a session's cache in `_forget_cache`.
     """
 
     capabilities = MTCapabilities(attention=True, prompt_context=True, kv_reuse=True, frontier_stop=True)
@@ -42,6 +43,13 @@ class QwenMTEngine(MTEngine):
     num_layers: int
     num_heads: int
     _prompts: PromptBuilder
+    _spellings: Spellings
+
+    def _init_prompts(self, tokenizer: Any, cached_keys: int) -> None:
+        """Prompts built with `tokenizer`, and the spellings of as many sessions' history turns
+        as the backend caches (`qwen_prompt.Spellings`)."""
+        self._prompts = PromptBuilder(tokenizer, memo_size=4 * cached_keys)
+        self._spellings = Spellings(4 * cached_keys)
 
     def _init_heads(self, heads_dir: Path | None, cache_dir: Path | None) -> None:
         self._heads_dirs = mt_heads.search_dirs(heads_dir, cache_dir)
@@ -80,6 +88,7 @@ class QwenMTEngine(MTEngine):
         context_text: str | None = None,
         history: Sequence[tuple[str, str]] = (),
         force_target_language: bool = False,
+        spelled: Mapping[str, Sequence[int]] | None = None,
     ) -> Prompt:
         return self._prompts.build(
             source_lang,
@@ -89,14 +98,22 @@ class QwenMTEngine(MTEngine):
             context_text,
             history,
             force_target_language,
+            spelled,
         )
 
     # -- drafting --------------------------------------------------------------------------
 
     def draft(self, request: MTRequest) -> MTDraft:
+        spelled = self._spellings.of(request.cache_key)
         if request.mode is DraftMode.PREFILL:
             prompt = self.build_prompt(
-                request.source_lang, request.target_lang, [], "", request.context_text, request.history
+                request.source_lang,
+                request.target_lang,
+                [],
+                "",
+                request.context_text,
+                request.history,
+                spelled=spelled,
             )
             with self._lock:
                 computed = self._prefill(request.cache_key, prompt)
@@ -122,13 +139,28 @@ class QwenMTEngine(MTEngine):
             request.context_text,
             request.history,
             request.force_target_language,
+            spelled,
         )
         if final:
             limit = final_token_budget(len(words), prompt.source_end - prompt.source_start)
         else:
             limit = max(1, request.max_new_tokens)
         with self._lock:
-            return self._draft(request, prompt, heads, limit)
+            drafted = self._draft(request, prompt, heads, limit)
+            if final:
+                self._spellings.record(
+                    request.cache_key, request.source_lang, words, prompt, drafted.token_ids, self.decode
+                )
+            return drafted
+
+    def forget(self, cache_key: str) -> None:
+        with self._lock:
+            self._spellings.drop(cache_key)
+            self._forget_cache(cache_key)
+
+    @abstractmethod
+    def _forget_cache(self, cache_key: str) -> None:
+        """Drop the backend's cache of `cache_key`; called under the lock."""
 
     def _prefill(self, cache_key: str | None, prompt: Prompt) -> int:
         """Compute `prompt` up to its source into the KV cache of `cache_key` (DraftMode.PREFILL);

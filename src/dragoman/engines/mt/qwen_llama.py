@@ -48,7 +48,7 @@ from dragoman.engines.mt.presets import (
     preset_model,
 )
 from dragoman.engines.mt.qwen_engine import QwenMTEngine
-from dragoman.engines.mt.qwen_prompt import Prompt, PromptBuilder
+from dragoman.engines.mt.qwen_prompt import Prompt
 from dragoman.engines.mt.target_script import TargetScript
 from dragoman.engines.torch_lm.kv_cache import MAX_CACHED_PROMPTS
 from dragoman.errors import ConfigError, EngineFailure
@@ -113,7 +113,7 @@ class QwenLlamaMTEngine(QwenMTEngine):
         self._init_heads(heads_dir, cache_dir)
         self._cache = llama_draft.SequenceCache(self._ctx, max_cached_prompts, stale_budget)
         self._scripts = TargetScript(self._ctx.piece, self._ctx.n_vocab)
-        self._prompts = PromptBuilder(self._ctx.tokenizer, memo_size=4 * self._cache.max_entries)
+        self._init_prompts(self._ctx.tokenizer, self._cache.max_entries)
         self.compute_type = self._ctx.metadata.get("general.file_type", "gguf")
         log.info(
             "MT model loaded",
@@ -171,7 +171,7 @@ class QwenLlamaMTEngine(QwenMTEngine):
     def _prefill(self, cache_key: str | None, prompt: Prompt) -> int:
         head = prompt.ids[: prompt.source_start]
         with self._fresh_after_failure("prefill"):
-            cached, _ = self._cache.reuse(cache_key, head, len(head))
+            cached = self._cache.reuse(cache_key, head)
             self._ctx.eval(head[cached:], len(head) - cached - 1, None)
             return len(head) - cached
 
@@ -187,9 +187,8 @@ class QwenLlamaMTEngine(QwenMTEngine):
                 raise
             raise EngineFailure(f"MT {what} failed: {exc}") from exc
 
-    def forget(self, cache_key: str) -> None:
-        with self._lock:
-            self._cache.drop(cache_key)
+    def _forget_cache(self, cache_key: str) -> None:
+        self._cache.drop(cache_key)
 
     def measure_speed(self) -> SpeedSample:
         """This model's prefill and decode speed here (`model_choice.measure`); empties the cache."""
@@ -217,7 +216,7 @@ class QwenLlamaMTEngine(QwenMTEngine):
         all_heads = [(layer, h) for layer in range(self.num_layers) for h in range(self.num_heads)]
         first = prompt.target_start - 1
         with self._lock:
-            self._cache.reuse(None, prompt.ids[: first + 1], prompt.target_start)
+            self._cache.reuse(None, prompt.ids[: first + 1])
             self._ctx.truncate(min(len(self._ctx.held), first))
             self._ctx.tap.set_heads(all_heads)
             try:

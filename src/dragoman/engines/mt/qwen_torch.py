@@ -32,7 +32,7 @@ from dragoman.engines.mt.base import DraftMode, MTDraft, MTEngine, MTRequest
 from dragoman.engines.mt.presets import preset_model
 from dragoman.engines.mt.qwen_draft import Drafter
 from dragoman.engines.mt.qwen_engine import QwenMTEngine
-from dragoman.engines.mt.qwen_prompt import Prompt, PromptBuilder
+from dragoman.engines.mt.qwen_prompt import Prompt
 from dragoman.engines.torch_lm.files import prepare_model
 from dragoman.engines.torch_lm.kv_cache import MAX_CACHED_PROMPTS, PromptCaches
 from dragoman.engines.torch_lm.load import choose_compute_type, default_threads, load_model, widest_linear
@@ -82,7 +82,7 @@ class QwenTorchMTEngine(QwenMTEngine):
         stop_ids = frozenset(int(i) for i in stops if isinstance(i, int) and i >= 0)
         self._caches = PromptCaches(self._model.config, max_cached_prompts)
         self._drafter = Drafter(self._model, stop_ids, self._caches)
-        self._prompts = PromptBuilder(self._tokenizer, memo_size=4 * self._caches.max_entries)
+        self._init_prompts(self._tokenizer, self._caches.max_entries)
         log.info(
             "MT model loaded",
             model=model_id,
@@ -120,9 +120,8 @@ class QwenTorchMTEngine(QwenMTEngine):
                 self._caches.drop(request.cache_key)
             raise EngineFailure(f"MT draft failed: {exc}") from exc
 
-    def forget(self, cache_key: str) -> None:
-        with self._lock:
-            self._caches.drop(cache_key)
+    def _forget_cache(self, cache_key: str) -> None:
+        self._caches.drop(cache_key)
 
     def teacher_forced_attention(
         self, source_lang: str, target_lang: str, source_words: Sequence[str], target_text: str

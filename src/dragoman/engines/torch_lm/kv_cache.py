@@ -4,7 +4,8 @@ A call's prompt usually extends the previous prompt of the same key (an appended
 source word changes the prompt only from the end of the source on), so the keys
 and values of the longest common token prefix are kept and only the rest is
 computed. The last call's target tokens are kept too: beyond a new target prefix
-they are a guess of the next draft, which speculation verifies in one pass.
+they are a guess of the next draft of the same utterance, which speculation
+verifies in one pass (`LastDraft`).
 """
 
 from __future__ import annotations
@@ -18,13 +19,38 @@ from typing import Any
 MAX_CACHED_PROMPTS = 8
 
 
+@dataclass(frozen=True)
+class LastDraft:
+    """A key's last draft, as a guess of its next one."""
+
+    #: Its prompt up to its first source token (`opening`).
+    opening: tuple[int, ...]
+    #: Its target side: prefix tokens, then the drafted ones.
+    target: list[int]
+
+    def guess(self, ids: Sequence[int], source_start: int, target_start: int) -> list[int]:
+        """This draft beyond the new prompt's target prefix (`ids[target_start:]`), where it
+        continues that prefix and translated the same utterance. The next utterance's prompt
+        differs at its first source token or before (its history grew), and the translation of
+        the one before is no guess of its own (it cost the next first draft ~17 tokens fed for
+        nothing)."""
+        if opening(ids, source_start) != self.opening:
+            return []
+        prefix = list(ids[target_start:])
+        return self.target[len(prefix) :] if self.target[: len(prefix)] == prefix else []
+
+
+def opening(ids: Sequence[int], source_start: int) -> tuple[int, ...]:
+    """A prompt up to its first source token: equal for the drafts of one utterance."""
+    return tuple(ids[: source_start + 1])
+
+
 @dataclass
 class CacheEntry:
     #: Tokens whose keys and values `kv` holds, in order.
     ids: list[int]
     kv: Any
-    #: The last call's target side: prefix tokens, then the drafted ones.
-    target: list[int]
+    last: LastDraft
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -54,13 +80,15 @@ class PromptCaches:
         except TypeError:  # transformers 4.x
             return DynamicCache()
 
-    def reuse(self, key: str | None, ids: Sequence[int], target_start: int) -> tuple[Any, int, list[int]]:
+    def reuse(
+        self, key: str | None, ids: Sequence[int], source_start: int, target_start: int
+    ) -> tuple[Any, int, list[int]]:
         """(a KV cache holding a prefix of `ids`, that prefix's length, a guess of the draft).
 
         The entry of `key` is taken out; `store` puts it back. The prefix is shorter
         than the prompt: the last prompt token is always fed, since its logits give
-        the first drafted token. The guess is the previous draft of this key beyond
-        the new target prefix (`ids[target_start:]`), when it continues that prefix.
+        the first drafted token. The guess is the previous draft of this key
+        (`LastDraft.guess`).
         """
         entry = self._entries.pop(key, None) if key is not None else None
         if entry is None:
@@ -71,9 +99,7 @@ class PromptCaches:
         keep = min(common_prefix(entry.ids, ids), len(ids) - 1)
         if keep < held:
             entry.kv.crop(keep - held)  # negative: drop that many trailing positions
-        prefix = list(ids[target_start:])
-        guess = entry.target[len(prefix) :] if entry.target[: len(prefix)] == prefix else []
-        return entry.kv, keep, guess
+        return entry.kv, keep, entry.last.guess(ids, source_start, target_start)
 
     def store(self, key: str | None, entry: CacheEntry) -> None:
         if key is None:

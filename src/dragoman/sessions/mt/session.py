@@ -20,12 +20,14 @@ finals faster than they are translated cannot make the server hold them without 
 Utterances: which update opens or closes which utterance is decided in
 `sessions/mt/utterances.py`.
 
-When the history window falls back (`history_window`), the next utterance's prompt changes
-right after the system prompt, and its first update would compute ~300 tokens before its
-first word (1.8 s on 2 threads for the 1.5B; bench/history/2026-12-06_speech.md). So in the
-pause after an utterance closes, with nothing queued, the session then asks the engine to
-compute that prompt up to its source (a PREFILL job). A history that only grew needs none:
-the engine's cache already holds the prompt it extends.
+In the pause after an utterance closes, with nothing queued, the session asks the engine to
+compute the next utterance's prompt up to its source (a PREFILL job), so that its first
+update computes only its source words. Where the history window grew, that is the end of
+the last turn and the next instruction (~20 tokens, ~60 ms of the 1.5B on 2 threads); where it
+fell back (`history_window`), the prompt changes right after the system prompt and would
+cost the first update ~300 tokens, 1.8 s (`bench.mt_history_reuse`;
+bench/history/2026-12-06_speech.md). With no history the head is the one the last draft
+began with, and none is asked for.
 """
 
 from __future__ import annotations
@@ -106,8 +108,6 @@ class MTSession:
         self._policy: dict[str, object] = {}
         #: An utterance closed and the next has not opened: the next one's prompt head is due.
         self._prefill_due = False
-        #: The history of the last draft asked for: what the engine's cache holds.
-        self._drafted_history: tuple[tuple[str, str], ...] = ()
 
     # -- the caller's interface ---------------------------------------------------
 
@@ -147,7 +147,6 @@ class MTSession:
         if redraft is not None and self._in_flight is None and not self.closed:
             self._redraft, self._in_flight = None, redraft
             self.stats["drafts"] += 1
-            self._drafted_history = tuple(redraft.request.history)
             return redraft
         while self._can_plan():
             job = self._plan_head()
@@ -155,7 +154,6 @@ class MTSession:
             if job is not None:
                 self._in_flight = job
                 self.stats["drafts"] += 1
-                self._drafted_history = tuple(job.request.history)
                 return job
         return self._prefill()
 
@@ -168,9 +166,8 @@ class MTSession:
         if utterances.open is not None or utterances.next_id is None or not setup.params.history_pairs:
             return None
         request = self._request((), (), Utterance(utterances.next_id), DraftMode.PREFILL, 0)
-        drafted = self._drafted_history
-        if tuple(request.history[: len(drafted)]) == drafted:
-            return None  # the history grew: the cache holds the prompt the next one extends
+        if not request.history:
+            return None  # the head is the one the last draft began with
         self._in_flight = MTJob(
             self._last_seq or 0, utterances.next_id, JobKind.PREFILL, request, Frontier(0, 0)
         )
@@ -230,7 +227,9 @@ class MTSession:
             return
         self._setup = setup
         self._policy = as_overrides(setup.params)
-        self._utterances.start(setup.history, setup.accepted_target_prefix, setup.target_lang)
+        self._utterances.start(
+            setup.history, setup.accepted_target_prefix, setup.source_lang, setup.target_lang
+        )
         self._outbox.append(InitOk(setup.direction, setup.preset, self._engine_name))
 
     def _on_update(self, update: Update) -> None:

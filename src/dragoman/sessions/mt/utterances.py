@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from dragoman.engines.mt.base import word_separator
 from dragoman.sessions.mt.events import Error, ErrorCode, Translation, Update, Word
 from dragoman.sessions.mt.utterance import ClosedUtterance, Utterance
 from dragoman.sessions.mt.validation import MAX_HISTORY_PAIRS
@@ -39,15 +40,21 @@ class Utterances:
         #: Pairs that ever entered the history (it keeps the last MAX_HISTORY_PAIRS), for `history_window`.
         self.history_total = 0
         self.pending_prefix = ""
+        self.source_lang = ""
         self.target_lang = ""
 
     def start(
-        self, history: Sequence[tuple[str, str]], accepted_target_prefix: str, target_lang: str
+        self,
+        history: Sequence[tuple[str, str]],
+        accepted_target_prefix: str,
+        source_lang: str,
+        target_lang: str,
     ) -> None:
         """The session's init: the history it brings, and the target its first utterance continues."""
         self.history = list(history)
         self.history_total = len(self.history)
         self.pending_prefix = accepted_target_prefix
+        self.source_lang = source_lang
         self.target_lang = target_lang
 
     def route(self, update: Update) -> Utterance | Translation | Error:
@@ -92,7 +99,9 @@ class Utterances:
         copy, and the next utterances then stay English too (IWSLT dev talks, 0.5B).
         """
         if words and utt.committed and not copies_source(words, utt.committed, self.target_lang):
-            self.history.append((" ".join(words), utt.committed))
+            # Written as running text (no spaces between Chinese characters), as the prompt's
+            # own source reads and as a client's history would.
+            self.history.append((word_separator(self.source_lang).join(words), utt.committed))
             self.history_total += 1
             del self.history[:-MAX_HISTORY_PAIRS]
         self.last_closed = ClosedUtterance(utt.id, words, utt.committed, utt.covered, forced)
