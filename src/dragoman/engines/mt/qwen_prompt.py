@@ -64,17 +64,24 @@ TARGET_CUES: Mapping[str, str] = {
     "es": "En español:",
 }
 
-_SOURCE_MARK = "\ue000SOURCE\ue000"
+#: The private-use character that delimits the markers below; a client's text loses it
+#: (`_plain`), so that no context or history can pose as one.
+_MARK = "\ue000"
+_SOURCE_MARK = f"{_MARK}SOURCE{_MARK}"
 #: Where the history's sources and targets go in the rendered template, so that each is
 #: tokenized on its own (`Spellings`). The cuts fall at special tokens or before the space
 #: that opens a source, where the tokenizer splits anyway: a turn tokenized from its text gets
 #: the ids of the whole text tokenized at once (a Chinese source is cut off its colon, as the
 #: utterance's own source is).
-_TURN_MARKS = re.compile("\ue000TURN[0-9]+\ue000")
+_TURN_MARKS = re.compile(f"{_MARK}TURN[0-9]+{_MARK}")
 
 
 def _turn_mark(index: int) -> str:
-    return f"\ue000TURN{index}\ue000"
+    return f"{_MARK}TURN{index}{_MARK}"
+
+
+def _plain(text: str) -> str:
+    return text.replace(_MARK, "").strip()
 
 
 def language_name(code: str) -> str:
@@ -130,12 +137,12 @@ class PromptBuilder:
         src, tgt = language_name(source_lang), language_name(target_lang)
         sep = word_separator(source_lang)
         system = "You are a professional translator."
-        if context_text and context_text.strip():
+        context = _plain(context_text or "")
+        if context:
             # "context_text ... injected into the MT prompt outside the source-marked region
             # (it is never translated)" (MT protocol v1).
             system += (
-                "\n\nBackground for the conversation (for reference only; never translate it):\n"
-                + context_text.strip()
+                "\n\nBackground for the conversation (for reference only; never translate it):\n" + context
             )
 
         def ask(text: str) -> str:
@@ -145,9 +152,9 @@ class PromptBuilder:
         turns: list[str] = []
         for source, target in history:
             messages.append({"role": "user", "content": ask(_turn_mark(len(turns)))})
-            turns.append(sep + source.strip())
+            turns.append(sep + _plain(source))
             messages.append({"role": "assistant", "content": _turn_mark(len(turns))})
-            turns.append(target.strip())
+            turns.append(_plain(target))
         messages.append({"role": "user", "content": ask(_SOURCE_MARK)})
         text: str = self._tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         head, mark, tail = text.partition(_SOURCE_MARK)
