@@ -19,6 +19,7 @@ class CutterParams(TypedDict, total=False):
     min_chars: int
     max_chars: int
     language: str
+    whole_word_pieces: bool
 
 
 def cut(pieces: list[str], **params: Unpack[CutterParams]) -> list[str]:
@@ -189,3 +190,26 @@ def test_nothing_is_lost_or_reordered_whatever_the_pieces(pieces: list[str]) -> 
 def test_speakable_drops_markdown_a_voice_would_read_out() -> None:
     text = "## Steps\n- **Open** the `door`\n1. Walk in\n```python\n"
     assert speakable(text).split() == ["Steps", "Open", "the", "door", "Walk", "in"]
+
+
+def test_a_piece_that_ends_on_a_whole_word_may_end_the_first_clause_at_once() -> None:
+    # An MT commit ends where a word ends: the interpreter's first clause need not wait for
+    # the next commit to show that its last word is whole.
+    mt = ClauseCutter(language="de", whole_word_pieces=True)
+    assert mt.push("Allerdings hängen") == [], "two words: fewer than first_min_words"
+    assert mt.push(" die Stile") == ["Allerdings hängen die Stile"]
+    assert mt.push(" im Westen") == [], "later clauses as before"
+    llm = ClauseCutter(language="de")
+    assert [c for p in ["Allerdings hängen", " die Stile"] for c in llm.push(p)] == [], "may still grow"
+    zh = ClauseCutter(language="zh", whole_word_pieces=True)
+    assert zh.push("然而") == [], "two characters: shorter than first_min_chars"
+    assert zh.push("由于") == ["然而由于"]
+    assert zh.push("，交流迟缓") == [], "the mark the cut left behind is not a clause of its own"
+    assert zh.finish() == "交流迟缓"
+
+
+@given(st.lists(st.sampled_from(["Allerdings", " hängen", " die", ",", " Stile", ".", " Ja", "，", "年"])))
+def test_no_clause_starts_with_a_clause_mark(pieces: list[str]) -> None:
+    for language in ("de", "zh"):
+        for clause in cut(pieces, language=language, whole_word_pieces=True):
+            assert clause and clause[0] not in ",;:，；：、", clause

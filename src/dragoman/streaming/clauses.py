@@ -36,6 +36,12 @@ words ends too, so "近在|咫尺" stays whole. The Mandarin interpreter's first
 the first `，` before, then for six characters, and then, in a sentence with no mark before its
 end, for the sentence (6.2 s after the first text, FLEURS en_fleurs_test_003).
 
+The interpreter's pieces are MT commits, and a commit ends where a word ends
+(`whole_word_pieces`): its first clause ends with the commit that completes `first_min_words`
+words (in Chinese `first_min_chars` of speech) instead of waiting for the next commit, 0.8 s or
+more later, to show that its last word is whole; a clause mark the next commit begins with
+("，") is then dropped from the start of the next clause.
+
 `speakable()` drops what a TTS voice would read out literally and a listener would
 not expect: Markdown emphasis and headings, code fences, bullets. The voice agent
 uses the speakable text as the assistant's transcript too, so the transcript is
@@ -54,6 +60,7 @@ _SENTENCE_END = frozenset(".!?…")
 _CJK_SENTENCE_END = frozenset("。！？")
 _CLAUSE_MARK = frozenset(",;:")
 _CJK_CLAUSE_MARK = frozenset("，；：、")
+_LEADING_MARKS = "".join(sorted(_CLAUSE_MARK | _CJK_CLAUSE_MARK))
 #: Words whose trailing period does not end a sentence (lower case, without the period).
 _ABBREVIATIONS = frozenset(
     {"mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "etc", "e.g", "i.e", "a.m", "p.m"}
@@ -150,6 +157,11 @@ class ClauseCutter:
     max_chars: int = 160
     #: The language of the text (ISO 639-1): whose `PHRASE_OPENERS` the first clause may end before.
     language: str = "en"
+    #: Each pushed piece ends where a word ends, as an MT commit does (it ends where the draft's
+    #: next token opens a word, in Chinese where one of jieba's words ends): the first clause may
+    #: end with the piece that completes its `first_min_words` words (Chinese: its
+    #: `first_min_chars`), without waiting for the next piece to show the word is whole.
+    whole_word_pieces: bool = False
 
     def __post_init__(self) -> None:
         self._pending = ""
@@ -172,7 +184,7 @@ class ClauseCutter:
         clauses: list[str] = []
         while (cut := self._find_cut()) is not None:
             clause, self._pending = self._pending[:cut], self._pending[cut:]
-            clause = clause.strip()
+            clause = self._trimmed(clause)
             if clause:
                 clauses.append(clause)
                 self._cut_any = True
@@ -181,9 +193,15 @@ class ClauseCutter:
 
     def finish(self) -> str:
         """What is left, as the last clause ("" when nothing is)."""
-        rest, self._pending = self._pending.strip(), ""
+        rest, self._pending = self._trimmed(self._pending), ""
         self._piece_ends = []
         return rest
+
+    def _trimmed(self, clause: str) -> str:
+        """`clause` without white space around it; a cut at a piece's end (`whole_word_pieces`)
+        may leave a clause mark at the start of the next clause ("，交流"), which is no word."""
+        clause = clause.strip()
+        return clause.lstrip(_LEADING_MARKS).lstrip() if self.whole_word_pieces else clause
 
     def _find_cut(self) -> int | None:
         """The end of the first complete clause in the pending text, or None."""
@@ -242,6 +260,12 @@ class ClauseCutter:
             following = text[slice(*words[n])].lower() if n < len(words) else ""
             if n >= self.first_min_words and n < len(complete) and following in openers:
                 return end
+        if self.whole_word_pieces and self._piece_ends[-1:] == [len(text)]:
+            enough = (
+                spoken_length(text) >= self.first_min_chars if tokens else len(words) >= self.first_min_words
+            )
+            if enough and not text[-1].isspace():
+                return len(text)
         return self._wide_break(text, None if tokens is None else {end for _, end in tokens})
 
     def _wide_break(self, text: str, word_ends: set[int] | None) -> int | None:

@@ -77,7 +77,7 @@ class SpokenOutput:
     def say(self, text: str, voice: str, language: str) -> None:
         """Translated text in `language` as it is committed; each clause it completes is spoken."""
         if self._cutter is None:
-            self._cutter = ClauseCutter(language=language)
+            self._cutter = ClauseCutter(language=language, whole_word_pieces=True)
         for clause in self._cutter.push(text):
             self._queue(clause, voice)
 
