@@ -213,3 +213,13 @@ def test_no_clause_starts_with_a_clause_mark(pieces: list[str]) -> None:
     for language in ("de", "zh"):
         for clause in cut(pieces, language=language, whole_word_pieces=True):
             assert clause and clause[0] not in ",;:，；：、", clause
+
+
+def test_the_words_so_far_may_be_cut_where_the_last_piece_ended() -> None:
+    mt = ClauseCutter(language="it", whole_word_pieces=True)
+    assert mt.push("Tuttavia, a causa") == ["Tuttavia, a causa"], "the first clause: three words"
+    assert mt.push(" della") == [] and mt.cut_words() == "", "one word"
+    assert mt.push(" lentezza delle vie") == []
+    assert mt.cut_words() == "della lentezza delle vie"
+    assert mt.cut_words() == "" and mt.finish() == ""
+    assert ClauseCutter(language="it").cut_words() == "", "only where pieces end on whole words"

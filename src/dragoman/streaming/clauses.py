@@ -191,6 +191,22 @@ class ClauseCutter:
             self._piece_ends = [end - cut for end in self._piece_ends if end > cut and not self._cut_any]
         return clauses
 
+    def cut_words(self) -> str:
+        """With `whole_word_pieces`: all the text pushed so far as a clause, ending where the
+        last piece ended, once it holds `first_min_words` words (Chinese: `first_min_chars` of
+        speech); else "". For a voice that would otherwise fall silent before the next mark."""
+        text = self._pending.strip()
+        if not self.whole_word_pieces or not text:
+            return ""
+        if self.language == "zh" or char_weight(text[-1]) == WIDE_CHAR_WEIGHT:
+            enough = spoken_length(text) >= self.first_min_chars
+        else:
+            enough = len(text.split()) >= self.first_min_words
+        if not enough:
+            return ""
+        self._pending, self._piece_ends, self._cut_any = "", [], True
+        return self._trimmed(text)
+
     def finish(self) -> str:
         """What is left, as the last clause ("" when nothing is)."""
         rest, self._pending = self._trimmed(self._pending), ""

@@ -317,7 +317,7 @@ class TranslationSession:
             text = (" " if joins and not delta[:1].isspace() else "") + delta
             self._said_output = True
             self._emit(OutputTranscriptDelta(text, on_grid(self.clock_ms)))
-            self.speech.say(text, voice, target)
+            self.speech.say(text, voice, target, self.clock_ms)
             self.timeline.mark(item_id, "text", self.clock_ms)
             start = self._starts.pop(item_id, None)
             if start is not None:
@@ -366,7 +366,7 @@ class TranslationSession:
         elif isinstance(job, MTJob) and isinstance(result, MTDraft):
             self.translator.job_done(job, result)
         elif isinstance(job, SpeakJob):
-            self.speech.done(job)
+            self.speech.done(job, self.clock_ms)
         else:
             raise TypeError(f"a result of type {type(result).__name__} for a {type(job).__name__}")
         self._maybe_closed()
@@ -379,7 +379,7 @@ class TranslationSession:
         else:
             if not job.cancel.cancelled:
                 self._emit(Error(error))  # the clause is skipped; the rest is still said
-            self.speech.done(job)
+            self.speech.done(job, self.clock_ms)
         self._maybe_closed()
 
     # -- closing ------------------------------------------------------------------------

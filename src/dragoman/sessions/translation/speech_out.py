@@ -4,6 +4,10 @@ Each newly committed piece of the translation is cut into clauses as it comes
 (`streaming/clauses.py`), and each clause is spoken by the target language's voice
 as soon as it is complete; an utterance's last words are spoken at its end. One
 clause is spoken at a time, in order, so the output audio never overlaps itself.
+Where the listener would run out of speech before the next clause mark, the words
+committed since the last clause are spoken at once (three or more): a sentence with
+no comma was spoken in one piece after the speaker stopped, and the listener heard
+the last word 1.4-2.8 s later than now (FLEURS, 1 session, `bench.interpreter`).
 
 OpenAI: "Output audio deltas are 200 ms frames of PCM16 audio", stamped with
 `elapsed_ms`. The frames sit on an output timeline that shares the input stream's
@@ -27,6 +31,10 @@ from dragoman.streaming.clauses import ClauseCutter, speakable
 FRAME_MS = 200
 #: The output audio's rate: OpenAI's translation sessions speak 24 kHz PCM16.
 OUTPUT_RATE = 24_000
+#: How soon the listener may run out of speech before the words since the last clause are
+#: spoken without waiting for a mark: about what the slowest voice (Kokoro, RTF 0.6 on one
+#: core) takes to synthesise a short clause.
+STARVING_MS = 1500
 
 
 def on_grid(ms: float, *, up: bool = False) -> int:
@@ -54,6 +62,8 @@ class SpokenOutput:
         self.rate = rate
         #: The utterance's clause cutter, made by its first text (in its target language).
         self._cutter: ClauseCutter | None = None
+        #: The voice of the utterance's last text.
+        self._voice = ""
         self._clauses: deque[SpeakRequest] = deque()
         self._job: SpeakJob | None = None
         #: Audio of the clause in flight not yet sent (less than a frame).
@@ -74,12 +84,26 @@ class SpokenOutput:
         """Nothing left to say: no clause waiting, none being spoken."""
         return self._job is None and not self._clauses
 
-    def say(self, text: str, voice: str, language: str) -> None:
-        """Translated text in `language` as it is committed; each clause it completes is spoken."""
+    def say(self, text: str, voice: str, language: str, clock_ms: float) -> None:
+        """Translated text in `language` as it is committed; each clause it completes is spoken,
+        and what has come of the next one too where the listener would soon hear nothing."""
         if self._cutter is None:
             self._cutter = ClauseCutter(language=language, whole_word_pieces=True)
+        self._voice = voice
         for clause in self._cutter.push(text):
             self._queue(clause, voice)
+        self._feed(clock_ms)
+
+    def _feed(self, clock_ms: float) -> None:
+        """With nothing to say and the listener's audio running out within `STARVING_MS`, the
+        words committed since the last clause are spoken as one (three words or more)."""
+        if self._cutter is None or self._job is not None or self._clauses:
+            return
+        if self._cursor_ms - clock_ms > STARVING_MS:
+            return
+        clause = self._cutter.cut_words()
+        if clause:
+            self._queue(clause, self._voice)
 
     def end_utterance(self, voice: str) -> None:
         """The utterance is over: its last words are spoken, and the next one starts a new clause
@@ -115,7 +139,7 @@ class SpokenOutput:
             frame, self._pending = self._pending[:size], self._pending[size:]
             self._send(frame)
 
-    def done(self, job: SpeakJob) -> None:
+    def done(self, job: SpeakJob, clock_ms: float) -> None:
         """The clause is spoken: its last frame goes out, filled out with silence."""
         if job is not self._job:
             return
@@ -123,6 +147,7 @@ class SpokenOutput:
             self._send(self._pending.ljust(self.frame_bytes, b"\x00"))
         self._pending = b""
         self._job = None
+        self._feed(clock_ms)
 
     def _send(self, frame: bytes) -> None:
         self._emit(OutputAudioDelta(frame, self.rate, self._cursor_ms))
