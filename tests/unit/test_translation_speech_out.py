@@ -29,7 +29,7 @@ def test_the_words_since_the_last_clause_are_spoken_when_the_listener_would_run_
 
 
 def test_a_voice_that_falls_silent_speaks_the_words_waiting_when_its_clause_ends() -> None:
-    out = SpokenOutput([].append)
+    out = SpokenOutput(lambda frame: None)
     out.say("Allerdings hängen die Stile", "v", "de", clock_ms=3000)
     first = out.next_job()
     assert first is not None
@@ -42,7 +42,7 @@ def test_a_voice_that_falls_silent_speaks_the_words_waiting_when_its_clause_ends
 
 
 def test_fewer_than_three_words_wait_for_more() -> None:
-    out = SpokenOutput([].append)
+    out = SpokenOutput(lambda frame: None)
     out.say("Allerdings hängen die Stile", "v", "de", clock_ms=3000)
     spoken(out, 0.4, clock_ms=3200)
     out.say(" im", "v", "de", clock_ms=4000)
