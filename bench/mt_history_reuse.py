@@ -8,7 +8,7 @@ utterance it prints the prompt tokens, how many the KV cache served and how many
 computed, with the history window of `sessions.mt.utterance.history_window` (grows from
 `history_pairs` to twice that, so the previous prompt stays a prefix) against the plain
 sliding window of the last `history_pairs` pairs; and the tokens the session's PREFILL
-computed in the pause before it, where the window fell back (`sessions/mt/session.py`).
+computed in the pause before it (`sessions/mt/session.py`): most where the window fell back.
 Token counts do not depend on the machine's load; the milliseconds do.
 """
 
