@@ -196,13 +196,7 @@ class ClauseCutter:
         last piece ended, once it holds `first_min_words` words (Chinese: `first_min_chars` of
         speech); else "". For a voice that would otherwise fall silent before the next mark."""
         text = self._pending.strip()
-        if not self.whole_word_pieces or not text:
-            return ""
-        if self.language == "zh" or char_weight(text[-1]) == WIDE_CHAR_WEIGHT:
-            enough = spoken_length(text) >= self.first_min_chars
-        else:
-            enough = len(text.split()) >= self.first_min_words
-        if not enough:
+        if not self.whole_word_pieces or not self._holds_a_first_clause(text):
             return ""
         self._pending, self._piece_ends, self._cut_any = "", [], True
         return self._trimmed(text)
@@ -212,6 +206,15 @@ class ClauseCutter:
         rest, self._pending = self._trimmed(self._pending), ""
         self._piece_ends = []
         return rest
+
+    def _holds_a_first_clause(self, text: str) -> bool:
+        """Whether `text`, ending on a whole word, is as long as a first clause must be:
+        `first_min_words` words, or in text without spaces `first_min_chars` of speech."""
+        if not text:
+            return False
+        if self.language == "zh" or char_weight(text[-1]) == WIDE_CHAR_WEIGHT:
+            return spoken_length(text) >= self.first_min_chars
+        return len(text.split()) >= self.first_min_words
 
     def _trimmed(self, clause: str) -> str:
         """`clause` without white space around it; a cut at a piece's end (`whole_word_pieces`)
@@ -276,12 +279,9 @@ class ClauseCutter:
             following = text[slice(*words[n])].lower() if n < len(words) else ""
             if n >= self.first_min_words and n < len(complete) and following in openers:
                 return end
-        if self.whole_word_pieces and self._piece_ends[-1:] == [len(text)]:
-            enough = (
-                spoken_length(text) >= self.first_min_chars if tokens else len(words) >= self.first_min_words
-            )
-            if enough and not text[-1].isspace():
-                return len(text)
+        at_piece_end = self._piece_ends[-1:] == [len(text)] and not text[-1:].isspace()
+        if self.whole_word_pieces and at_piece_end and self._holds_a_first_clause(text):
+            return len(text)
         return self._wide_break(text, None if tokens is None else {end for _, end in tokens})
 
     def _wide_break(self, text: str, word_ends: set[int] | None) -> int | None:
