@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
 
 import pytest
 
 from dragoman.engines.mt.base import MTDraft, MTRequest
 from dragoman.sessions.mt.events import JobKind, Translation
-from dragoman.streaming.copy_check import copies_source, repeats_source_stretch
+from dragoman.streaming.copy_check import copies_source
 from harness import mt_fakes
 from tests.unit.test_mt_session import Driver
 
@@ -39,27 +38,6 @@ def test_copies_source(target: str, lang: str, copy: bool) -> None:
 def test_a_copy_needs_most_words_from_the_source() -> None:
     # A German sentence that happens to contain "the" (a quoted title) is no copy.
     assert not copies_source(SOURCE.split(), "Er las gestern das Buch und sagte, the end", "de")
-
-
-LATE = "However, due to the slow communication channels, styles could lag behind by 25 to 30 years, said Lord Byron."
-
-
-@pytest.mark.parametrize(
-    ("target", "copy"),
-    [
-        # The 1.5B held to a committed "della" goes on in English (en→it FLEURS).
-        ("Tuttavia, a causa della slow communication channels,", True),
-        ("Tuttavia, a causa della Slow Communication Channels,", True),  # case aside
-        ("Tuttavia, a causa dei canali di comunicazione lenti,", False),
-        ("ha detto Lord Byron.", False),  # a name
-        ("da 25 to 30 anni", False),  # numbers are no words: one lower-case word
-        ("slow communication", False),  # two words are not a stretch
-        ("slow, lag behind", False),  # not in a row in the source
-        ("", False),
-    ],
-)
-def test_repeats_source_stretch(target: str, copy: bool) -> None:
-    assert repeats_source_stretch(LATE.split(), target) is copy
 
 
 class CopyingEngine(mt_fakes.FakeEngine):
@@ -151,41 +129,3 @@ def test_history_skips_a_copy() -> None:
     d.update(["the", "house"], utterance=1, final=True)
     d.run()
     assert d.engine.requests[-1].history == ()
-
-
-class LateCopyingEngine(mt_fakes.FakeEngine):
-    """Translates the words it knows and copies the rest (upper-cased, as the fake does)
-    unless the language is forced: then it knows them too."""
-
-    FORCED: ClassVar[dict[str, str]] = {
-        "slow": "langsame",
-        "communication": "Kommunikation",
-        "channels": "Kanäle",
-    }
-
-    def draft(self, request: MTRequest) -> MTDraft:
-        if not request.force_target_language:
-            return super().draft(request)
-        mt_fakes.LEXICON.update(self.FORCED)
-        try:
-            return super().draft(request)
-        finally:
-            for word in self.FORCED:
-                del mt_fakes.LEXICON[word]
-
-
-def test_a_final_that_goes_on_in_english_after_the_first_words_is_redrafted() -> None:
-    d = Driver()
-    d.engine = LateCopyingEngine()
-    d.session._decode = d.engine.decode
-    first = ["the", "house", "is", "red."]
-    d.update(first, ["slow"])
-    d.run()
-    assert d.translations()[-1].committed_text == "die Haus ist rot."
-    d.update([*first, "slow", "communication", "channels"], final=True)
-    d.run()
-    assert [r.force_target_language for r in d.engine.requests][-2:] == [False, True]
-    final = d.translations()[-1]
-    assert final.final and final.committed_text == "die Haus ist rot. langsame Kommunikation Kanäle"
-    assert "SLOW" not in "".join(t.committed_delta for t in d.translations())
-    assert d.session.stats["copy_redrafts"] == 1

@@ -1,8 +1,8 @@
-"""Is a translation draft a copy of its English source? Cheap checks on its words.
+"""Is a translation draft a copy of its English source? A cheap check on its first words.
 
 Small models sometimes "translate" a sentence by repeating it (Qwen2.5-Coder-0.5B
 leaves whole FLORES sentences in English). Committed text is append-only, so the
-checks run on what an utterance would commit, before it goes out. On its first words:
+check runs on the first words an utterance would commit, before they go out:
 
 - targets written in another script (zh, ja, ko, ...): the text has Latin words and
   not one character of the target's script;
@@ -11,14 +11,6 @@ checks run on what an utterance would commit, before it goes out. On its first w
   target language ("the", "of", "and", ...). Names and numbers, which a translation
   keeps, are words of the source but no function words, so "Dr. Ehud Ur, Professor
   für Medizin" is no copy, and "Dr. Ehud Ur, professor of medicine" is one.
-
-Later in an utterance a model may go on in English instead: the 1.5B, held to a committed
-"Tuttavia, a causa della" (feminine, where its own translation had "dei canali"), finishes
-the sentence with " slow communication channels," and, forced to Italian, with
-" comunicazione troppo lenta,". So a draft that repeats a stretch of the source
-(`repeats_source_stretch`: `MIN_STRETCH` source words in a row, `MIN_STRETCH_COMMON` of
-them written lower-case there) is a copy anywhere. A name ("Lord Byron", "New York
-Times") is capitalised and a number is no word, so a translation keeps those.
 """
 
 from __future__ import annotations
@@ -52,14 +44,7 @@ _SCRIPTS = {
     "th": ("THAI",),
 }
 
-#: A stretch of the source repeated this many words long is a copy, when at least
-#: `MIN_STRETCH_COMMON` of them are lower-case words (not names, not numbers).
-MIN_STRETCH = 3
-MIN_STRETCH_COMMON = 2
-
 _WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")
-#: Words and numbers, for lining a draft up with its source.
-_TOKEN = re.compile(r"\w+(?:['’]\w+)*")
 
 
 def _words(text: str) -> list[str]:
@@ -90,22 +75,3 @@ def copies_source(source_words: Sequence[str], target_text: str, target_lang: st
 
 def _has_function_word(words: Iterable[str]) -> bool:
     return any(w in ENGLISH_FUNCTION_WORDS for w in words)
-
-
-def repeats_source_stretch(source_words: Sequence[str], target_text: str) -> bool:
-    """Whether `target_text` repeats `MIN_STRETCH` source words in a row (case aside), at least
-    `MIN_STRETCH_COMMON` of them lower-case words in the source."""
-    source = [t for word in source_words for t in _TOKEN.findall(word)]
-    folded = [t.lower() for t in source]
-    common = [t.isalpha() and t.islower() for t in source]
-    target = [t.lower() for t in _TOKEN.findall(target_text)]
-    for i in range(len(target) - MIN_STRETCH + 1):
-        for j, word in enumerate(folded):
-            if word != target[i]:
-                continue
-            n = 0
-            while i + n < len(target) and j + n < len(folded) and target[i + n] == folded[j + n]:
-                n += 1
-            if n >= MIN_STRETCH and sum(common[j : j + n]) >= MIN_STRETCH_COMMON:
-                return True
-    return False

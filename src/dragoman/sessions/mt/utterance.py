@@ -24,15 +24,14 @@ from dragoman.streaming.alignatt import (
     clean_final_text,
     select_commit,
 )
-from dragoman.streaming.copy_check import copies_source, repeats_source_stretch
+from dragoman.streaming.copy_check import copies_source
 from dragoman.streaming.local_agreement import agreed_words
 
 Decode = Callable[[Sequence[int]], str]
 
 
-#: The first-words copy check runs while the utterance has committed fewer words than this:
-#: later words of a translation have names and numbers of the source (a repeated stretch of
-#: it is checked throughout).
+#: The copy check runs while the utterance has committed fewer words than this: it is about
+#: the first words, and later ones of a translation have names and numbers of the source.
 COPY_CHECK_WORDS = 4
 
 
@@ -129,18 +128,15 @@ def copy_redraft(
 
     Checked on what the draft makes of the utterance (its accepted target plus the whole
     draft, so that English is caught before any of it is committed), once per utterance:
-    a forced request is never checked again. The first words are a copy by
-    `copies_source`, any words by `repeats_source_stretch`. None: the draft is used as it is.
+    a forced request is never checked again. None: the draft is used as it is.
     """
     request = job.request
     if draft.decided is not None:
         return None  # the node that decided it ran the check itself
-    if request.force_target_language:
+    if request.force_target_language or len(utt.committed.split()) >= COPY_CHECK_WORDS:
         return None
     text = extend_target(utt.committed, clean_final_text(decode(draft.token_ids)))
-    first_words = len(utt.committed.split()) < COPY_CHECK_WORDS
-    copied = first_words and copies_source(request.source_words, text, target_lang)
-    if not copied and not repeats_source_stretch(request.source_words, text):
+    if not copies_source(request.source_words, text, target_lang):
         return None
     utt.force_language = True
     return replace(job, request=replace(request, force_target_language=True), cancel=CancelToken())
