@@ -129,9 +129,9 @@ def test_an_unfinished_draft_holds_its_last_word_which_may_continue() -> None:
 
 def test_a_word_attending_partly_to_the_tail_is_held_whole() -> None:
     # " Stra" attends to word 1 (accessible), "ße" to word 2 (tail): the word waits.
-    pieces = Pieces(b"die", b" Stra", b"\xc3\x9fe", b" ist")
+    pieces = Pieces(b"breite", b" Stra", b"\xc3\x9fe", b" ist")
     cut = cut_of(pieces, [0, 1, 2, 2], Frontier(3, 2))
-    assert cut.text == "die"
+    assert cut.text == "breite"
     assert cut.end == 1
 
 
@@ -202,6 +202,43 @@ def test_unsegmented_targets_hold_back_more_characters() -> None:
     # A spaced target is unaffected.
     de = Pieces(b"Der", " Präsident".encode(), b" sagte")
     assert cut_of(de, [0, 1, 2], Frontier(3, 2), params=params).text == "Der Präsident"
+
+
+def test_a_partial_commit_never_ends_on_an_article() -> None:
+    # "a causa della" binds a gender the source has not given yet; the article waits
+    # for its noun.
+    it = Pieces(b"Tuttavia,", b" a", b" causa", b" della", b" lenta")
+    assert cut_of(it, [0, 1, 2, 3, 4], Frontier(5, 4), target="it").text == "Tuttavia, a causa"
+    assert cut_of(it, [0, 1, 2, 3, 4], Frontier(5, 5), target="it", finished=True).text == (
+        "Tuttavia, a causa"
+    )
+    de = Pieces(b"Sie", b" wohnt", b" in", b" der", b" Stadt", b" und")
+    assert cut_of(de, [0, 1, 2, 3, 4, 5], Frontier(6, 4), target="de").text == "Sie wohnt in"
+    assert cut_of(de, [0, 1, 2, 3, 4, 5], Frontier(6, 5), target="de-DE").text == "Sie wohnt in der Stadt"
+    en = Pieces(b"It", b" is", b" an", b" apple")
+    assert cut_of(en, [0, 1, 2, 3], Frontier(4, 3), target="en").text == "It is"
+    # Punctuation closes the phrase; Chinese has no articles; the knob turns it off.
+    closed = Pieces(b"Ich", b" sah", b" die,", b" die")
+    assert cut_of(closed, [0, 1, 2, 3], Frontier(4, 4), target="de").text == "Ich sah die,"
+    assert cut_of(it, [0, 1, 2, 3, 4], Frontier(5, 4), target="zh").end == 4
+    off = AlignAttParams(frontier_margin=0, hold_articles=False)
+    assert cut_of(it, [0, 1, 2, 3, 4], Frontier(5, 4), target="it", params=off).text == (
+        "Tuttavia, a causa della"
+    )
+
+
+def test_an_article_held_from_the_cut_keeps_the_draft_for_the_fast_path() -> None:
+    # The held article is released by the re-cut once its noun becomes committable.
+    it = Pieces(b"Tuttavia,", b" a", b" causa", b" della", b" rete", b" lenta")
+    texts = DraftText(it.ids, it.decode)
+    positions = attended_words(one_hot([0, 1, 2, 3, 4, 5], 6))
+    first = select_commit(
+        positions, texts, Frontier(6, 4), start=0, finished=False, target_lang="it", params=P0
+    )
+    then = select_commit(
+        positions, texts, Frontier(6, 5), start=first.end, finished=False, target_lang="it", params=P0
+    )
+    assert (first.text, then.text) == ("Tuttavia, a causa", " della rete")
 
 
 def test_rows_without_attention_stop_the_commit() -> None:

@@ -166,6 +166,7 @@ def test_whitelisted_overrides_apply_and_unknown_keys_are_ignored() -> None:
             "translation_alignatt_stop_at_frontier": True,
             "translation_alignatt_past_frontier_tokens": 2,
             "translation_alignatt_unsegmented_hold_back": 1,
+            "translation_alignatt_hold_articles": False,
             "translation_history_pairs": 5,
             "vllm_gpu_memory_utilization": 0.99,
         }
@@ -183,6 +184,7 @@ def test_whitelisted_overrides_apply_and_unknown_keys_are_ignored() -> None:
         stop_at_frontier=True,
         past_frontier_tokens=2,
         unsegmented_hold_back=1,
+        hold_articles=False,
     )
 
 
@@ -428,10 +430,10 @@ def test_a_final_continues_the_streamed_partial_and_enters_the_history() -> None
     out = only(d.take(), Translation)
     assert out == Translation(2, 0, True, "Hallo Welt, wie geht es?", " wie geht es?", "", 5, "final")
     # The next update must use utterance_id + 1; the history now holds the pair.
-    d.update(["the"], ["house"], utterance=1)
+    d.update(["big"], ["house"], utterance=1)
     d.run()
     assert d.engine.requests[-1].history == (("Hello world, how are you?", "Hallo Welt, wie geht es?"),)
-    assert d.translations()[-1].committed_text == "die"
+    assert d.translations()[-1].committed_text == "große"
 
 
 def test_an_empty_final_closes_the_utterance_without_the_engine() -> None:
@@ -520,8 +522,8 @@ def test_accepted_target_prefix_is_continued_never_re_emitted() -> None:
     out = last_translation(d.run())
     assert (out.committed_text, out.committed_delta) == ("Hallo Welt, wie geht", " geht")
     # The prefix belonged to that utterance only.
-    d.update(["the"], ["house"], utterance=5)
-    assert last_translation(d.run()).committed_text == "die"
+    d.update(["big"], ["house"], utterance=5)
+    assert last_translation(d.run()).committed_text == "große"
 
 
 def test_the_history_window_takes_the_last_pairs() -> None:

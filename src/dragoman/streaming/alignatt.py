@@ -33,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dragoman.engines.mt.base import UNSEGMENTED_LANGS
+from dragoman.streaming.agreement import agrees_with_next
 from dragoman.streaming.clauses import chinese_tokens
 
 _REPLACEMENT = "\ufffd"
@@ -54,6 +55,9 @@ class AlignAttParams:
     unsegmented_hold_back: int = 0
     #: A commit adding fewer units than this waits for the next update.
     min_emit_target_units: int = 0
+    #: A partial commit never ends on an article (`streaming.agreement`): its form is
+    #: bound to the noun after it, which the source may not have given yet.
+    hold_articles: bool = True
     #: Tokens drafted per streaming engine call.
     max_draft_tokens: int = 24
     #: Re-cut the cached draft when only accessibility changed.
@@ -222,8 +226,9 @@ def select_commit(
     `positions` is `attended_words(attention)` for the whole draft. Committing stops
     at the first token attending to an inaccessible word (or to none), backs off to
     the last unit boundary, then holds back `hold_back_target_units` more units (plus
-    `unsegmented_hold_back` characters for a target without spaces). The
-    unit that ends a finished draft is never committed: drafts are streaming ones.
+    `unsegmented_hold_back` characters for a target without spaces), and any articles
+    the commit would end on (`hold_articles`). The unit that ends a finished draft is
+    never committed: drafts are streaming ones.
     """
     n = len(texts)
     if len(positions) != n:
@@ -250,6 +255,11 @@ def select_commit(
         hold += params.unsegmented_hold_back
     if hold > 0:
         cuts = cuts[: max(0, len(cuts) - hold)]
+    if params.hold_articles:
+        while cuts and agrees_with_next(
+            texts.text(cuts[-2] if len(cuts) > 1 else start, cuts[-1]) or "", target_lang
+        ):
+            cuts.pop()
     if not cuts or len(cuts) < params.min_emit_target_units:
         return CommitCut(start, "", None, reason)
     end = cuts[-1]

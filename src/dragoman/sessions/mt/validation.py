@@ -45,6 +45,7 @@ class _Knob:
 #:                                                count as tail
 #:   translation_alignatt_hold_back_target_units  int 0..8: target units held after the cut
 #:   translation_alignatt_unsegmented_hold_back   int 0..8: more held for zh, ja, ...
+#:   translation_alignatt_hold_articles           bool: never end a partial commit on an article
 #:   translation_alignatt_min_emit_target_units   int 0..16: smallest commit worth sending
 #:   translation_alignatt_max_draft_tokens        int 1..128: tokens per streaming draft
 #:   translation_alignatt_commit_fast_path        bool: re-cut cached drafts on ASR commits
@@ -56,6 +57,7 @@ CLIENT_OVERRIDE_WHITELIST: Mapping[str, _Knob] = {
     "translation_alignatt_inaccessible_ms": _Knob("inaccessible_ms", float, 0, 60_000),
     "translation_alignatt_hold_back_target_units": _Knob("hold_back_target_units", int, 0, 8),
     "translation_alignatt_unsegmented_hold_back": _Knob("unsegmented_hold_back", int, 0, 8),
+    "translation_alignatt_hold_articles": _Knob("hold_articles", bool, 0, 1),
     "translation_alignatt_min_emit_target_units": _Knob("min_emit_target_units", int, 0, 16),
     "translation_alignatt_max_draft_tokens": _Knob("max_draft_tokens", int, 1, 128),
     "translation_alignatt_commit_fast_path": _Knob("commit_fast_path", bool, 0, 1),
