@@ -5,9 +5,9 @@ case, English "a" or "an" the next word's first sound. Committed at the end of a
 partial translation, such a word binds the rest before the source has said what the
 noun is. With the 1.5B, "Tuttavia, a causa della" (the source still at "because of
 the slow") was finished in English, "slow communication channels,", in every run;
-"Tuttavia, a causa" was finished "dei canali di comunicazione lenti,". Holding the
-article until the word it agrees with is drafted costs one update's wait on that
-word alone (bench/history/2026-12-06_icelake.md).
+"Tuttavia, a causa" was finished "dei canali di comunicazione lenti,". Held until the
+word it agrees with is committable, an article is shown with it; an utterance that opens
+with one shows its first text later (0.1-0.25 s at the p50, bench/history/2026-12-06_articles.md).
 
 The lists hold articles and the contractions of a preposition with an article, as
 written in lower case; a language without such words (Chinese) has none.
