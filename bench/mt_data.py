@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dragoman.engines.mt.base import UNSEGMENTED_LANGS
 from dragoman.engines.mt.head_selection import source_words
+from dragoman.languages import UNSEGMENTED_LANGS
 from dragoman.tools import eval_set
 from dragoman.tools.eval_set import eval_dir
 

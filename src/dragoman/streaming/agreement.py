@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from dragoman.languages import primary_subtag
+
 _ITALIAN_ARTICLES = ("il", "lo", "la", "i", "gli", "le", "un", "uno", "una")
 # di, a, da, in, su (and con's col, coi) fused with each definite article.
 _ITALIAN_CONTRACTIONS = (
@@ -47,5 +49,5 @@ def agrees_with_next(unit: str, target_lang: str) -> bool:
     """Whether the target unit `unit` (a word as drafted, with its leading space) is an
     article or article contraction of `target_lang`. A unit carrying punctuation
     ("della,") closes a phrase, so it is not one."""
-    words = AGREEING_WORDS.get(target_lang.split("-")[0].lower())
+    words = AGREEING_WORDS.get(primary_subtag(target_lang))
     return words is not None and unit.strip().lower() in words

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from dragoman.engines.mt.base import UNSEGMENTED_LANGS
+from dragoman.languages import UNSEGMENTED_LANGS, is_unsegmented, primary_subtag
 from dragoman.streaming.agreement import agrees_with_next
 from dragoman.streaming.clauses import chinese_tokens
 
@@ -176,7 +176,7 @@ def unit_boundaries(texts: DraftText, start: int, finished: bool, target_lang: s
     As a spaced word, a Chinese draft's last word may still grow: it ends a unit only
     when the draft is finished.
     """
-    lang = target_lang.split("-")[0].lower()
+    lang = primary_subtag(target_lang)
     unsegmented = lang in UNSEGMENTED_LANGS
     n = len(texts)
     word_ends = _chinese_word_ends(texts) if lang == "zh" else None
@@ -207,7 +207,7 @@ def _chinese_word_ends(texts: DraftText) -> frozenset[int]:
 def prepare_units(target_lang: str) -> None:
     """Load what cutting `target_lang` into units takes (jieba's dictionary for Chinese,
     about 0.5 s), so that no session's first commit waits for it."""
-    if target_lang.split("-")[0].lower() == "zh":
+    if primary_subtag(target_lang) == "zh":
         chinese_tokens("中文")
 
 
@@ -251,7 +251,7 @@ def select_commit(
         # early and the final would have nothing left to add.
         cuts = [k for k in cuts if k < n]
     hold = params.hold_back_target_units
-    if target_lang.split("-")[0].lower() in UNSEGMENTED_LANGS:
+    if is_unsegmented(target_lang):
         hold += params.unsegmented_hold_back
     if hold > 0:
         cuts = cuts[: max(0, len(cuts) - hold)]

@@ -19,6 +19,8 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 
+from dragoman.languages import primary_subtag
+
 #: English function words that are no words of German or Italian: "in", "an", "was",
 #: "will", "also", "come", "a" and the like are left out, since a translation has them too.
 _FUNCTION_WORDS = (
@@ -58,7 +60,7 @@ def _in_script(char: str, scripts: Sequence[str]) -> bool:
 
 def copies_source(source_words: Sequence[str], target_text: str, target_lang: str) -> bool:
     """Whether `target_text` (the first words of a draft) repeats the English source."""
-    lang = target_lang.split("-")[0].lower()
+    lang = primary_subtag(target_lang)
     words = _words(target_text)
     if not words:
         return False

@@ -36,6 +36,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from dragoman.errors import ClientError, InvalidValue
+from dragoman.languages import primary_subtag
 from dragoman.protocol.json_frames import BadJSON, load_json
 from dragoman.protocol.realtime.client_parsers import AgentClientParser, ClientParser
 from dragoman.protocol.realtime.generation import Generation
@@ -46,7 +47,6 @@ from dragoman.protocol.realtime.translation_client import (
     parse_session_config,
 )
 from dragoman.protocol.realtime.translation_server import session_object
-from dragoman.sessions.mt.validation import language as primary_language
 from dragoman.sessions.speech.events import Rejected
 from dragoman.sessions.translation.config import Languages, TranslationConfig
 from dragoman.transports.secret_tokens import TokenSigner, signing_key
@@ -230,7 +230,7 @@ def client_secrets_router(
             body = await _request_body(request)
             ttl, session = _ttl(body), translation_session(body)
             config = TranslationConfig(translation_language).patched(parse_session_config(session))
-            config = replace(config, language=primary_language(config.language))
+            config = replace(config, language=primary_subtag(config.language))
             languages = translation_languages()
             if languages is not None and languages.targets:  # none yet: still loading
                 languages.check(config.language)

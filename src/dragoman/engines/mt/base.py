@@ -17,17 +17,15 @@ import numpy as np
 import numpy.typing as npt
 
 from dragoman.engines.info import EngineInfo
+from dragoman.languages import is_unsegmented
 
 #: The cache key of the engine's own warm-up drafts (see `MTEngine.warm_up`).
 WARM_UP_KEY = "warm-up"
-#: Languages written without spaces between words: a prompt joins their source words
-#: without one, and the policy counts their target text in characters.
-UNSEGMENTED_LANGS = frozenset({"zh", "ja", "th", "lo", "km", "my"})
 
 
 def word_separator(lang: str) -> str:
     """What goes between two words of `lang` in running text: nothing where it is unsegmented."""
-    return "" if lang.split("-")[0].lower() in UNSEGMENTED_LANGS else " "
+    return "" if is_unsegmented(lang) else " "
 
 
 @dataclass(frozen=True)

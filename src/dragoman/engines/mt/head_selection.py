@@ -37,8 +37,8 @@ import numpy.typing as npt
 from dragoman.engines.asr.word_agreement import split_words
 from dragoman.engines.mt import heads as mt_heads
 from dragoman.engines.mt.anchors import find_anchors
-from dragoman.engines.mt.base import UNSEGMENTED_LANGS
 from dragoman.errors import ConfigError
+from dragoman.languages import is_unsegmented
 
 #: progress(done, total, message)
 Progress = Callable[[int, int, str], None]
@@ -71,7 +71,7 @@ class TeacherForcing(Protocol):
 
 
 def _unsegmented(lang: str) -> bool:
-    return lang.split("-")[0].lower() in UNSEGMENTED_LANGS
+    return is_unsegmented(lang)
 
 
 def source_words(text: str, lang: str) -> list[str]:

@@ -29,6 +29,7 @@ import numpy.typing as npt
 
 from dragoman.engines.mt.base import word_separator
 from dragoman.errors import EngineFailure
+from dragoman.languages import primary_subtag
 
 #: Language names for the instruction; other codes are used as they are.
 LANGUAGE_NAMES: Mapping[str, str] = {
@@ -85,7 +86,7 @@ def _plain(text: str) -> str:
 
 
 def language_name(code: str) -> str:
-    return LANGUAGE_NAMES.get(code.split("-")[0].lower(), code)
+    return LANGUAGE_NAMES.get(primary_subtag(code), code)
 
 
 @dataclass(frozen=True)
@@ -201,7 +202,7 @@ class PromptBuilder:
         source_end = len(ids)
         ids.extend(self.encode(tail))
         if force_target_language:
-            cue = TARGET_CUES.get(target_lang.split("-")[0].lower(), f"{language_name(target_lang)}:")
+            cue = TARGET_CUES.get(primary_subtag(target_lang), f"{language_name(target_lang)}:")
             # On a line of its own, so the translation starts as it would without the label.
             ids.extend(self.encode(cue + "\n"))
         target_start = len(ids)

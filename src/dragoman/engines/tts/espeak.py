@@ -37,6 +37,7 @@ from dragoman.engines.tts.base import (
 )
 from dragoman.engines.workers import CancelToken
 from dragoman.errors import EngineFailure, ModelUnavailable
+from dragoman.languages import primary_subtag
 
 NAME = "espeak-ng"
 
@@ -78,7 +79,7 @@ class _Voice(ctypes.Structure):
 
 def language_of(voice: str) -> str | None:
     """The ISO 639-1 code an espeak-ng voice speaks ("en-us" -> "en", "cmn" -> "zh"), if it has one."""
-    primary = voice.split("-")[0].lower()
+    primary = primary_subtag(voice)
     primary = _ISO_639_1.get(primary, primary)
     return primary if len(primary) == 2 else None
 

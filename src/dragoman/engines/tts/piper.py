@@ -28,6 +28,7 @@ from dragoman.engines.tts.base import (
 )
 from dragoman.engines.workers import CancelToken
 from dragoman.errors import ModelUnavailable
+from dragoman.languages import primary_subtag
 
 NAME = "piper"
 #: The packaged model (dragoman.weights) and the voice it is.
@@ -51,7 +52,7 @@ class PiperEngine:
         self._voice = PiperVoice(session=session, config=config)
         self._model = voice
         # "en-us" -> "en": piper names the espeak-ng voice its phonemes come from.
-        language = config.espeak_voice.split("-")[0].lower()
+        language = primary_subtag(config.espeak_voice)
         self.capabilities = TTSCapabilities(
             sample_rate=config.sample_rate, languages=(language,), voices=(voice,)
         )

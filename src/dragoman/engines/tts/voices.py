@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dragoman.errors import ConfigError, InvalidValue
+from dragoman.languages import primary_subtag
 from dragoman.weights.registry import KOKORO_VOICES
 
 #: The field of the Realtime session a voice name comes from.
@@ -155,7 +156,7 @@ def normalize_language(language: str | None) -> str | None:
     """ "en-US" -> "en", "zh-Hans"/"cmn" -> "zh"; None and "" stay None (any language)."""
     if not language:
         return None
-    primary = language.strip().replace("_", "-").split("-")[0].lower()
+    primary = primary_subtag(language)
     return _LANGUAGE_ALIASES.get(primary, primary) or None
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from dragoman.errors import InvalidValue
+from dragoman.languages import primary_subtag
 from dragoman.sessions.mt.events import PROTOCOL_VERSION, ErrorCode, Init, Update
 from dragoman.streaming.alignatt import AlignAttParams
 
@@ -95,11 +96,6 @@ def as_overrides(params: AlignAttParams) -> dict[str, object]:
     return {key: getattr(params, knob.field) for key, knob in CLIENT_OVERRIDE_WHITELIST.items()}
 
 
-def language(code: str) -> str:
-    """The primary subtag of a language code, lower-cased: "en-US" -> "en"."""
-    return code.strip().replace("_", "-").split("-")[0].lower()
-
-
 @dataclass(frozen=True)
 class SessionSetup:
     source_lang: str
@@ -126,7 +122,7 @@ def resolve_init(
             f"{PROTOCOL_VERSION}",
             param="protocol_version",
         )
-    source, target = language(init.source_lang), language(init.target_lang)
+    source, target = primary_subtag(init.source_lang), primary_subtag(init.target_lang)
     direction = f"{source}-{target}"
     if direction not in directions:
         raise InvalidValue(

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from dragoman.errors import InvalidValue
-from dragoman.sessions.mt.validation import language as primary_language
+from dragoman.languages import primary_subtag
 from dragoman.sessions.speech.config import SessionConfig
 
 NoiseReductionType = Literal["near_field", "far_field"]
@@ -99,7 +99,7 @@ class Languages:
         itself; InvalidValue naming the languages translated into `target` for any other."""
         if self.source != AUTO:
             return self.source
-        code = primary_language(language) if language and language.strip() else ""
+        code = primary_subtag(language) if language and language.strip() else ""
         if code == target or (code, target) in self.pairs:
             return code
         froms = sorted({s for s, t in self.pairs if t == target})
@@ -112,7 +112,7 @@ class Languages:
     def check(self, language: str) -> str:
         """The ISO 639-1 code of a target `language` ("de-DE" -> "de"); InvalidValue naming the
         supported ones for any other."""
-        code = primary_language(language) if language.strip() else ""
+        code = primary_subtag(language) if language.strip() else ""
         if code not in self.targets:
             raise InvalidValue(
                 f"Unsupported output language {language[:40]!r}: this server translates "

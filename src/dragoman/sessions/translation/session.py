@@ -25,8 +25,9 @@ from typing import Any
 
 from dragoman.audio.vad import SpeechProbability
 from dragoman.engines.asr.base import StepResult
-from dragoman.engines.mt.base import UNSEGMENTED_LANGS, MTDraft
+from dragoman.engines.mt.base import MTDraft
 from dragoman.errors import ClientError, DragomanError, InvalidValue
+from dragoman.languages import is_unsegmented
 from dragoman.sessions.agent.jobs import ASR, TTS
 from dragoman.sessions.base import CloseCode, Observation
 from dragoman.sessions.mt.events import JobKind, MTJob
@@ -313,7 +314,7 @@ class TranslationSession:
     def _translated(self, target: str, item_id: str, delta: str, opens: bool, closes: bool) -> None:
         voice = self._voices(target)
         if delta:
-            joins = self._said_output and opens and target not in UNSEGMENTED_LANGS
+            joins = self._said_output and opens and not is_unsegmented(target)
             text = (" " if joins and not delta[:1].isspace() else "") + delta
             self._said_output = True
             self._emit(OutputTranscriptDelta(text, on_grid(self.clock_ms)))
