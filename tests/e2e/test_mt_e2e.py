@@ -2,7 +2,8 @@
 
 Sentences from FLORES devtest are fed word by word the way a streaming ASR would:
 each word is committed with its timestamps while the next words ride along as the
-unstable hypothesis tail.
+unstable hypothesis tail. The client overrides, which WhisperLiveKit's presets hardly vary,
+are sent by a plain WebSocket client speaking MT protocol v1.
 """
 
 from __future__ import annotations
@@ -218,3 +219,52 @@ def test_a_reconnect_with_history_and_prefix_continues_without_re_emitting(
     final = translations[-1]
     assert final["final"] and final["committed_text"].startswith(prefix)
     assert speaker.segments[-1].text.startswith(prefix) and len(words) > 8
+
+
+def translate_word_by_word(server: Server, sentence: str, overrides: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every translation frame of one utterance sent a word at a time (two words of tail),
+    each update answered before the next is sent, so that each one is drafted."""
+    words = sentence.split()
+    answers = []
+    with raw_connect(server.ws + "/") as ws:
+        ws.send(json.dumps(INIT | {"overrides": overrides}))
+        assert json.loads(ws.recv(timeout=120))["type"] == "init_ok"
+        for seq, count in enumerate(range(1, len(words) + 1), start=1):
+            final = count == len(words)
+            update = {
+                "type": "update",
+                "seq": seq,
+                "utterance_id": 0,
+                "words": [[w, 0.4 * i, 0.4 * i + 0.3] for i, w in enumerate(words[:count])],
+                "tail": {"words": [] if final else [[w, None, None] for w in words[count : count + 2]]},
+                "clock_ms": 400.0 * count,
+                "is_final": final,
+            }
+            ws.send(json.dumps(update))
+            while True:
+                answer = json.loads(ws.recv(timeout=60))
+                assert answer["type"] == "translation", answer
+                answers.append(answer)
+                if answer["seq"] >= seq:
+                    break
+    return answers
+
+
+def test_client_overrides_change_the_policy_of_that_session_only(mt_server: Server) -> None:
+    """MT protocol v1's `overrides`: a whitelisted knob applies to the session that sent it,
+    an unknown key is ignored, a value out of range is a bad_protocol error naming it."""
+    ((english, _),) = flores([7])
+    plain = translate_word_by_word(mt_server, english, {})
+    assert any(a["committed_text"] for a in plain if not a["final"]), "the control committed nothing early"
+    # A commit must add 16 units: more than a streaming draft of the preset holds (12 tokens).
+    held = translate_word_by_word(
+        mt_server, english, {"translation_alignatt_min_emit_target_units": 16, "not_a_knob": 1}
+    )
+    assert [a["committed_text"] for a in held if not a["final"]] == [""] * (len(held) - 1)
+    assert held[-1]["final"] and held[-1]["committed_text"].strip()
+
+    with raw_connect(mt_server.ws + "/") as ws:
+        ws.send(json.dumps(INIT | {"overrides": {"translation_alignatt_frontier_margin": 99}}))
+        error = json.loads(ws.recv(timeout=30))
+    assert error["type"] == "error" and error["code"] == "bad_protocol"
+    assert "translation_alignatt_frontier_margin" in error["message"] and "[0, 8]" in error["message"]
