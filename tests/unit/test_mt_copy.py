@@ -54,8 +54,8 @@ class CopyingEngine(mt_fakes.FakeEngine):
             mt_fakes.LEXICON.update(saved)
 
 
-def _copying_driver() -> Driver:
-    d = Driver()
+def _copying_driver(*, stream_commits: bool = False) -> Driver:
+    d = Driver(stream_commits=stream_commits)
     d.engine = CopyingEngine()
     d.session._decode = d.engine.decode  # the session decodes with its engine's vocabulary
     return d
@@ -129,3 +129,22 @@ def test_history_skips_a_copy() -> None:
     d.update(["the", "house"], utterance=1, final=True)
     d.run()
     assert d.engine.requests[-1].history == ()
+
+
+def test_a_streaming_draft_that_copies_sends_nothing_before_its_redraft() -> None:
+    d = _copying_driver(stream_commits=True)
+    d.update(list(_words(3)), ["red."])
+    job = d.session.next_job()
+    assert job is not None and job.streaming
+    copy = d.engine.draft(job.request)
+    assert copy.attention is not None
+    for tokens in range(1, len(copy.token_ids)):
+        part = MTDraft(copy.token_ids[:tokens], copy.attention[:tokens], finished=False)
+        d.session.job_progress(job, part)
+    d.session.job_done(job, copy)
+    assert d.take() == []  # "THE HOUSE IS" never went out, not even "THE"
+    redraft = d.session.next_job()
+    assert redraft is not None and redraft.request.force_target_language
+    d.session.job_done(redraft, d.engine.draft(redraft.request))
+    d.take()
+    assert [t.committed_text for t in d.translations()] == ["die Haus ist"]

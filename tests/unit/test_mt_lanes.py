@@ -12,7 +12,7 @@ import pytest
 from dragoman.engines.info import EngineInfo
 from dragoman.engines.mt.base import MTCapabilities, MTDraft, MTEngine, MTRequest
 from dragoman.engines.mt.lanes import MAX_AUTO_LANES, MTLanes, auto_lanes
-from dragoman.engines.workers import BatchingWorker
+from dragoman.engines.workers import BatchingWorker, CancelToken, SerialWorker, Streamed
 from dragoman.transports.services import mt_worker
 
 
@@ -43,6 +43,8 @@ class Lane(MTEngine):
         try:
             assert self.gate.wait(5)
             self.drafted.append(request.cache_key)
+            if request.on_pass is not None:
+                request.on_pass(MTDraft(token_ids=[], attention=None, finished=False))
             return MTDraft(token_ids=[self.index], attention=np.zeros((1, 1), np.float32), finished=True)
         finally:
             with self._lock:
@@ -136,3 +138,21 @@ async def test_the_worker_runs_two_sessions_at_once_and_one_session_in_turn() ->
         await worker.close()
     assert [d.token_ids for d in drafts] == [[0], [0], [1]]
     assert lanes[0].most_at_once == 1 and lanes[1].most_at_once == 1
+
+
+@pytest.mark.parametrize("count", [1, 2])
+async def test_a_streaming_call_reaches_its_lane_with_the_pass_callback(count: int) -> None:
+    """A streaming MT job's request (`Streamed`) is the engine's `MTRequest.on_pass`, on the
+    lane the session's key was given, as a plain request is."""
+    lanes = [Lane(i) for i in range(count)]
+    engine = MTLanes(lanes)
+    worker = mt_worker(engine)
+    assert isinstance(worker, BatchingWorker if count > 1 else SerialWorker)
+    passes: list[object] = []
+    try:
+        await worker.run(request("a"))
+        drafted = await worker.run(Streamed(request("b"), CancelToken(), passes.append))
+    finally:
+        await worker.close()
+    assert len(passes) == 1 and isinstance(passes[0], MTDraft)
+    assert drafted.token_ids == [count - 1] and lanes[count - 1].drafted[-1] == "b"

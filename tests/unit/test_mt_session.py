@@ -38,7 +38,13 @@ class Driver:
     """A session plus its engine; `run()` plays the server's worker synchronously."""
 
     def __init__(
-        self, *, max_words: int = 50, max_finals: int = 16, directions: Sequence[str] = (), **init: Any
+        self,
+        *,
+        max_words: int = 50,
+        max_finals: int = 16,
+        directions: Sequence[str] = (),
+        stream_commits: bool = False,
+        **init: Any,
     ) -> None:
         self.engine = FakeEngine(directions) if directions else FakeEngine()
         self.session = MTSession(
@@ -50,6 +56,7 @@ class Driver:
             max_utterance_words=max_words,
             presets=PRESETS,
             max_queued_finals=max_finals,
+            stream_commits=stream_commits,
         )
         self.seq = 0
         self.clock = 0.0

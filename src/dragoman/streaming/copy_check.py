@@ -33,6 +33,8 @@ ENGLISH_FUNCTION_WORDS = frozenset(_FUNCTION_WORDS.split())
 
 #: Share of the draft's words that must be words of the source for a copy.
 MIN_SOURCE_SHARE = 0.6
+#: Words a draft's opening needs before a copy of the source is told from a translation.
+DECIDING_WORDS = 3
 
 #: Targets not written in Latin script, by the Unicode script names of their letters.
 _SCRIPTS = {
@@ -73,6 +75,16 @@ def copies_source(source_words: Sequence[str], target_text: str, target_lang: st
     source = {w for word in source_words for w in _words(word)}
     shared = sum(1 for w in words if w in source)
     return shared / len(words) >= MIN_SOURCE_SHARE and _has_function_word(w for w in words if w in source)
+
+
+def copy_decidable(target_text: str, target_lang: str) -> bool:
+    """Whether `copies_source` can tell yet: the text has a letter of the target's own script
+    (no copy, then), or `DECIDING_WORDS` words; on fewer, one name or English word decides
+    the share of source words alone."""
+    scripts = _SCRIPTS.get(primary_subtag(target_lang))
+    if scripts is not None and any(c.isalpha() and _in_script(c, scripts) for c in target_text):
+        return True
+    return len(_words(target_text)) >= DECIDING_WORDS
 
 
 def _has_function_word(words: Iterable[str]) -> bool:

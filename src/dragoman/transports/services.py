@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from dragoman.audio.vad import SileroModel, SileroVAD, SpeechProbability
@@ -22,7 +23,7 @@ from dragoman.engines.mt.lanes import MTLanes
 from dragoman.engines.mt.presets import AUTO_PRESET, auto_preset_for
 from dragoman.engines.registry import create_asr_engine, create_mt_engine
 from dragoman.engines.turn.smart_turn import SmartTurnModel
-from dragoman.engines.workers import BatchingWorker, Housekeeping, SerialWorker
+from dragoman.engines.workers import BatchingWorker, Housekeeping, SerialWorker, Streamed
 from dragoman.errors import ConfigError, ModelUnavailable
 from dragoman.logs import get_logger, log_failure
 from dragoman.protocol.realtime.generation import Generation, default_input_rate
@@ -140,20 +141,35 @@ class TranscriptionService:
         self.engine = self.worker = None
 
 
-def mt_worker(engine: MTEngine) -> SerialWorker[MTRequest, MTDraft] | BatchingWorker[MTRequest, MTDraft]:
+MTCall = MTRequest | Streamed[MTRequest]
+
+
+def mt_worker(engine: MTEngine) -> SerialWorker[MTCall, MTDraft] | BatchingWorker[MTCall, MTDraft]:
     """One engine call at a time ("the server serializes all MT work on one engine"); for
     an engine whose calls wait on remote nodes, `parallel_calls` of them at once, one draft
-    each; for local lanes (`engines.mt.lanes`), one draft a lane, a session's on its own."""
+    each; for local lanes (`engines.mt.lanes`), one draft a lane, a session's on its own.
+    A streaming job's request (`Streamed`) reaches the engine as `MTRequest.on_pass`."""
+
+    def draft(call: MTCall) -> MTDraft:
+        if isinstance(call, Streamed):
+            return engine.draft(replace(call.request, on_pass=call.emit))
+        return engine.draft(call)
+
     lanes = engine.capabilities.parallel_calls
     if lanes <= 1:
-        return SerialWorker(engine.draft, name="mt")
+        return SerialWorker(draft, name="mt")
+    lane_for = engine.lane_for if isinstance(engine, MTLanes) else None
     return BatchingWorker(
-        lambda requests: [engine.draft(request) for request in requests],
+        lambda calls: [draft(call) for call in calls],
         name="mt",
         max_batch=1,
         lanes=lanes,
-        exclusive=engine.lane_for if isinstance(engine, MTLanes) else None,
+        exclusive=None if lane_for is None else lambda call: lane_for(unstreamed(call)),
     )
+
+
+def unstreamed(call: MTCall) -> MTRequest:
+    return call.request if isinstance(call, Streamed) else call
 
 
 def close_engine(role: str, close: Callable[[], None]) -> None:
@@ -212,7 +228,7 @@ class MTService:
         self.max_queued_finals = max_queued_finals
         self._engine_factory = engine_factory
         self.engine: MTEngine | None = None
-        self.worker: SerialWorker[MTRequest, MTDraft] | BatchingWorker[MTRequest, MTDraft] | None = None
+        self.worker: SerialWorker[MTCall, MTDraft] | BatchingWorker[MTCall, MTDraft] | None = None
         self.directions: list[str] = []
         self.sessions = 0
         self._housekeeping = Housekeeping()

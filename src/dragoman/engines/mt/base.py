@@ -9,7 +9,7 @@ decides how much of the draft to commit; the engine never decides that.
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -96,6 +96,10 @@ class MTRequest:
     #: that runs the policy itself; local engines ignore them.
     preset: str | None = None
     policy: Mapping[str, object] = field(default_factory=dict)
+    #: PARTIAL: called from the engine's thread after each forward pass but the last with the
+    #: draft so far (`finished` false), so that what the policy commits of it can go out
+    #: before the draft ends (a streaming MT job). Engines that draft in one piece ignore it.
+    on_pass: Callable[[MTDraft], None] | None = field(default=None, compare=False, repr=False)
 
 
 def nothing_drafted() -> MTDraft:

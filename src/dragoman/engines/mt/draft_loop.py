@@ -12,7 +12,9 @@ token-by-token one. `speculate=False` turns this off.
 
 A PARTIAL draft stops `past_frontier` tokens after the first token whose attention
 peaks at or past the frontier word (`MTRequest.frontier_word`), and any draft ends
-at a repetition loop (`cut_loop`).
+at a repetition loop (`cut_loop`). `on_pass` sees the draft after each pass that is
+not the last (`MTRequest.on_pass`): a word the policy commits goes out while the
+tokens after it are still being decoded, a tenth of a second or more apiece on a CPU.
 
 What differs between backends is behind `DraftPass`: how a pass is fed and what
 comes out of it (greedy choices, the tapped heads' attention), how the KV cache is
@@ -23,7 +25,7 @@ cut back, and what is kept for the key's next call (`qwen_draft` on torch,
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
 import numpy as np
@@ -114,6 +116,7 @@ def run(
     speculate: bool = True,
     frontier_word: int | None = None,
     past_frontier: int = 0,
+    on_pass: Callable[[MTDraft], None] | None = None,
 ) -> MTDraft:
     """Up to `limit` greedy tokens after `prompt`; attention rows when `with_attention`.
 
@@ -159,6 +162,8 @@ def run(
             break
         if finished or len(tokens) >= limit:
             break
+        if on_pass is not None and with_attention and rows:
+            on_pass(MTDraft(token_ids=tokens[:], attention=np.stack(rows).astype(np.float32), finished=False))
         pending, proposal = [tokens[-1]], []
     del tokens[limit:], rows[limit:]
     backend_extra = model.finish(target_prefix + tokens)

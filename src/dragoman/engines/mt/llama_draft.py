@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -161,6 +161,7 @@ def draft(
     frontier_word: int | None = None,
     past_frontier: int = 0,
     insert: bool = False,
+    on_pass: Callable[[MTDraft], None] | None = None,
 ) -> MTDraft:
     """Up to `limit` greedy tokens after `prompt` (`draft_loop.run`); attention rows when
     `heads` is given.
@@ -183,4 +184,5 @@ def draft(
         speculate=speculate,
         frontier_word=frontier_word,
         past_frontier=past_frontier,
+        on_pass=on_pass,
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -136,6 +136,7 @@ class Drafter:
         speculate: bool = True,
         frontier_word: int | None = None,
         past_frontier: int = 0,
+        on_pass: Callable[[MTDraft], None] | None = None,
     ) -> MTDraft:
         """Up to `limit` greedy tokens after `prompt` (`draft_loop.run`); attention rows when
         `heads` is given."""
@@ -157,4 +158,5 @@ class Drafter:
                 speculate=speculate,
                 frontier_word=frontier_word,
                 past_frontier=past_frontier,
+                on_pass=on_pass,
             )

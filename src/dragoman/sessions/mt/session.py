@@ -55,6 +55,7 @@ from dragoman.sessions.mt.utterance import (
     Decode,
     Utterance,
     commit_partial,
+    commit_streamed,
     copy_redraft,
     extend_target,
     final_text,
@@ -81,8 +82,13 @@ class MTSession:
         max_utterance_words: int,
         presets: Mapping[str, AlignAttParams],
         max_queued_finals: int = MAX_QUEUED_FINALS,
+        stream_commits: bool = False,
     ) -> None:
+        """`stream_commits`: partial drafts are streaming jobs (`MTJob.streaming`), whose commits
+        go out pass by pass; a consumer inside the server takes them (the interpreter), since
+        MT protocol v1 answers each update once."""
         self.session_id = session_id
+        self._stream_commits = stream_commits
         self._max_finals = max_queued_finals
         self._engine_name = engine_name
         self._directions = list(directions)
@@ -100,7 +106,14 @@ class MTSession:
         self._last_clock: float | None = None
         self._utterances = Utterances()
         #: Counters for the session log: engine drafts, fast-path answers, coalesced partials.
-        self.stats = {"drafts": 0, "fast_path": 0, "coalesced": 0, "dropped_finals": 0, "copy_redrafts": 0}
+        self.stats = {
+            "drafts": 0,
+            "fast_path": 0,
+            "streamed": 0,
+            "coalesced": 0,
+            "dropped_finals": 0,
+            "copy_redrafts": 0,
+        }
         #: The job of a draft that copied the source, again with the target language forced;
         #: it runs before anything queued (`utterance.copy_redraft`).
         self._redraft: MTJob | None = None
@@ -173,6 +186,19 @@ class MTSession:
         )
         return self._in_flight
 
+    def job_progress(self, job: MTJob, draft: MTDraft) -> None:
+        """A streaming job's draft so far (`MTJob.streaming`): what the policy commits of it goes
+        out now, as a translation under the job's seq; the job's result goes on from there."""
+        utt, setup = self._utterances.open, self._setup
+        if job is not self._in_flight or job.kind is not JobKind.PARTIAL or utt is None or setup is None:
+            return
+        if utt.id != job.utterance_id or job.cancel.cancelled:
+            return
+        commit = commit_streamed(job, draft, utt, setup.params, setup.target_lang, self._decode)
+        if commit is not None:
+            self._emit(job.seq, utt, commit.committed, commit.buffer, commit.covered, commit.reason)
+            self.stats["streamed"] += 1
+
     def job_done(self, job: MTJob, draft: MTDraft) -> None:
         """Apply the engine's draft. Raises (state unchanged) on a malformed draft;
         the caller then reports `job_failed`."""
@@ -193,6 +219,8 @@ class MTSession:
         """The engine call failed: the update is dropped (a final stays open for a retry)."""
         if job is self._in_flight:
             self._in_flight = None
+            if self._utterances.open is not None:
+                self._utterances.open.streamed = ()  # what its passes committed stands
         if job.cancel.cancelled or job.kind is JobKind.PREFILL:
             # A failed prefill answers no update: the next draft computes the head itself.
             self._pump()
@@ -330,14 +358,18 @@ class MTSession:
             if cut.end == cache.consumed and cut.reason == "alignatt:max_tokens":
                 # The draft ran out before the frontier (a draft ended early, or a short
                 # one): a re-cut releases nothing that a new draft would not.
-                return MTJob(update.seq, utt.id, JobKind.PARTIAL, request, frontier)
+                return self._partial_job(update, request, frontier)
             committed = extend_target(utt.committed, cut.text)
             utt.cache = cache.advanced(cut, committed)
             buffer = cache.texts.tail_text(cut.end).strip()
             self._emit(update.seq, utt, committed, buffer, cut.covered, "alignatt:commit_fast_path")
             self.stats["fast_path"] += 1
             return None
-        return MTJob(update.seq, utt.id, JobKind.PARTIAL, request, frontier)
+        return self._partial_job(update, request, frontier)
+
+    def _partial_job(self, update: Update, request: MTRequest, frontier: Frontier) -> MTJob:
+        kind = JobKind.PARTIAL
+        return MTJob(update.seq, update.utterance_id, kind, request, frontier, streaming=self._stream_commits)
 
     def _request(
         self,
@@ -377,8 +409,10 @@ class MTSession:
     def _apply_partial(self, job: MTJob, draft: MTDraft, utt: Utterance) -> None:
         setup = self._setup
         assert setup is not None
+        streamed = bool(utt.streamed)
         cut = commit_partial(job, draft, utt, setup.params, setup.target_lang, self._decode)
-        if self._copied(job, draft, utt):
+        # Its passes went out past the copy check's own look at the same draft (`commit_streamed`).
+        if not streamed and self._copied(job, draft, utt):
             utt.cache = None
             return
         self._emit(job.seq, utt, cut.committed, cut.buffer, cut.covered, cut.reason)

@@ -24,7 +24,7 @@ from dragoman.streaming.alignatt import (
     clean_final_text,
     select_commit,
 )
-from dragoman.streaming.copy_check import copies_source
+from dragoman.streaming.copy_check import copies_source, copy_decidable
 from dragoman.streaming.local_agreement import agreed_words
 
 Decode = Callable[[Sequence[int]], str]
@@ -47,6 +47,9 @@ class Utterance:
     #: An engine without attention: the last draft's words after the accepted target, which the
     #: next draft must agree with to commit them (`streaming/local_agreement.py`).
     previous: tuple[str, ...] = ()
+    #: The leading tokens of the draft in flight that its passes committed already
+    #: (`commit_streamed`); its result is cut from there.
+    streamed: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -85,13 +88,19 @@ def commit_partial(
     if draft.attention is None or draft.attention.shape != (n_tokens, n_words):
         shape = None if draft.attention is None else draft.attention.shape
         raise ValueError(f"partial draft of {n_tokens} tokens over {n_words} words has attention {shape}")
+    streamed, utt.streamed = utt.streamed, ()
+    if tuple(draft.token_ids[: len(streamed)]) != streamed:
+        # A repetition loop cut off the end of what a pass had committed: what went out
+        # stands, and the next update drafts after it.
+        utt.cache = None
+        return PartialCommit(utt.committed, "", utt.covered, "alignatt:streamed")
     texts = DraftText(draft.token_ids, decode)
     positions = tuple(attended_words(draft.attention))
     cut = select_commit(
         positions,
         texts,
         job.frontier,
-        start=0,
+        start=len(streamed),
         finished=draft.finished,
         target_lang=target_lang,
         params=params,
@@ -99,6 +108,44 @@ def commit_partial(
     committed = extend_target(utt.committed, cut.text)
     utt.cache = CachedDraft(prompt_key(job.request), positions, texts, draft.finished, cut.end, committed)
     return PartialCommit(committed, texts.tail_text(cut.end).strip(), cut.covered, cut.reason)
+
+
+def commit_streamed(
+    job: MTJob, draft: MTDraft, utt: Utterance, params: AlignAttParams, target_lang: str, decode: Decode
+) -> PartialCommit | None:
+    """What a streaming job's draft so far commits beyond what its earlier passes did, or None.
+
+    The policy is the one the job's result gets (`commit_partial`): AlignAtt's cut, backed off
+    to a unit the next token shows is whole. While the copy check still watches the
+    utterance's first words (`copy_redraft`), nothing goes out before the draft has words
+    enough for it to tell a copy, and nothing of a draft it calls one.
+    """
+    n_tokens, n_words = len(draft.token_ids), len(job.request.source_words)
+    if draft.attention is None or draft.attention.shape != (n_tokens, n_words):
+        return None
+    if tuple(draft.token_ids[: len(utt.streamed)]) != utt.streamed:
+        return None
+    texts = DraftText(draft.token_ids, decode)
+    positions = attended_words(draft.attention)
+    cut = select_commit(
+        positions,
+        texts,
+        job.frontier,
+        start=len(utt.streamed),
+        finished=False,
+        target_lang=target_lang,
+        params=params,
+    )
+    if cut.end <= len(utt.streamed):
+        return None
+    if _watched(job.request, utt):
+        text = extend_target(utt.committed, texts.tail_text(len(utt.streamed)))
+        source = job.request.source_words
+        if not copy_decidable(text, target_lang) or copies_source(source, text, target_lang):
+            return None
+    utt.streamed = tuple(draft.token_ids[: cut.end])
+    committed = extend_target(utt.committed, cut.text)
+    return PartialCommit(committed, texts.tail_text(cut.end).strip(), cut.covered, "alignatt:streamed")
 
 
 def commit_agreed(draft: MTDraft, utt: Utterance, decode: Decode) -> PartialCommit:
@@ -133,13 +180,19 @@ def copy_redraft(
     request = job.request
     if draft.decided is not None:
         return None  # the node that decided it ran the check itself
-    if request.force_target_language or len(utt.committed.split()) >= COPY_CHECK_WORDS:
+    if not _watched(request, utt):
         return None
     text = extend_target(utt.committed, clean_final_text(decode(draft.token_ids)))
     if not copies_source(request.source_words, text, target_lang):
         return None
     utt.force_language = True
-    return replace(job, request=replace(request, force_target_language=True), cancel=CancelToken())
+    forced = replace(request, force_target_language=True, target_prefix=utt.committed)
+    return replace(job, request=forced, cancel=CancelToken())
+
+
+def _watched(request: MTRequest, utt: Utterance) -> bool:
+    """Whether the copy check still looks at what a draft of `request` commits."""
+    return not request.force_target_language and len(utt.committed.split()) < COPY_CHECK_WORDS
 
 
 def final_text(draft: MTDraft, utt: Utterance, decode: Decode) -> str:

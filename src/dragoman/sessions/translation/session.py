@@ -360,6 +360,8 @@ class TranslationSession:
         if isinstance(job, SpeakJob) and isinstance(piece, bytes):
             self.speech.chunk(job, piece, self.clock_ms)
             self._observe(OUTPUT_SECONDS, len(piece) / 2 / job.request.rate)
+        elif isinstance(job, MTJob) and isinstance(piece, MTDraft):
+            self.translator.job_progress(job, piece)
 
     def job_done(self, job: TranslationJob, result: TranslationResult) -> None:
         if isinstance(job, StepJob) and isinstance(result, StepResult):

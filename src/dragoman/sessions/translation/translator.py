@@ -253,6 +253,7 @@ class Translator:
                 max_utterance_words=profile.max_utterance_words
                 * (CHARS_PER_WORD if source in CHARACTER_WORD_SOURCES else 1),
                 presets=profile.presets,
+                stream_commits=True,
             )
             mt.receive(Init(protocol_version=1, source_lang=source, target_lang=target))
             direction = self._directions[source, target] = _Direction(source, target, mt)
@@ -318,6 +319,12 @@ class Translator:
             for name, count in direction.mt.stats.items():
                 total[name] = total.get(name, 0) + count
         return total
+
+    def job_progress(self, job: MTJob, draft: MTDraft) -> None:
+        """The draft so far of a streaming MT job: its commits are said before the draft ends."""
+        direction = self._owner(job)
+        direction.mt.job_progress(job, draft)
+        self._drain(direction)
 
     def job_done(self, job: MTJob, draft: MTDraft) -> None:
         direction = self._owner(job)
