@@ -12,14 +12,14 @@ from dragoman.engines.mt import draft_loop
 from dragoman.engines.mt.base import MTDraft
 from dragoman.engines.mt.qwen_prompt import Prompt
 from dragoman.errors import EngineFailure
-from dragoman.sessions.mt.events import MTJob, Translation
+from dragoman.sessions.mt.events import JobKind, MTJob, Translation
 from tests.unit.test_mt_session import Driver
 
 
 def prefix(draft: MTDraft, tokens: int) -> MTDraft:
-    """The draft as a pass before its end saw it."""
-    assert draft.attention is not None
-    return MTDraft(draft.token_ids[:tokens], draft.attention[:tokens], finished=False)
+    """The draft as a pass before its end saw it (a final one has no attention)."""
+    attention = None if draft.attention is None else draft.attention[:tokens]
+    return MTDraft(draft.token_ids[:tokens], attention, finished=False)
 
 
 def next_job(d: Driver) -> MTJob:
@@ -33,9 +33,9 @@ def run_streaming(d: Driver) -> list[list[Translation]]:
     What the session sent after each of those, per job."""
     sent: list[list[Translation]] = []
     while (job := d.session.next_job()) is not None:
-        assert job.streaming
+        assert job.streaming is (job.kind is not JobKind.PREFILL)
         full = d.engine.draft(job.request)
-        for tokens in range(1, len(full.token_ids)):
+        for tokens in range(1, len(full.token_ids) if job.streaming else 0):
             d.session.job_progress(job, prefix(full, tokens))
         d.session.job_done(job, full)
         sent.append([e for e in d.take() if isinstance(e, Translation)])
@@ -125,6 +125,39 @@ def test_a_pass_of_a_job_no_longer_in_flight_commits_nothing() -> None:
     before = d.take()
     d.session.job_progress(job, prefix(full, 4))
     assert before and d.take() == []
+
+
+def test_a_final_pass_says_its_words_as_it_drafts_them() -> None:
+    streamed, whole = Driver(stream_commits=True), Driver()
+    for d in (streamed, whole):
+        d.update(["Hello", "world,", "how", "are", "you?"], final=True)
+    run_streaming(streamed)
+    whole.run()
+    final = streamed.translations()[-1]
+    assert final.final and final.committed_text == whole.translations()[-1].committed_text
+    assert [(t.committed_delta, t.stop_reason) for t in streamed.translations()] == [
+        ("Hallo Welt,", "alignatt:streamed"),
+        (" wie", "alignatt:streamed"),
+        (" geht es?", "final"),
+    ]
+
+
+def test_a_draft_that_repeats_itself_stops_streaming_and_its_result_keeps_what_went_out() -> None:
+    d = Driver(stream_commits=True)
+    d.update(["Hello", "world,", "how", "are", "you?"], final=True)
+    job = next_job(d)
+    tokens = d.engine.tokens_of
+    loop = tokens("wie", False) + tokens("geht", False) + tokens("es?", False)
+    ids = tokens("Hallo", True) + tokens("Welt,", False) + loop * 3
+    for count in range(1, len(ids)):
+        d.session.job_progress(job, MTDraft(ids[:count], None, finished=False))
+    # The second copy is not said in full: once the draft holds two, nothing more goes out.
+    streamed = "".join(t.committed_delta for t in d.take() if isinstance(t, Translation))
+    assert streamed == "Hallo Welt, wie geht es? wie"
+    # The pass's result, its loop cut off after the first copy, no longer starts with that.
+    d.session.job_done(job, MTDraft(ids[:5], None, finished=True))
+    (out,) = d.take()
+    assert isinstance(out, Translation) and out.final and out.committed_text == streamed
 
 
 def test_sessions_on_the_wire_answer_each_update_once() -> None:
