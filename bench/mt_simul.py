@@ -165,6 +165,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=DEFAULT_LINE_GAP_MS,
         help="--document: the speaker's pause between lines",
     )
+    parser.add_argument(
+        "--stream-commits",
+        action="store_true",
+        help="commits go out pass by pass, as the interpreter's MT sessions send them "
+        "(MT protocol v1 clients get one answer an update)",
+    )
     parser.add_argument("--verbose", action="store_true", help="print every update of every sentence")
     parser.add_argument("--out", type=Path, default=None, help="also write the markdown table here")
     args = parser.parse_args(argv)
@@ -194,6 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "pause_commit_ms": args.pause_commit_ms,
                 "overrides": client_overrides,
                 "presets": presets,
+                "stream_commits": args.stream_commits,
             }
             if args.document:
                 runs = run_document(
@@ -219,6 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"constant rate {args.words_per_second} words/s where the data has no timings.\n"
         f"Policy: {presets[preset]}; client overrides: {client_overrides or 'none'}; "
         f"copy check {'off' if args.no_copy_check else 'on'}; "
+        f"commits {'streamed pass by pass' if args.stream_commits else 'one answer an update'}; "
         + (
             f"each direction one talk through one session, lines {args.line_gap_ms:.0f} ms apart\n"
             if args.document
@@ -234,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out is not None:
         args.out.write_text(table, encoding="utf-8")
     for summary in summaries:
-        record_goal(summary, engine.name, preset, args.document)
+        record_goal(summary, engine.name, preset, args.document, streamed=args.stream_commits)
     return 0
 
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bench.mt_data import Sentence
 from bench.mt_metrics import Emission
-from dragoman.engines.mt.base import DraftMode, MTEngine, MTRequest
-from dragoman.sessions.mt.events import Init, InitOk, JobKind, Translation, Update, Word
+from dragoman.engines.mt.base import DraftMode, MTDraft, MTEngine, MTRequest
+from dragoman.sessions.mt.events import Init, InitOk, JobKind, MTJob, Translation, Update, Word
 from dragoman.sessions.mt.session import MTSession
 from dragoman.streaming.alignatt import AlignAttParams, clean_final_text
 
@@ -110,8 +110,10 @@ def open_stream(
     preset: str,
     overrides: dict[str, object] | None,
     presets: Mapping[str, AlignAttParams],
+    stream_commits: bool = False,
 ) -> ClientStream:
-    """A fresh session, initialised for `direction` as the reference client does."""
+    """A fresh session, initialised for `direction` as the reference client does; with
+    `stream_commits`, one that sends its commits pass by pass, as the interpreter's do."""
     source_lang, target_lang = direction.split("-")
     session = MTSession(
         session_id=session_id,
@@ -121,6 +123,7 @@ def open_stream(
         default_preset=preset,
         max_utterance_words=MAX_UTTERANCE_WORDS,
         presets=presets,
+        stream_commits=stream_commits,
     )
     session.receive(Init(1, source_lang, target_lang, preset=preset, overrides=overrides or {}))
     if not any(isinstance(e, InitOk) for e in session.events_to_send()):
@@ -128,16 +131,31 @@ def open_stream(
     return ClientStream(session)
 
 
-def _answer(
-    session: MTSession, engine: MTEngine, update: Update, timer: Timer
-) -> tuple[Translation, int, float, int]:
-    """Feed one update and run its engine work; (its translation, engine calls, ms taken,
-    calls whose draft had a repetition loop cut)."""
+@dataclass
+class Answer:
+    """What one update got: its last translation, and before it those its engine passes
+    sent (`streamed`: ms after the update, committed text so far)."""
+
+    translation: Translation
+    calls: int
+    took_ms: float
+    loop_cuts: int
+    streamed: list[tuple[float, str]]
+
+
+def _answer(session: MTSession, engine: MTEngine, update: Update, timer: Timer) -> Answer:
+    """Feed one update and run its engine work."""
     started = timer()
     session.receive(update)
     calls = loop_cuts = 0
     details = []
     elapsed_ms: float | None = None
+    answers: list[tuple[float, Translation]] = []
+
+    def collect() -> None:
+        now = (timer() - started) * 1000.0
+        answers.extend((now, e) for e in session.events_to_send() if isinstance(e, Translation))
+
     while (job := session.next_job()) is not None:
         if job.kind is JobKind.PREFILL:
             # The pause's work after an utterance (`sessions/mt/session.py`), which the server
@@ -146,17 +164,27 @@ def _answer(
             session.job_done(job, engine.draft(job.request))
             continue
         calls += 1
-        draft = engine.draft(job.request)
+        request = job.request
+        if job.streaming:
+
+            def on_pass(draft: MTDraft, job: MTJob = job) -> None:
+                session.job_progress(job, draft)
+                collect()
+
+            request = replace(request, on_pass=on_pass)
+        draft = engine.draft(request)
         details.append(_call_detail(job.kind.value, draft))
         loop_cuts += bool(draft.extra.get("loop_cuts"))
         session.job_done(job, draft)
     if elapsed_ms is None:
         elapsed_ms = (timer() - started) * 1000.0
-    answers = [e for e in session.events_to_send() if isinstance(e, Translation) and e.seq == update.seq]
-    if len(answers) != 1:
-        raise RuntimeError(f"update {update.seq} got {len(answers)} translations")
+    collect()
+    mine = [(ms, e) for ms, e in answers if e.seq == update.seq]
+    if not mine:
+        raise RuntimeError(f"update {update.seq} got no translation")
     LAST_CALLS[:] = details
-    return answers[0], calls, elapsed_ms, loop_cuts
+    streamed = [(ms, e.committed_text) for ms, e in mine[:-1]]
+    return Answer(mine[-1][1], calls, elapsed_ms, loop_cuts, streamed)
 
 
 #: What the engine calls of the last `_answer` did (for the --verbose trace).
@@ -196,6 +224,7 @@ def simulate(
     presets: Mapping[str, AlignAttParams],
     timer: Timer = time.perf_counter,
     stream: ClientStream | None = None,
+    stream_commits: bool = False,
 ) -> SentenceRun:
     """Stream one sentence as one utterance; see `bench.mt_simul`'s docstring for the model.
 
@@ -213,6 +242,7 @@ def simulate(
             preset=preset,
             overrides=overrides,
             presets=presets,
+            stream_commits=stream_commits,
         )
     session, offset = stream.session, stream.offset_ms
     words = sentence.words
@@ -244,13 +274,16 @@ def simulate(
             tail=tuple(w.text for w in words[n_committed:heard]),
             clock_ms=now + offset,
         )
-        answer, calls, took, loop_cuts = _answer(session, engine, update, timer)
+        got = _answer(session, engine, update, timer)
+        answer, calls, took = got.translation, got.calls, got.took_ms
         run.engine_calls += calls
-        run.loop_cuts += loop_cuts
+        run.loop_cuts += got.loop_cuts
         run.update_ms.append(took)
-        if answer.committed_delta:
+        if got.streamed or answer.committed_delta:
             run.commits += 1
             run.fast_path_commits += calls == 0
+        for ms, text in got.streamed:
+            run.emissions.append(Emission(min(now, sentence.duration_ms), now + ms, text))
         run.emissions.append(Emission(min(now, sentence.duration_ms), now + took, answer.committed_text))
         run.trace.append(_trace_line(now, state, took, calls, answer))
         sent_state = state
@@ -268,12 +301,15 @@ def simulate(
         clock_ms=now + offset,
         is_final=True,
     )
-    answer, calls, took, loop_cuts = _answer(session, engine, final, timer)
+    got = _answer(session, engine, final, timer)
+    answer, calls, took = got.translation, got.calls, got.took_ms
     run.engine_calls += calls
-    run.loop_cuts += loop_cuts
+    run.loop_cuts += got.loop_cuts
     run.update_ms.append(took)
     run.simul_text = answer.committed_text
     run.trace.append(_trace_line(now, (len(words), len(words)), took, calls, answer))
+    for ms, text in got.streamed:
+        run.emissions.append(Emission(sentence.duration_ms, now + ms, text))
     run.emissions.append(Emission(sentence.duration_ms, now + took, answer.committed_text))
     stream.utterance_id += 1
     stream.free_at_ms = offset + now + took
@@ -314,6 +350,7 @@ def run_document(
     timer: Timer = time.perf_counter,
     line_gap_ms: float = DEFAULT_LINE_GAP_MS,
     on_line: Callable[[int, SentenceRun], None] | None = None,
+    stream_commits: bool = False,
 ) -> list[SentenceRun]:
     """Stream `sentences` as one talk through one session (`--document`)."""
     stream = open_stream(
@@ -323,6 +360,7 @@ def run_document(
         preset=preset,
         overrides=overrides,
         presets=presets,
+        stream_commits=stream_commits,
     )
     runs = []
     try:

@@ -94,11 +94,15 @@ class FakeEngine(MTEngine):
                 budget = min(budget, beyond + 1 + request.past_frontier_tokens)
         finished = len(ids) <= budget
         ids, rows = ids[:budget], rows[:budget]
-        if request.mode is DraftMode.FINAL:
-            return MTDraft(ids, None, finished=finished, computed_tokens=len(ids))
-        attention = np.zeros((len(ids), len(request.source_words)), dtype=np.float32)
-        for row, column in enumerate(rows):
-            attention[row, column] = 1.0
+        attention = None
+        if request.mode is not DraftMode.FINAL:
+            attention = np.zeros((len(ids), len(request.source_words)), dtype=np.float32)
+            for row, column in enumerate(rows):
+                attention[row, column] = 1.0
+        if request.on_pass is not None:  # as a token-by-token engine: the draft after each token
+            for count in range(1, len(ids)):
+                so_far = None if attention is None else attention[:count]
+                request.on_pass(MTDraft(ids[:count], so_far, finished=False))
         return MTDraft(ids, attention, finished=finished, computed_tokens=len(ids))
 
     def decode(self, token_ids: Sequence[int]) -> str:

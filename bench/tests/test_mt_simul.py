@@ -6,6 +6,8 @@ updates are sent, what they commit, when answers arrive) is worked out by hand.
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from bench.mt_data import Sentence, SourceWord
@@ -136,3 +138,28 @@ def test_a_document_streams_its_lines_through_one_session_with_history() -> None
     # Joined into one segment, the document's BLEU differs from the per-line corpus BLEU.
     assert summary.doc_bleu_simul == pytest.approx(summary.doc_bleu_offline)
     assert summary.doc_bleu_simul != pytest.approx(summary.bleu_simul)
+
+
+def test_streamed_commits_are_emissions_of_their_own_and_translate_the_same() -> None:
+    """`--stream-commits`: what each engine pass commits is an emission at the time of that
+    pass, before the update's answer; the translation is the one sent at once."""
+    at_once, streamed = (
+        simulate(
+            _sentence(),
+            FakeEngine(),
+            direction="en-de",
+            preset="low_latency",
+            tail_words=2,
+            presets=PRESETS,
+            timer=StepTimer(),
+            stream_commits=stream_commits,
+        )
+        for stream_commits in (False, True)
+    )
+    assert streamed.simul_text == at_once.simul_text == "Hallo Welt, wie geht es?"
+    texts = [e.text for e in streamed.emissions]
+    assert all(later.startswith(earlier) for earlier, later in itertools.pairwise(texts))
+    # The final pass's " wie" went out once the next token showed it whole, before the answer.
+    final_pass = [e for e in streamed.emissions if e.ideal_ms == 2800]
+    assert [e.text for e in final_pass] == ["Hallo Welt, wie", "Hallo Welt, wie geht es?"]
+    assert final_pass[0].elapsed_ms < final_pass[1].elapsed_ms

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, cast
 
 import numpy as np
@@ -18,6 +19,7 @@ from pydantic import TypeAdapter
 from dragoman.audio.pcm import float_to_pcm16
 from dragoman.engines.asr.base import ASRCapabilities, PrefixMode, StepResult
 from dragoman.engines.asr.whisper_ct2 import likeliest
+from dragoman.engines.mt.base import MTDraft, MTRequest
 from dragoman.errors import EngineFailure, InvalidValue
 from dragoman.protocol.realtime.translation_client import TranslationParser
 from dragoman.protocol.realtime.translation_server import translation_wire
@@ -113,6 +115,8 @@ class Harness:
         self.spoken: list[SpeakJob] = []
         self.steps: list[StepJob] = []
         self.asr_text: Callable[[StepJob], str] = heard
+        #: The events sent while an MT draft was still being drafted.
+        self.during_drafts: list[dict[str, Any]] = []
 
     def send(self, type_: str, /, **body: Any) -> list[dict[str, Any]]:
         self.session.receive(self.parser.parse(json.dumps({"type": type_, **body})))
@@ -146,13 +150,25 @@ class Harness:
                     result = StepResult(text=self.asr_text(job), language=self.heard_language)
                     self.session.job_done(job, result)
                 elif isinstance(job, MTJob):
-                    self.session.job_done(job, self.mt.draft(job.request))
+                    self.session.job_done(job, self.mt.draft(self._streamed(job)))
                 else:
                     assert isinstance(job, SpeakJob)
                     self.spoken.append(job)
                     self.session.job_progress(job, b"\x01\x00" * int(0.3 * job.request.rate))
                     self.session.job_done(job, None)
                 self.drain()
+
+    def _streamed(self, job: MTJob) -> MTRequest:
+        """The job's request as the driver hands a streaming one to the engine: each pass's
+        draft goes to the session (`job_progress`) while the engine drafts on."""
+        if not job.streaming:
+            return job.request
+
+        def on_pass(draft: MTDraft) -> None:
+            self.session.job_progress(job, draft)
+            self.during_drafts += self.drain()
+
+        return replace(job.request, on_pass=on_pass)
 
     def of(self, kind: str) -> list[dict[str, Any]]:
         return [e for e in self.events if e["type"] == kind]
@@ -339,6 +355,14 @@ def test_speech_in_translated_text_and_speech_out() -> None:
         " ".join(job.request.text for job in h.spoken) == "Hallo Welt, wie geht es? die große Haus ist rot."
     )
     assert len(h.spoken) >= 2
+
+
+def test_the_translations_words_go_out_while_mt_drafts_them() -> None:
+    h = Harness()
+    speak_segment(h)
+    early = [e for e in h.during_drafts if e["type"] == "session.output_transcript.delta"]
+    assert early and all(e in h.of("session.output_transcript.delta") for e in early)
+    assert h.text("session.output_transcript.delta") == "Hallo Welt, wie geht es? die große Haus ist rot."
 
 
 def test_translation_streams_while_the_speaker_talks() -> None:
