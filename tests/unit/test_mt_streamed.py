@@ -127,37 +127,33 @@ def test_a_pass_of_a_job_no_longer_in_flight_commits_nothing() -> None:
     assert before and d.take() == []
 
 
-def test_a_final_pass_says_its_words_as_it_drafts_them() -> None:
-    streamed, whole = Driver(stream_commits=True), Driver()
-    for d in (streamed, whole):
-        d.update(["Hello", "world,", "how", "are", "you?"], final=True)
-    run_streaming(streamed)
-    whole.run()
-    final = streamed.translations()[-1]
-    assert final.final and final.committed_text == whole.translations()[-1].committed_text
-    assert [(t.committed_delta, t.stop_reason) for t in streamed.translations()] == [
-        ("Hallo Welt,", "alignatt:streamed"),
-        (" wie", "alignatt:streamed"),
-        (" geht es?", "final"),
-    ]
-
-
-def test_a_draft_that_repeats_itself_stops_streaming_and_its_result_keeps_what_went_out() -> None:
+def test_a_final_pass_is_no_streaming_job() -> None:
+    """Its words go out with its result. Said while the pass drafted, their clauses' voice took
+    the cores the pass needed: FLEURS end lag 0.5-1.7 s later (bench/history/)."""
     d = Driver(stream_commits=True)
     d.update(["Hello", "world,", "how", "are", "you?"], final=True)
+    job = next_job(d)
+    assert job.kind is JobKind.FINAL and not job.streaming
+
+
+def test_a_draft_that_repeats_itself_stops_going_out_and_its_result_keeps_what_went_out() -> None:
+    d = Driver(stream_commits=True)
+    d.update(["Hello", "world,", "how", "are", "you?"], ["greetings"])
     job = next_job(d)
     tokens = d.engine.tokens_of
     loop = tokens("wie", False) + tokens("geht", False) + tokens("es?", False)
     ids = tokens("Hallo", True) + tokens("Welt,", False) + loop * 3
+    attention = np.zeros((len(ids), len(job.request.source_words)), np.float32)
+    attention[:, 0] = 1.0  # every token on a committed word: only the loop holds it back
     for count in range(1, len(ids)):
-        d.session.job_progress(job, MTDraft(ids[:count], None, finished=False))
+        d.session.job_progress(job, MTDraft(ids[:count], attention[:count], finished=False))
     # The second copy is not said in full: once the draft holds two, nothing more goes out.
     streamed = "".join(t.committed_delta for t in d.take() if isinstance(t, Translation))
     assert streamed == "Hallo Welt, wie geht es? wie"
-    # The pass's result, its loop cut off after the first copy, no longer starts with that.
-    d.session.job_done(job, MTDraft(ids[:5], None, finished=True))
+    # The result, its loop cut off after the first copy, no longer starts with what went out.
+    d.session.job_done(job, MTDraft(ids[:5], attention[:5], finished=False))
     (out,) = d.take()
-    assert isinstance(out, Translation) and out.final and out.committed_text == streamed
+    assert isinstance(out, Translation) and out.committed_text == streamed
 
 
 def test_sessions_on_the_wire_answer_each_update_once() -> None:

@@ -96,10 +96,9 @@ class MTRequest:
     #: that runs the policy itself; local engines ignore them.
     preset: str | None = None
     policy: Mapping[str, object] = field(default_factory=dict)
-    #: Called from the engine's thread after each forward pass but the last with the draft so
-    #: far (`finished` false; attention rows for a PARTIAL one), so that what the policy
-    #: commits of it can go out before the draft ends (a streaming MT job). Engines that
-    #: draft in one piece ignore it.
+    #: PARTIAL: called from the engine's thread after each forward pass but the last with the
+    #: draft so far (`finished` false), so that what the policy commits of it can go out
+    #: before the draft ends (a streaming MT job). Engines that draft in one piece ignore it.
     on_pass: Callable[[MTDraft], None] | None = field(default=None, compare=False, repr=False)
 
 

@@ -162,9 +162,8 @@ def run(
             break
         if finished or len(tokens) >= limit:
             break
-        if on_pass is not None:
-            so_far = np.stack(rows).astype(np.float32) if with_attention and rows else None
-            on_pass(MTDraft(token_ids=tokens[:], attention=so_far, finished=False))
+        if on_pass is not None and with_attention and rows:
+            on_pass(MTDraft(token_ids=tokens[:], attention=np.stack(rows).astype(np.float32), finished=False))
         pending, proposal = [tokens[-1]], []
     del tokens[limit:], rows[limit:]
     backend_extra = model.finish(target_prefix + tokens)

@@ -163,7 +163,7 @@ class QwenLlamaMTEngine(QwenMTEngine):
                 speculate=self.speculate,
                 frontier_word=None if final else request.frontier_word,
                 past_frontier=request.past_frontier_tokens,
-                on_pass=request.on_pass,
+                on_pass=None if final else request.on_pass,
                 # A final pass is exact: kept cells that missed the newest words made it
                 # end the translation early (bench/RESULTS.md).
                 insert=not final,

@@ -114,7 +114,7 @@ class QwenTorchMTEngine(QwenMTEngine):
                 speculate=self.speculate,
                 frontier_word=None if final else request.frontier_word,
                 past_frontier=request.past_frontier_tokens,
-                on_pass=request.on_pass,
+                on_pass=None if final else request.on_pass,
             )
         except (RuntimeError, ValueError, IndexError) as exc:
             if request.cache_key is not None:

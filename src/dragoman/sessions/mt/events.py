@@ -120,6 +120,6 @@ class MTJob:
     cancel: CancelToken = field(default_factory=CancelToken, compare=False)
     #: A person reads the translation as it comes.
     priority: Priority = Priority.INTERACTIVE
-    #: The engine hands over its draft after each pass (`MTRequest.on_pass`), and what the
-    #: policy commits of it goes out at once, under this job's seq (`MTSession.job_progress`).
+    #: PARTIAL: the engine hands over its draft after each pass (`MTRequest.on_pass`), and what
+    #: the policy commits of it goes out at once, under this job's seq (`MTSession.job_progress`).
     streaming: bool = False

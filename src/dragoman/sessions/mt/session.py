@@ -190,7 +190,7 @@ class MTSession:
         """A streaming job's draft so far (`MTJob.streaming`): what the policy commits of it goes
         out now, as a translation under the job's seq; the job's result goes on from there."""
         utt, setup = self._utterances.open, self._setup
-        if job is not self._in_flight or job.kind is JobKind.PREFILL or utt is None or setup is None:
+        if job is not self._in_flight or job.kind is not JobKind.PARTIAL or utt is None or setup is None:
             return
         if utt.id != job.utterance_id or job.cancel.cancelled:
             return
@@ -332,7 +332,7 @@ class MTSession:
             # The engine sizes a final pass itself.
             request = self._request(words, (), utt, DraftMode.FINAL, 0, accessible=frontier.accessible)
             kind = JobKind.FORCED_FINAL if forced else JobKind.FINAL
-            return MTJob(update.seq, utt.id, kind, request, frontier, streaming=self._stream_commits)
+            return MTJob(update.seq, utt.id, kind, request, frontier)
         frontier = build_source_accessibility_frontier(
             [w.end_ms for w in words],
             len(update.tail),
@@ -418,9 +418,8 @@ class MTSession:
         self._emit(job.seq, utt, cut.committed, cut.buffer, cut.covered, cut.reason)
 
     def _apply_final(self, job: MTJob, draft: MTDraft, utt: Utterance) -> None:
-        streamed = bool(utt.streamed)
         text = final_text(draft, utt, self._decode)
-        if not streamed and self._copied(job, draft, utt):
+        if self._copied(job, draft, utt):
             return
         words = tuple(job.request.source_words)
         self._close(job.seq, utt, text, words, forced=job.kind is JobKind.FORCED_FINAL)

@@ -15,7 +15,7 @@ from dragoman.engines.asr.word_agreement import split_words
 from dragoman.engines.mt.base import MTDraft, MTRequest
 from dragoman.engines.repetition import loop_start
 from dragoman.engines.workers import CancelToken
-from dragoman.sessions.mt.events import JobKind, MTJob
+from dragoman.sessions.mt.events import MTJob
 from dragoman.streaming.alignatt import (
     AlignAttParams,
     CachedDraft,
@@ -116,23 +116,20 @@ def commit_streamed(
 ) -> PartialCommit | None:
     """What a streaming job's draft so far commits beyond what its earlier passes did, or None.
 
-    The policy is the one the job's result gets: for a partial draft AlignAtt's cut, for a
-    final one every word, each backed off to a unit the next token shows is whole. While the
-    copy check still watches the utterance's first words (`copy_redraft`), nothing goes out
-    before the draft has words enough for it to tell a copy, and nothing of a draft it calls
-    one. Nor does a draft that has begun to repeat itself: the result cuts such a loop off
-    (`engines.repetition`), and what went out would stand.
+    The policy is the one the job's result gets (`commit_partial`): AlignAtt's cut, backed off
+    to a unit the next token shows is whole. While the copy check still watches the
+    utterance's first words (`copy_redraft`), nothing goes out before the draft has words
+    enough for it to tell a copy, and nothing of a draft it calls one. Nor does a draft that
+    has begun to repeat itself: the result cuts such a loop off (`engines.repetition`), and
+    what went out would stand.
     """
     n_tokens, n_words = len(draft.token_ids), len(job.request.source_words)
+    if draft.attention is None or draft.attention.shape != (n_tokens, n_words):
+        return None
     if tuple(draft.token_ids[: len(utt.streamed)]) != utt.streamed:
         return None
-    if job.kind is JobKind.PARTIAL:
-        if draft.attention is None or draft.attention.shape != (n_tokens, n_words):
-            return None
-        positions = attended_words(draft.attention)
-    else:
-        positions = [0] * n_tokens  # a final pass commits against every source word
     texts = DraftText(draft.token_ids, decode)
+    positions = attended_words(draft.attention)
     cut = select_commit(
         positions,
         texts,
@@ -202,14 +199,8 @@ def _watched(request: MTRequest, utt: Utterance) -> bool:
 
 
 def final_text(draft: MTDraft, utt: Utterance, decode: Decode) -> str:
-    """The utterance's whole translation after its final pass, which goes on from what its
-    passes committed (`commit_streamed`); what went out stands when the pass no longer
-    starts with it."""
-    streamed, utt.streamed = utt.streamed, ()
-    if tuple(draft.token_ids[: len(streamed)]) != streamed:
-        return utt.committed
-    rest = DraftText(draft.token_ids, decode).text(len(streamed), len(draft.token_ids))
-    return extend_target(utt.committed, clean_final_text(rest or ""))
+    """The utterance's whole translation after its final pass."""
+    return extend_target(utt.committed, clean_final_text(decode(draft.token_ids)))
 
 
 def extend_target(accepted: str, text: str) -> str:
