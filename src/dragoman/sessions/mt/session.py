@@ -2,10 +2,10 @@
 
 It keeps the session contract of `sessions/base.py`: events go in with `receive`,
 events to send come out of `events_to_send`, and engine work is pulled with
-`next_job` and reported with `job_done` / `job_failed`; the driver owns sockets,
-threads and the engine. Work answered without the engine (the commit fast path,
-empty utterances, errors) is answered inside `receive`. What a draft commits is
-decided in `sessions/mt/utterance.py`.
+`next_job` and reported with `job_done` / `job_failed` (and, for a streaming job's
+passes, `job_progress`); the driver owns sockets, threads and the engine. Work
+answered without the engine (the commit fast path, empty utterances, errors) is
+answered inside `receive`. What a draft commits is decided in `sessions/mt/utterance.py`.
 
 Scheduling ("a mailbox of size one for partial updates (latest wins) plus a sticky
 ordered queue for finals"): pending updates sit in one queue in arrival order
