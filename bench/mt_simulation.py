@@ -180,8 +180,9 @@ def _answer(session: MTSession, engine: MTEngine, update: Update, timer: Timer) 
         elapsed_ms = (timer() - started) * 1000.0
     collect()
     mine = [(ms, e) for ms, e in answers if e.seq == update.seq]
-    if not mine:
-        raise RuntimeError(f"update {update.seq} got no translation")
+    # One answer an update, after what its passes committed (`--stream-commits`), if any.
+    if not mine or any(e.stop_reason != "alignatt:streamed" for _, e in mine[:-1]):
+        raise RuntimeError(f"update {update.seq} got {len(mine)} translations")
     LAST_CALLS[:] = details
     streamed = [(ms, e.committed_text) for ms, e in mine[:-1]]
     return Answer(mine[-1][1], calls, elapsed_ms, loop_cuts, streamed)
