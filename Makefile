@@ -46,7 +46,7 @@ install: $(STAMP)
 # resolve adds what a lock older than pyproject.toml lacks), then the --no-deps packages.
 # The wheel is reinstalled by force: one of the same version built for other CPU variants
 # (a changed set) would otherwise count as installed.
-$(STAMP): pyproject.toml $(NODEPS) $(CONSTRAINTS) Makefile scripts/build_llama_wheel.py src/dragoman/engines/llama_variants.py
+$(STAMP): pyproject.toml setup.py src/dragoman/engines/node_filter.c $(NODEPS) $(CONSTRAINTS) Makefile scripts/build_llama_wheel.py src/dragoman/engines/llama_variants.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	@set -e; build=; \

@@ -131,39 +131,58 @@ def test_a_copied_sequence_goes_on_as_the_original(model: NativeModel, context: 
     assert similar(shifted, unshifted)
 
 
-def test_the_eval_callback_sees_softmaxed_attention_as_the_tap_reads_it(model: NativeModel) -> None:
+def test_the_node_filter_hands_over_the_selected_layers_softmaxed_attention(model: NativeModel) -> None:
     seen: dict[int, Any] = {}
 
-    def on_tensor(tensor: int, ask: bool, _user_data: Any) -> bool:
+    def on_computed(tensor: int) -> bool:
         name = llama_native.tensor_name(tensor)
-        wanted = name.startswith(b"kq_soft_max-")
-        if ask:
-            return wanted
-        if wanted:
-            layout = llama_native.tensor_layout(tensor)
-            n_kv, n_tokens, n_head = layout.ne[0], layout.ne[1], layout.ne[2]
-            assert (
-                layout.type == llama_native.GGML_TYPE_F32 and layout.nb[0] == 4 and layout.nb[1] == 4 * n_kv
-            )
-            block = np.empty((n_head * n_tokens, n_kv), np.float32)
-            llama_native.read_tensor(tensor, block, 0)
-            seen[int(name.split(b"-")[1])] = block
+        assert name.startswith(b"kq_soft_max-")
+        layout = llama_native.tensor_layout(tensor)
+        n_kv, n_tokens, n_head = layout.ne[0], layout.ne[1], layout.ne[2]
+        assert layout.type == llama_native.GGML_TYPE_F32 and layout.nb[0] == 4 and layout.nb[1] == 4 * n_kv
+        block = np.empty((n_head * n_tokens, n_kv), np.float32)
+        llama_native.read_tensor(tensor, block, 0)
+        seen[int(name.split(b"-")[1])] = block
         return True
 
-    callback = llama_native.eval_callback(on_tensor)
+    node_filter = llama_native.NodeFilter(b"kq_soft_max-", on_computed)
     spec = ContextSpec(context_tokens=256, threads=1, flash_attention=False)
-    context = NativeContext(model, spec, callback)
+    context = NativeContext(model, spec, node_filter)
+    ids = model.tokenize(TEXT, add_bos=False)
+    layers = [0, 3, model.n_layer - 1]
     try:
-        ids = model.tokenize(TEXT, add_bos=False)
+        node_filter.select(layers)
+        context.decode(ids, 0, 0, len(ids) - 1)
+        selected = dict(seen)
+        seen.clear()
+        node_filter.select(range(model.n_layer))
+        context.remove(0, 0)
+        context.decode(ids, 0, 0, len(ids) - 1)
+        every = dict(seen)
+        seen.clear()
+        node_filter.select(())
+        context.remove(0, 0)
         context.decode(ids, 0, 0, len(ids) - 1)
     finally:
         context.close()
-    assert sorted(seen) == list(range(model.n_layer))
-    for block in seen.values():
+    assert sorted(selected) == layers
+    assert sorted(every) == list(range(model.n_layer))
+    assert not seen
+    for layer, block in every.items():
         # Each query row is a softmax over the cells: it sums to 1, and sees no later token.
         rows = block.reshape(model.n_head, len(ids), -1)
         np.testing.assert_allclose(rows.sum(axis=-1), 1.0, atol=1e-3)
         assert float(rows[:, 0, 1 : len(ids)].max()) == 0.0
+        if layer in selected:
+            np.testing.assert_allclose(selected[layer], block, atol=1e-5)
+
+
+def test_a_node_filter_refuses_numbers_it_cannot_hold() -> None:
+    node_filter = llama_native.NodeFilter(b"kq_soft_max-", lambda _tensor: True)
+    with pytest.raises(ValueError, match="out of range"):
+        node_filter.select([5000])
+    with pytest.raises(ValueError, match="too long"):
+        llama_native.NodeFilter(b"x" * 64, lambda _tensor: True)
 
 
 def test_llama_cpps_own_error_reaches_the_log(model: NativeModel, context: NativeContext) -> None:

@@ -26,7 +26,7 @@ from dragoman.logs import get_logger
 
 if TYPE_CHECKING:
     from dragoman.engines.llama_backend import Backend
-    from dragoman.engines.llama_native import ContextSpec, NativeContext, NativeModel
+    from dragoman.engines.llama_native import ContextSpec, NativeContext, NativeModel, NodeFilter
 
 log = get_logger(__name__)
 
@@ -108,17 +108,17 @@ def release(model: NativeModel) -> None:
 class ModelContext:
     """A llama.cpp context on the shared model of the GGUF at `path`; `close` lets both go.
 
-    `eval_callback`: ggml's eval callback of the context (`engines.mt.llama_tap`).
+    `node_filter`: the context's eval callback (`engines.mt.llama_tap`).
     """
 
-    def __init__(self, path: Path, spec: ContextSpec, eval_callback: Any = None) -> None:
+    def __init__(self, path: Path, spec: ContextSpec, node_filter: NodeFilter | None = None) -> None:
         from dragoman.engines.llama_backend import load_backend
         from dragoman.engines.llama_native import NativeContext
 
         self.backend: Backend = load_backend()
         self.model = acquire(path)
         try:
-            self.context: NativeContext = NativeContext(self.model, spec, eval_callback)
+            self.context: NativeContext = NativeContext(self.model, spec, node_filter)
         except EngineFailure:
             release(self.model)
             raise

@@ -6,8 +6,8 @@ chains switched mid-reply, and the attention scores of chosen layers. That takes
 `llama_cpp._internals` (model and context wrappers), the raw C API (`llama_decode`,
 `llama_memory_*`, `llama_state_seq_*`, samplers) and ggml's tensor calls through
 ctypes. None of it is a stable interface, so all of it lives here, behind a small
-typed surface: `NativeModel`, `NativeContext`, `Sampler` and the tensor helpers an
-eval callback uses. The rest of the project imports these, never `llama_cpp`'s
+typed surface: `NativeModel`, `NativeContext`, `Sampler`, `NodeFilter` and the tensor
+helpers its callback uses. The rest of the project imports these, never `llama_cpp`'s
 internals, and a new llama-cpp-python is checked against this module
 (tests/engine/test_llama_native.py runs it on the pinned version).
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 from llama_cpp import _internals
 
+from dragoman.engines import _node_filter
 from dragoman.engines.llama_backend import ggml_library, load_backend
 from dragoman.errors import EngineFailure, ModelUnavailable
 
@@ -33,9 +34,6 @@ from dragoman.errors import EngineFailure, ModelUnavailable
 TOP_K, TOP_P, MIN_P = 40, 0.95, 0.05
 #: ggml's type id of 32-bit floats (`GGML_TYPE_F32`).
 GGML_TYPE_F32 = 0
-
-#: What llama.cpp calls for each graph node: (tensor address, ask, user data) -> wanted / go on.
-EvalCallback = Callable[[int, bool, Any], bool]
 
 
 def load_model(path: Path) -> NativeModel:
@@ -107,7 +105,7 @@ class ContextSpec:
 class NativeContext:
     """A llama.cpp context on a `NativeModel`: a KV cache of sequences, a batch, threads."""
 
-    def __init__(self, model: NativeModel, spec: ContextSpec, eval_callback: Any = None) -> None:
+    def __init__(self, model: NativeModel, spec: ContextSpec, node_filter: NodeFilter | None = None) -> None:
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = spec.context_tokens
         params.n_batch = params.n_ubatch = min(spec.batch, spec.context_tokens)
@@ -121,9 +119,9 @@ class NativeContext:
                 if spec.flash_attention
                 else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
             )
-        if eval_callback is not None:
-            params.cb_eval = eval_callback
-            params.cb_eval_user_data = None
+        if node_filter is not None:
+            params.cb_eval = node_filter.callback
+            params.cb_eval_user_data = node_filter.user_data
         params.no_perf = True
         try:
             self._context: Any = _internals.LlamaContext(model=model._model, params=params, verbose=True)
@@ -263,14 +261,66 @@ class Sampler:
 # -- ggml tensors, for an eval callback ----------------------------------------------------
 
 
-def eval_callback(on_tensor: EvalCallback) -> Any:
-    """`on_tensor` as the C callback a context's `cb_eval` takes (keep it alive with the context).
+#: NODE_FILTER_PREFIX and NODE_FILTER_NUMBERS of node_filter.c.
+_FILTER_PREFIX_BYTES, _FILTER_NUMBERS = 64, 1024
 
-    llama.cpp calls it for each graph node, first with ask=True ("is this tensor wanted?"),
-    then, for the nodes answered yes, with ask=False once computed (True: go on).
+
+class _NodeFilterConfig(ctypes.Structure):
+    """`struct node_filter` of node_filter.c, field for field."""
+
+    _fields_ = [
+        ("get_name", ctypes.c_void_p),
+        ("computed", ctypes.c_void_p),
+        ("computed_user_data", ctypes.c_void_p),
+        ("armed", ctypes.c_int32),
+        ("prefix", ctypes.c_char * _FILTER_PREFIX_BYTES),
+        ("wanted", ctypes.c_uint8 * _FILTER_NUMBERS),
+    ]
+
+
+class NodeFilter:
+    """A context's eval callback that hands Python only the nodes it wants, once computed.
+
+    llama.cpp asks `cb_eval` about every node of every graph, then calls it for the
+    nodes answered yes once they are computed. The questions are answered in C
+    (`_node_filter`, built from node_filter.c): a node is wanted when its name is
+    `prefix` followed by one of the numbers `select` names (the layer of
+    `kq_soft_max-L`). Only those reach `on_computed(tensor)` (False stops the
+    graph), so a draft never waits for the GIL node by node. Pass the filter to
+    `NativeContext` and keep it alive as long as the context.
     """
-    _ggml()  # the tensor calls the callback makes are bound now, not inside the graph
-    return llama_cpp.ggml_backend_sched_eval_callback(on_tensor)
+
+    def __init__(self, prefix: bytes, on_computed: Callable[[int], bool]) -> None:
+        if _node_filter.config_size() != ctypes.sizeof(_NodeFilterConfig):
+            raise EngineFailure(
+                "the node filter's C struct and its ctypes mirror differ; rebuild the package"
+            )
+        if len(prefix) >= _FILTER_PREFIX_BYTES:
+            raise ValueError(f"node name prefix too long: {prefix!r}")
+        self._on_computed = llama_cpp.ggml_backend_sched_eval_callback(
+            lambda tensor, _ask, _user_data: on_computed(tensor)
+        )
+        self._config = _NodeFilterConfig()
+        self._config.get_name = ctypes.cast(_ggml().ggml_get_name, ctypes.c_void_p).value
+        self._config.computed = ctypes.cast(self._on_computed, ctypes.c_void_p).value
+        self._config.prefix = prefix
+        self.callback: Any = ctypes.cast(
+            _node_filter.callback_address(), llama_cpp.ggml_backend_sched_eval_callback
+        )
+        self.user_data = ctypes.addressof(self._config)
+        self._selected: frozenset[int] = frozenset()
+
+    def select(self, numbers: Iterable[int]) -> None:
+        """Want the nodes of these numbers from the next graph on; none: the graph runs in one go."""
+        wanted = frozenset(numbers)
+        if any(not 0 <= n < _FILTER_NUMBERS for n in wanted):
+            raise ValueError(f"node numbers out of range: {sorted(wanted)}")
+        for n in self._selected - wanted:
+            self._config.wanted[n] = 0
+        for n in wanted - self._selected:
+            self._config.wanted[n] = 1
+        self._selected = wanted
+        self._config.armed = bool(wanted)
 
 
 class _TensorHead(ctypes.Structure):

@@ -103,7 +103,7 @@ class TappedContext:
             flash_attention=False,
         )
         #: On the model any other engine on the same GGUF shares (`engines.llama_models`).
-        self._loaded = ModelContext(path, spec, self.tap.callback)
+        self._loaded = ModelContext(path, spec, self.tap.node_filter)
         self.backend = self._loaded.backend
         self._model, self._context = self._loaded.model, self._loaded.context
         self.n_ctx = self._context.n_ctx

@@ -11,13 +11,15 @@ cells the ubatch's last row reached, so the context can check its map of them.
 
 Only the calibrated heads' layers are answered yes: each yes splits the graph
 computation there (a sync point), so tapping every layer would cost more. The
-callback copies the wanted heads' rows of the source columns and nothing else.
+questions are answered in C (`llama_native.NodeFilter`): answered in Python, each
+of the ~1100 per graph waited for the GIL. The callback, called for the tapped
+layers' nodes only, copies the wanted heads' rows of the source columns and
+nothing else.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -31,8 +33,8 @@ _PREFIX = b"kq_soft_max-"
 class AttentionTap:
     """Captures the heads' attention of the query rows and key columns it is armed with.
 
-    `callback` goes into the context parameters (keep this object alive as long as
-    the context). Before a `llama_decode`, `arm(first_row, cols)` says which rows of
+    `node_filter` goes into the context parameters (keep this object alive as long
+    as the context). Before a `llama_decode`, `arm(first_row, cols)` says which rows of
     that batch and which cells to keep; `take()` then returns what was captured,
     [heads, rows, cols] in the order of `heads`. Disarmed, no node is answered yes
     and the graph computes in one go.
@@ -50,7 +52,7 @@ class AttentionTap:
         self.reach: npt.NDArray[np.intp] = np.zeros(0, np.intp)
         self._captured: dict[int, npt.NDArray[np.float32]] = {}
         self._error: str | None = None
-        self.callback = llama_native.eval_callback(self._on_tensor)
+        self.node_filter = llama_native.NodeFilter(_PREFIX, self._on_computed)
 
     def set_heads(self, heads: Sequence[tuple[int, int]]) -> None:
         by_layer: dict[int, list[int]] = {}
@@ -71,6 +73,7 @@ class AttentionTap:
         tapped layer once per call.
         """
         self._armed = bool(self._by_layer)
+        self.node_filter.select(self._by_layer)
         self._first_row, self._cols = first_row, cols
         self._captured = {}
         self.reach = np.zeros(0, np.intp)
@@ -78,10 +81,11 @@ class AttentionTap:
 
     def disarm(self) -> None:
         self._armed = False
+        self.node_filter.select(())
 
     def take(self) -> npt.NDArray[np.float32]:
         """[heads, rows, cols] captured since `arm`, in the order of the heads."""
-        self._armed = False
+        self.disarm()
         captured, self._captured = self._captured, {}
         if self._error is not None:
             raise EngineFailure(f"reading llama.cpp's attention failed: {self._error}")
@@ -95,25 +99,21 @@ class AttentionTap:
             index[layer] += 1
         return np.stack(rows)
 
-    def _on_tensor(self, tensor: int, ask: bool, _user_data: Any) -> bool:
-        # ask: whether this node is wanted. Otherwise a wanted node is computed, and True
-        # carries on with the graph. An exception must not unwind into C (ctypes would
-        # answer False, which aborts the computation): it is kept for `take`.
+    def _on_computed(self, tensor: int) -> bool:
+        # A tapped layer's node, computed; True carries on with the graph. An exception must
+        # not unwind into C (ctypes would answer False, which aborts the computation): it is
+        # kept for `take`.
         if not self._armed:
-            return not ask
+            return True
         try:
             name = llama_native.tensor_name(tensor)
-            if not name.startswith(_PREFIX):
-                return not ask
             layer = int(name[len(_PREFIX) :].split(b"-")[0])
             heads = self._by_layer.get(layer)
-            if ask:
-                return heads is not None
             if heads is not None:
                 self._captured[layer] = self._copy(tensor, heads)
         except Exception as exc:  # see above
             self._error = repr(exc)
-        return not ask
+        return True
 
     def _copy(self, tensor: int, heads: list[int]) -> npt.NDArray[np.float32]:
         layout = llama_native.tensor_layout(tensor)
