@@ -7,15 +7,8 @@ passes, `job_progress`); the driver owns sockets, threads and the engine. Work
 answered without the engine (the commit fast path, empty utterances, errors) is
 answered inside `receive`. What a draft commits is decided in `sessions/mt/utterance.py`.
 
-Scheduling ("a mailbox of size one for partial updates (latest wins) plus a sticky
-ordered queue for finals"): pending updates sit in one queue in arrival order
-holding at most one partial; a new partial replaces the queued one, and a final
-drops a queued partial of its own utterance. The replacement always has a larger
-seq and is always answered, so a client reading "until seq >= its last" never
-waits on a dropped one. The sticky finals are bounded: past `max_queued_finals`
-waiting, a new final is dropped and answered at once with processing_failed ("that
-update was dropped; the session stays usable") under its seq, so a client that sends
-finals faster than they are translated cannot make the server hold them without end.
+Updates wait in `sessions/mt/update_queue.py` (one partial, latest wins, plus bounded
+sticky finals) until the engine's turn comes.
 
 Utterances: which update opens or closes which utterance is decided in
 `sessions/mt/utterances.py`.
@@ -32,7 +25,6 @@ began with, and none is asked for.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Mapping, Sequence
 
 from dragoman.engines.mt.base import DraftMode, MTDraft, MTRequest
@@ -51,6 +43,7 @@ from dragoman.sessions.mt.events import (
     Update,
     Word,
 )
+from dragoman.sessions.mt.update_queue import UpdateQueue
 from dragoman.sessions.mt.utterance import (
     Decode,
     Utterance,
@@ -89,7 +82,6 @@ class MTSession:
         MT protocol v1 answers each update once."""
         self.session_id = session_id
         self._stream_commits = stream_commits
-        self._max_finals = max_queued_finals
         self._engine_name = engine_name
         self._directions = list(directions)
         self._decode = decode
@@ -100,20 +92,14 @@ class MTSession:
         self._close_code: int | None = None
         self._outbox: list[ServerEvent] = []
         self._setup: SessionSetup | None = None
-        self._queue: deque[Update] = deque()
+        self._queue = UpdateQueue(max_queued_finals)
         self._in_flight: MTJob | None = None
         self._last_seq: int | None = None
         self._last_clock: float | None = None
         self._utterances = Utterances()
-        #: Counters for the session log: engine drafts, fast-path answers, coalesced partials.
-        self.stats = {
-            "drafts": 0,
-            "fast_path": 0,
-            "streamed": 0,
-            "coalesced": 0,
-            "dropped_finals": 0,
-            "copy_redrafts": 0,
-        }
+        #: Counters for the session log: engine drafts, fast-path answers, streamed commits
+        #: (and `stats`: coalesced partials).
+        self._counts = {"drafts": 0, "fast_path": 0, "streamed": 0, "dropped_finals": 0, "copy_redrafts": 0}
         #: The job of a draft that copied the source, again with the target language forced;
         #: it runs before anything queued (`utterance.copy_redraft`).
         self._redraft: MTJob | None = None
@@ -123,6 +109,11 @@ class MTSession:
         self._prefill_due = False
 
     # -- the caller's interface ---------------------------------------------------
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Counters for the session log."""
+        return {**self._counts, "coalesced": self._queue.coalesced}
 
     @property
     def setup(self) -> SessionSetup | None:
@@ -159,14 +150,14 @@ class MTSession:
         redraft = self._redraft
         if redraft is not None and self._in_flight is None and not self.closed:
             self._redraft, self._in_flight = None, redraft
-            self.stats["drafts"] += 1
+            self._counts["drafts"] += 1
             return redraft
         while self._can_plan():
             job = self._plan_head()
-            self._queue.popleft()
+            self._queue.pop()
             if job is not None:
                 self._in_flight = job
-                self.stats["drafts"] += 1
+                self._counts["drafts"] += 1
                 return job
         return self._prefill()
 
@@ -197,7 +188,7 @@ class MTSession:
         commit = commit_streamed(job, draft, utt, setup.params, setup.target_lang, self._decode)
         if commit is not None:
             self._emit(job.seq, utt, commit.committed, commit.buffer, commit.covered, commit.reason)
-            self.stats["streamed"] += 1
+            self._counts["streamed"] += 1
 
     def job_done(self, job: MTJob, draft: MTDraft) -> None:
         """Apply the engine's draft. Raises (state unchanged) on a malformed draft;
@@ -271,25 +262,15 @@ class MTSession:
             self._outbox.append(Error(ErrorCode.BAD_PROTOCOL, exc.message, seq=update.seq))
             return
         self._last_seq, self._last_clock = update.seq, update.clock_ms
-        if update.is_final and sum(queued.is_final for queued in self._queue) >= self._max_finals:
+        if not self._queue.push(update):
             message = (
-                f"{self._max_finals} finals are still waiting to be translated and this one was "
+                f"{self._queue.max_finals} finals are still waiting to be translated and this one was "
                 "dropped; send finals no faster than their translations come back."
             )
             self._outbox.append(Error(ErrorCode.PROCESSING_FAILED, message, seq=update.seq))
-            self.stats["dropped_finals"] += 1
+            self._counts["dropped_finals"] += 1
             # The client has closed that utterance all the same: its next one is welcome.
             self._utterances.dropped_final = update.utterance_id
-            return
-        superseded = [
-            queued
-            for queued in self._queue
-            if not queued.is_final and (not update.is_final or queued.utterance_id == update.utterance_id)
-        ]
-        for queued in superseded:
-            self._queue.remove(queued)
-        self.stats["coalesced"] += len(superseded)
-        self._queue.append(update)
 
     # -- processing ---------------------------------------------------------------
 
@@ -298,14 +279,14 @@ class MTSession:
         while self._can_plan():
             if self._plan_head() is not None:
                 return
-            self._queue.popleft()
+            self._queue.pop()
 
     def _plan_head(self) -> MTJob | None:
         try:
-            return self._plan(self._queue[0])
+            return self._plan(self._queue.head)
         except Exception:
             # A bug must not wedge the queue: the update is dropped, the caller reports it.
-            self._queue.popleft()
+            self._queue.pop()
             raise
 
     def _plan(self, update: Update) -> MTJob | None:
@@ -363,7 +344,7 @@ class MTSession:
             utt.cache = cache.advanced(cut, committed)
             buffer = cache.texts.tail_text(cut.end).strip()
             self._emit(update.seq, utt, committed, buffer, cut.covered, "alignatt:commit_fast_path")
-            self.stats["fast_path"] += 1
+            self._counts["fast_path"] += 1
             return None
         return self._partial_job(update, request, frontier)
 
@@ -433,7 +414,7 @@ class MTSession:
         if redraft is None:
             return False
         self._redraft = redraft
-        self.stats["copy_redrafts"] += 1
+        self._counts["copy_redrafts"] += 1
         return True
 
     def _close(self, seq: int, utt: Utterance, text: str, words: tuple[str, ...], *, forced: bool) -> None:
