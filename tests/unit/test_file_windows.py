@@ -11,7 +11,6 @@ from dragoman.streaming.file_windows import (
     TimedWord,
     WindowPlan,
     join_texts,
-    joiner,
     plan_windows,
     sentences,
     speech_regions,
@@ -117,7 +116,6 @@ def test_join_texts_spaces_words_but_not_unspaced_scripts() -> None:
     assert join_texts([" Hello there.", "", "  General Kenobi. "]) == "Hello there. General Kenobi."
     assert join_texts(["桥下垂直净空15米。", "这是一座桥。"]) == "桥下垂直净空15米。这是一座桥。"
     assert join_texts([]) == ""
-    assert joiner("", "x") == "" and joiner("a.", "b") == " "
 
 
 def test_timed_words_run_to_the_next_start_and_drop_punctuation() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dragoman.languages import is_unsegmented, primary_subtag
+from dragoman.languages import is_unsegmented, primary_subtag, word_joiner
 
 
 @pytest.mark.parametrize(
@@ -20,3 +20,26 @@ def test_primary_subtag(code: str, primary: str) -> None:
 )
 def test_unsegmented_languages(code: str, unsegmented: bool) -> None:
     assert is_unsegmented(code) is unsegmented
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "between"),
+    [
+        ("", "x", ""),
+        ("Hello there.", "General", " "),
+        ("Hello there. ", "General", ""),
+        ("Hello", " there", ""),
+        ("这是一座桥。", "桥下", ""),
+        ("bridge", "桥下", ""),
+        ("桥下", "bridge", ""),
+        ("こんにちは", "世界", ""),
+        ("สวัสดี", "ครับ", ""),
+        ("終わり，", "next", ""),
+        ("안녕하세요", "세계", " "),  # Korean spaces its words
+        ("Grüß", "Gott", " "),
+    ],
+)
+def test_word_joiner_spaces_words_but_not_scripts_written_without_spaces(
+    before: str, after: str, between: str
+) -> None:
+    assert word_joiner(before, after) == between

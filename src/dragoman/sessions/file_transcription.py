@@ -21,7 +21,8 @@ from dragoman.audio.levels import even_levels
 from dragoman.audio.rates import SAMPLE_RATE
 from dragoman.engines.asr.base import StepRequest, StepResult, TextTokenizer
 from dragoman.errors import InvalidValue
-from dragoman.streaming.file_windows import Window, join_texts, joiner, sentences, timed_words
+from dragoman.languages import word_joiner
+from dragoman.streaming.file_windows import Window, join_texts, sentences, timed_words
 
 #: Whisper's mel frames per second: a segment's `seek` is its offset in them.
 _FRAMES_PER_SECOND = 100
@@ -186,7 +187,7 @@ def language_name(code: str | None) -> str:
 def delta_of(done: str, text: str) -> str:
     """What a window adds to the transcript so far (`done`), its joiner included."""
     piece = text.strip()
-    return joiner(done, piece) + piece if piece else ""
+    return word_joiner(done, piece) + piece if piece else ""
 
 
 def _rounded(value: float | None) -> float | None:

@@ -23,9 +23,10 @@ Pure: no models, no I/O; the caller runs the VAD and the engine.
 from __future__ import annotations
 
 import itertools
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from dragoman.languages import word_joiner
 
 
 @dataclass(frozen=True)
@@ -121,28 +122,13 @@ def plan_windows(
     return windows
 
 
-def _is_unspaced(char: str) -> bool:
-    """Scripts written without spaces between words (Chinese, Japanese, Thai, ...)."""
-    name = unicodedata.name(char, "")
-    return name.startswith(("CJK", "HIRAGANA", "KATAKANA", "THAI", "LAO", "KHMER", "MYANMAR")) or (
-        "\u3000" <= char <= "\u303f"  # CJK punctuation
-    )
-
-
-def joiner(before: str, after: str) -> str:
-    """What goes between two windows' texts: a space, except between unspaced scripts."""
-    if not before or not after:
-        return ""
-    return "" if _is_unspaced(before[-1]) or _is_unspaced(after[0]) else " "
-
-
 def join_texts(texts: Sequence[str]) -> str:
     """The windows' texts (stripped, empty ones skipped) as one transcript, in order."""
     out = ""
     for text in texts:
         piece = text.strip()
         if piece:
-            out += joiner(out, piece) + piece
+            out += word_joiner(out, piece) + piece
     return out
 
 

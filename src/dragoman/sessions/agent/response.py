@@ -39,6 +39,7 @@ from dragoman.audio import g711
 from dragoman.engines.llm.base import ChatRequest, Finished, ToolCall
 from dragoman.engines.llm.calls import new_call_id
 from dragoman.errors import DragomanError
+from dragoman.languages import word_joiner
 from dragoman.sessions.agent import events as out
 from dragoman.sessions.agent.config import AgentConfig
 from dragoman.sessions.agent.conversation import Conversation, SpokenAudio, new_id
@@ -47,9 +48,6 @@ from dragoman.streaming.clauses import ClauseCutter, speakable
 
 #: Longest audio delta sent, in seconds: a barge-in drops at most this much that was queued.
 AUDIO_DELTA_SECONDS = 0.2
-#: Scripts written without spaces between words: their clauses join with nothing between.
-_NO_SPACE_RANGES = ((0x3000, 0x9FFF), (0xAC00, 0xD7AF), (0xF900, 0xFAFF), (0xFF00, 0xFFEF))
-
 Status = Literal["completed", "cancelled", "incomplete", "failed"]
 Reason = Literal["turn_detected", "client_cancelled", "max_output_tokens"]
 
@@ -61,10 +59,6 @@ class _Where(TypedDict):
     item_id: str
     output_index: int
     content_index: int
-
-
-def _joins_without_space(text: str) -> bool:
-    return bool(text) and any(lo <= ord(text[0]) <= hi for lo, hi in _NO_SPACE_RANGES)
 
 
 class ResponseRun:
@@ -209,7 +203,7 @@ class ResponseRun:
         if not self._chunk_began:
             self._chunk_began = True
             clause = job.request.text
-            joiner = "" if not self._said or _joins_without_space(clause) else " "
+            joiner = word_joiner(self._said, clause)
             self._said += joiner + clause
             self._clause_starts.append((1000 * self.audio_seconds, joiner + clause))
             self._emit(out.AudioTranscriptDelta(**self._where(), delta=joiner + clause))

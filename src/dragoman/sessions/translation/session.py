@@ -27,7 +27,7 @@ from dragoman.audio.vad import SpeechProbability
 from dragoman.engines.asr.base import StepResult
 from dragoman.engines.mt.base import MTDraft
 from dragoman.errors import ClientError, DragomanError, InvalidValue
-from dragoman.languages import is_unsegmented
+from dragoman.languages import is_unsegmented, word_joiner
 from dragoman.sessions.agent.jobs import ASR, TTS
 from dragoman.sessions.base import CloseCode, Observation
 from dragoman.sessions.mt.events import JobKind, MTJob
@@ -66,13 +66,6 @@ END_LAG_SECONDS = "translation_end_lag_seconds"
 TranslationJob = StepJob | MTJob | SpeakJob
 #: A step's transcript, a draft, nothing for TTS.
 TranslationResult = StepResult | MTDraft | None
-
-
-def unspaced(char: str) -> bool:
-    """Whether `char` is of a script written without spaces between words (CJK)."""
-    return bool(char) and (
-        "\u3000" <= char <= "\u9fff" or "\uf900" <= char <= "\ufaff" or "\uff00" <= char <= "\uffef"
-    )
 
 
 class TranslationSession:
@@ -128,11 +121,10 @@ class TranslationSession:
         self._input_rate = speech.input_rate
         self._suppressor: NoiseSuppressor | None = None
         self._follow_noise_reduction()
-        #: The item whose source text went out last, and whether any did.
+        #: The item whose source text went out last.
         self._input_item: str | None = None
-        self._said_input = False
-        #: The last character of source text sent (a segment's text joins it with a space, or,
-        #: in a script written without spaces, none).
+        #: The last character of source text sent: a segment's text joins it with a space, or,
+        #: in a script written without spaces, none (`languages.word_joiner`).
         self._input_tail = ""
         self._said_output = False
         #: Where each segment's speech began and ended (input clock, ms), for its lags.
@@ -303,10 +295,9 @@ class TranslationSession:
         """A segment's firm source text, sent while transcription is configured."""
         if self.config.transcription is None or not delta:
             return
-        joins = item_id != self._input_item and self._said_input and not delta[:1].isspace()
-        if joins and not (unspaced(self._input_tail) or unspaced(delta[:1])):
-            delta = " " + delta
-        self._input_item, self._said_input, self._input_tail = item_id, True, delta[-1:]
+        if item_id != self._input_item:
+            delta = word_joiner(self._input_tail, delta) + delta
+        self._input_item, self._input_tail = item_id, delta[-1:]
         self._emit(InputTranscriptDelta(delta, on_grid(self.clock_ms)))
 
     # -- the translator's output ------------------------------------------------------
