@@ -266,7 +266,11 @@ def test_partial_needs_calibrated_heads_final_does_not(engine: QwenLlamaMTEngine
 
 #: A PREFILL request puts the next utterance's prompt head in the session's KV cache: the first
 #: draft after it computes only its source words, the end of the user turn and its draft, and
-#: drafts what it drafts without it.
+#: drafts what it drafts without it. Not token for token on every CPU: the head computed in a
+#: batch of its own differs from the one computed with the source in the last float bits, and a
+#: near tie may then go the other way (the 0.5B on the AVX2 kernels: "Die werden in den nächsten
+#: Jahren" cold, "Die werden im nächsten Jahr vor" warm). A head out of place would draft
+#: something else entirely (chrF under 10 against the cold draft).
 PREFILL_HISTORY = (
     ("The committee met on Monday.", "Der Ausschuss trat am Montag zusammen."),
     ("It discussed the new rules.", "Er erörterte die neuen Regeln."),
@@ -291,7 +295,8 @@ def test_the_first_draft_after_a_prefill_computes_only_its_source_and_drafts_the
     assert head > 60, "the system prompt, two history pairs and the instruction"
     assert warm.extra["cached_tokens"] == head, warm.extra
     assert warm.computed_tokens == cold.computed_tokens - head + cold.extra["cached_tokens"]
-    assert warm.token_ids == cold.token_ids
+    assert warm.token_ids[:2] == cold.token_ids[:2]
+    assert sacrebleu.sentence_chrf(engine.decode(warm.token_ids), [engine.decode(cold.token_ids)]).score > 50
     engine.forget("warm")
     engine.forget("cold")
 
