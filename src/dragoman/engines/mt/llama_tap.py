@@ -44,7 +44,6 @@ class AttentionTap:
         self._by_layer: dict[int, list[int]] = {}
         self._order: list[tuple[int, int]] = []
         self.set_heads(heads)
-        self._armed = False
         self._first_row = 0
         self._cols: npt.NDArray[np.intp] = np.zeros(0, np.intp)
         #: Cells with non-zero attention from the last row of the last armed ubatch
@@ -72,7 +71,6 @@ class AttentionTap:
         The caller decodes at most one ubatch per call, so the callback sees each
         tapped layer once per call.
         """
-        self._armed = bool(self._by_layer)
         self.node_filter.select(self._by_layer)
         self._first_row, self._cols = first_row, cols
         self._captured = {}
@@ -80,7 +78,6 @@ class AttentionTap:
         self._error = None
 
     def disarm(self) -> None:
-        self._armed = False
         self.node_filter.select(())
 
     def take(self) -> npt.NDArray[np.float32]:
@@ -100,17 +97,13 @@ class AttentionTap:
         return np.stack(rows)
 
     def _on_computed(self, tensor: int) -> bool:
-        # A tapped layer's node, computed; True carries on with the graph. An exception must
-        # not unwind into C (ctypes would answer False, which aborts the computation): it is
-        # kept for `take`.
-        if not self._armed:
-            return True
+        # A tapped layer's node (the filter passes only those, and only while armed), computed;
+        # True carries on with the graph. An exception must not unwind into C (ctypes would
+        # answer False, which aborts the computation): it is kept for `take`.
         try:
             name = llama_native.tensor_name(tensor)
             layer = int(name[len(_PREFIX) :].split(b"-")[0])
-            heads = self._by_layer.get(layer)
-            if heads is not None:
-                self._captured[layer] = self._copy(tensor, heads)
+            self._captured[layer] = self._copy(tensor, self._by_layer[layer])
         except Exception as exc:  # see above
             self._error = repr(exc)
         return True
