@@ -11,7 +11,8 @@ of FLORES sentences, 12 new tokens, the calibrated heads tapped, as the interpre
 drafts) on `--threads` threads, alone and beside a thread that runs a pure-Python loop,
 at the default switch interval and a short one, and prints each next to the drafts
 alone in the same run. Before the tap's questions were answered in C, the busy thread
-made a draft 3.5x as slow (bench/history/2026-12-07_native_node_filter.md).
+made these drafts 1.8x as slow, and one longer draft 3.5x
+(bench/history/2026-12-07_native_node_filter.md).
 """
 
 from __future__ import annotations
