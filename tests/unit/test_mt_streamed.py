@@ -3,6 +3,7 @@ ends, and the job's result goes on from there (no model, no socket)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -210,3 +211,44 @@ def test_the_draft_loop_hands_over_the_draft_after_each_pass_but_the_last() -> N
     assert [p.token_ids for p in passes] == [[40], [40, 41], [40, 41, 42]]
     assert all(not p.finished and p.attention is not None for p in passes)
     assert [p.attention.shape for p in passes if p.attention is not None] == [(1, 3), (2, 3), (3, 3)]
+
+
+def test_a_wrapped_up_draft_ends_after_the_pass_under_way() -> None:
+    ids = HEAD + SOURCE + TAIL
+    spans = [(len(HEAD) + i, len(HEAD) + i + 1) for i in range(len(SOURCE))]
+    prompt = Prompt(ids, spans, len(HEAD), len(HEAD) + len(SOURCE), len(ids))
+    wrap_up = threading.Event()
+
+    def second_pass(draft: MTDraft) -> None:
+        if len(draft.token_ids) == 2:
+            wrap_up.set()  # set while the engine drafts: the session got the final
+
+    script = [40, 41, 42, 43, 0]
+    result = draft_loop.run(
+        ScriptedPass(len(ids), script), prompt, True, 8, started=0.0, on_pass=second_pass, wrap_up=wrap_up
+    )
+    assert result.token_ids == [40, 41, 42] and not result.finished
+    assert result.attention is not None and result.attention.shape == (3, 3)
+    # Unset, the same draft runs to its end.
+    whole = draft_loop.run(
+        ScriptedPass(len(ids), script), prompt, True, 8, started=0.0, wrap_up=threading.Event()
+    )
+    assert whole.token_ids == [40, 41, 42, 43] and whole.finished
+
+
+def test_a_final_wraps_up_the_partial_draft_in_flight_and_nothing_else() -> None:
+    d = Driver(stream_commits=True)
+    d.update(*UPDATES[0])
+    partial = next_job(d)
+    d.update(*UPDATES[1])  # a newer partial: the draft in flight still commits against its words
+    assert not partial.request.wrap_up.is_set()
+    d.update(["Hello", "world,", "how", "are", "you?"], final=True)
+    assert partial.request.wrap_up.is_set() and d.session.stats["wrapped_up"] == 1
+    # The short draft is answered as any other, then the final drafts to the end.
+    d.session.job_done(partial, prefix(d.engine.draft(partial.request), 3))
+    final = next_job(d)
+    assert final.kind is JobKind.FINAL and not final.request.wrap_up.is_set()
+    d.session.job_done(final, d.engine.draft(final.request))
+    assert [t.committed_text for t in d.take() if isinstance(t, Translation)][
+        -1
+    ] == "Hallo Welt, wie geht es?"

@@ -9,6 +9,7 @@ decides how much of the draft to commit; the engine never decides that.
 from __future__ import annotations
 
 import abc
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -100,6 +101,11 @@ class MTRequest:
     #: draft so far (`finished` false), so that what the policy commits of it can go out
     #: before the draft ends (a streaming MT job). Engines that draft in one piece ignore it.
     on_pass: Callable[[MTDraft], None] | None = field(default=None, compare=False, repr=False)
+    #: PARTIAL: set from any thread once the rest of the draft is not wanted: the session has
+    #: the utterance's FINAL waiting behind it, which drafts to the end at full quality anyway.
+    #: The engine ends the draft after the pass under way, as at its limit, and answers what it
+    #: has. Engines that draft in one piece ignore it.
+    wrap_up: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
 
 
 def nothing_drafted() -> MTDraft:

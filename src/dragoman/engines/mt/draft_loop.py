@@ -15,6 +15,8 @@ peaks at or past the frontier word (`MTRequest.frontier_word`), and any draft en
 at a repetition loop (`cut_loop`). `on_pass` sees the draft after each pass that is
 not the last (`MTRequest.on_pass`): a word the policy commits goes out while the
 tokens after it are still being decoded, a tenth of a second or more apiece on a CPU.
+A PARTIAL draft also ends after the pass under way once `wrap_up` is set
+(`MTRequest.wrap_up`: the utterance's final pass waits for the engine).
 
 What differs between backends is behind `DraftPass`: how a pass is fed and what
 comes out of it (greedy choices, the tapped heads' attention), how the KV cache is
@@ -24,6 +26,7 @@ cut back, and what is kept for the key's next call (`qwen_draft` on torch,
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
@@ -117,6 +120,7 @@ def run(
     frontier_word: int | None = None,
     past_frontier: int = 0,
     on_pass: Callable[[MTDraft], None] | None = None,
+    wrap_up: threading.Event | None = None,
 ) -> MTDraft:
     """Up to `limit` greedy tokens after `prompt`; attention rows when `with_attention`.
 
@@ -160,7 +164,7 @@ def run(
         if cut_loop(target_prefix, tokens, rows):
             loop_cuts += 1
             break
-        if finished or len(tokens) >= limit:
+        if finished or len(tokens) >= limit or (wrap_up is not None and wrap_up.is_set()):
             break
         if on_pass is not None and with_attention and rows:
             on_pass(MTDraft(token_ids=tokens[:], attention=np.stack(rows).astype(np.float32), finished=False))

@@ -16,6 +16,7 @@ kept cells then miss the newest words, so they are recomputed once more than
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -162,6 +163,7 @@ def draft(
     past_frontier: int = 0,
     insert: bool = False,
     on_pass: Callable[[MTDraft], None] | None = None,
+    wrap_up: threading.Event | None = None,
 ) -> MTDraft:
     """Up to `limit` greedy tokens after `prompt` (`draft_loop.run`); attention rows when
     `heads` is given.
@@ -185,4 +187,5 @@ def draft(
         frontier_word=frontier_word,
         past_frontier=past_frontier,
         on_pass=on_pass,
+        wrap_up=wrap_up,
     )

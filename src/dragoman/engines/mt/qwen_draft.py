@@ -8,6 +8,7 @@ weights over the source tokens (eager attention returns them; sdpa does not).
 from __future__ import annotations
 
 import inspect
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -137,6 +138,7 @@ class Drafter:
         frontier_word: int | None = None,
         past_frontier: int = 0,
         on_pass: Callable[[MTDraft], None] | None = None,
+        wrap_up: threading.Event | None = None,
     ) -> MTDraft:
         """Up to `limit` greedy tokens after `prompt` (`draft_loop.run`); attention rows when
         `heads` is given."""
@@ -159,4 +161,5 @@ class Drafter:
                 frontier_word=frontier_word,
                 past_frontier=past_frontier,
                 on_pass=on_pass,
+                wrap_up=wrap_up,
             )

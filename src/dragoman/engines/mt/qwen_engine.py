@@ -29,6 +29,9 @@ from dragoman.engines.mt.base import (
 )
 from dragoman.engines.mt.qwen_prompt import Prompt, PromptBuilder, Spellings
 from dragoman.errors import ClientError, ConfigError
+from dragoman.logs import get_logger
+
+log = get_logger(__name__)
 
 
 class QwenMTEngine(MTEngine):
@@ -151,7 +154,16 @@ class QwenMTEngine(MTEngine):
                 self._spellings.record(
                     request.cache_key, request.source_lang, words, prompt, drafted.token_ids, self.decode
                 )
-            return drafted
+        # Where a draft's time went: the prompt it computed, the proposal it accepted, the passes.
+        log.debug(
+            "mt draft",
+            mode=request.mode.value,
+            words=len(words),
+            drafted=len(drafted.token_ids),
+            computed=drafted.computed_tokens,
+            **{k: round(v) for k, v in drafted.extra.items()},
+        )
+        return drafted
 
     def forget(self, cache_key: str) -> None:
         with self._lock:

@@ -164,6 +164,7 @@ class QwenLlamaMTEngine(QwenMTEngine):
                 frontier_word=None if final else request.frontier_word,
                 past_frontier=request.past_frontier_tokens,
                 on_pass=None if final else request.on_pass,
+                wrap_up=None if final else request.wrap_up,
                 # A final pass is exact: kept cells that missed the newest words made it
                 # end the translation early (bench/RESULTS.md).
                 insert=not final,

@@ -115,6 +115,7 @@ class QwenTorchMTEngine(QwenMTEngine):
                 frontier_word=None if final else request.frontier_word,
                 past_frontier=request.past_frontier_tokens,
                 on_pass=None if final else request.on_pass,
+                wrap_up=None if final else request.wrap_up,
             )
         except (RuntimeError, ValueError, IndexError) as exc:
             if request.cache_key is not None:

@@ -8,7 +8,8 @@ answered without the engine (the commit fast path, empty utterances, errors) is
 answered inside `receive`. What a draft commits is decided in `sessions/mt/utterance.py`.
 
 Updates wait in `sessions/mt/update_queue.py` (one partial, latest wins, plus bounded
-sticky finals) until the engine's turn comes.
+sticky finals) until the engine's turn comes. A final that arrives while a partial draft runs
+has that draft end after its pass under way (`MTRequest.wrap_up`): the final drafts to the end.
 
 Utterances: which update opens or closes which utterance is decided in
 `sessions/mt/utterances.py`.
@@ -99,7 +100,14 @@ class MTSession:
         self._utterances = Utterances()
         #: Counters for the session log: engine drafts, fast-path answers, streamed commits
         #: (and `stats`: coalesced partials).
-        self._counts = {"drafts": 0, "fast_path": 0, "streamed": 0, "dropped_finals": 0, "copy_redrafts": 0}
+        self._counts = {
+            "drafts": 0,
+            "fast_path": 0,
+            "streamed": 0,
+            "dropped_finals": 0,
+            "copy_redrafts": 0,
+            "wrapped_up": 0,
+        }
         #: The job of a draft that copied the source, again with the target language forced;
         #: it runs before anything queued (`utterance.copy_redraft`).
         self._redraft: MTJob | None = None
@@ -271,6 +279,13 @@ class MTSession:
             self._counts["dropped_finals"] += 1
             # The client has closed that utterance all the same: its next one is welcome.
             self._utterances.dropped_final = update.utterance_id
+            return
+        job = self._in_flight
+        if update.is_final and job is not None and job.kind is JobKind.PARTIAL:
+            # The final pass drafts the utterance to its end at full quality: the partial
+            # draft before it answers with what it has after the pass under way.
+            job.request.wrap_up.set()
+            self._counts["wrapped_up"] += 1
 
     # -- processing ---------------------------------------------------------------
 
