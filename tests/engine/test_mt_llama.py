@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,7 @@ import sacrebleu
 
 from dragoman.config import MTSettings
 from dragoman.engines.asr.word_agreement import split_words
-from dragoman.engines.mt.base import DraftMode, MTRequest, word_separator
+from dragoman.engines.mt.base import DraftMode, MTDraft, MTRequest, word_separator
 from dragoman.engines.mt.head_selection import combined_attention, usable_pairs
 from dragoman.engines.mt.qwen_llama import QwenLlamaMTEngine, create
 from dragoman.engines.mt.qwen_torch import QwenTorchMTEngine
@@ -219,6 +220,33 @@ def test_a_draft_can_end_soon_after_the_frontier(engine: QwenLlamaMTEngine) -> N
         assert len(short.token_ids) == beyond + 1 + past
         assert short.token_ids == full.token_ids[: len(short.token_ids)]
         assert short.computed_tokens < full.computed_tokens
+
+
+def test_a_wrapped_up_draft_ends_after_its_pass_and_the_final_after_it_is_whole(
+    engine: QwenLlamaMTEngine,
+) -> None:
+    """The session's final arrives while a partial drafts (`MTRequest.wrap_up`): the partial
+    ends after the pass under way, and the final on the same key continues from the cache it
+    left, translating the sentence as a cold final does."""
+    words = SENTENCE.split()
+    engine.forget("utt-wrap")
+    request = MTRequest("en", "de", words[:12], max_new_tokens=12, cache_key="utt-wrap")
+
+    def second_pass(draft: MTDraft) -> None:
+        if len(draft.token_ids) >= 2:
+            request.wrap_up.set()
+
+    whole = engine.draft(MTRequest("en", "de", words[:12], max_new_tokens=12))
+    engine.forget("utt-wrap")
+    partial = engine.draft(replace(request, on_pass=second_pass))
+    assert len(whole.token_ids) > 3 and len(partial.token_ids) == 3, (whole.token_ids, partial.token_ids)
+    assert partial.token_ids == whole.token_ids[:3] and not partial.finished
+    final = engine.draft(MTRequest("en", "de", words, mode=DraftMode.FINAL, cache_key="utt-wrap"))
+    assert final.extra["cached_tokens"] > 30
+    engine.forget("utt-wrap")
+    cold = engine.draft(MTRequest("en", "de", words, mode=DraftMode.FINAL))
+    ours, theirs = engine.decode(final.token_ids), engine.decode(cold.token_ids)
+    assert sacrebleu.sentence_chrf(ours, [theirs]).score > 70, (ours, theirs)
 
 
 def test_target_prefix_is_continued_verbatim(engine: QwenLlamaMTEngine) -> None:
