@@ -24,7 +24,7 @@ from dragoman.config import load_settings
 from dragoman.engines.mt.base import MTDraft, MTEngine
 from dragoman.engines.registry import create_mt_engine
 from dragoman.logs import configure as configure_logs
-from dragoman.sessions.mt import session as session_module
+from dragoman.sessions.mt import requests as requests_module
 from dragoman.sessions.mt.events import Init, JobKind, Translation, Update, Word
 from dragoman.sessions.mt.session import MTSession
 from dragoman.sessions.mt.utterance import history_window
@@ -47,7 +47,7 @@ def run(
     finals: list[str] | None = None,
 ) -> list[MTDraft]:
     """The first-update draft of each utterance, under `window`; each final text into `finals`."""
-    session_module.history_window = window  # type: ignore[attr-defined, assignment]  # the policy under test
+    requests_module.history_window = window  # type: ignore[attr-defined, assignment]  # the policy under test
     source_lang, target_lang = direction.split("-")
     presets = policy_presets(engine.name, preset)
     session = MTSession(

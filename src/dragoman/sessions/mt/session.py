@@ -5,7 +5,8 @@ events to send come out of `events_to_send`, and engine work is pulled with
 `next_job` and reported with `job_done` / `job_failed` (and, for a streaming job's
 passes, `job_progress`); the driver owns sockets, threads and the engine. Work
 answered without the engine (the commit fast path, empty utterances, errors) is
-answered inside `receive`. What a draft commits is decided in `sessions/mt/utterance.py`.
+answered inside `receive`. What a draft commits is decided in `sessions/mt/utterance.py`;
+the request of each draft is spelled out in `sessions/mt/requests.py`.
 
 Updates wait in `sessions/mt/update_queue.py` (one partial, latest wins, plus bounded
 sticky finals) until the engine's turn comes. A final that arrives while a partial draft runs
@@ -42,8 +43,8 @@ from dragoman.sessions.mt.events import (
     ServerEvent,
     Translation,
     Update,
-    Word,
 )
+from dragoman.sessions.mt.requests import DraftRequests
 from dragoman.sessions.mt.update_queue import UpdateQueue
 from dragoman.sessions.mt.utterance import (
     Decode,
@@ -53,11 +54,10 @@ from dragoman.sessions.mt.utterance import (
     copy_redraft,
     extend_target,
     final_text,
-    history_window,
     prompt_key,
 )
 from dragoman.sessions.mt.utterances import Utterances
-from dragoman.sessions.mt.validation import SessionSetup, as_overrides, check_update, resolve_init
+from dragoman.sessions.mt.validation import SessionSetup, check_update, resolve_init
 from dragoman.streaming.alignatt import AlignAttParams, Frontier, build_source_accessibility_frontier
 
 #: Finals that may wait for the engine at once (`MTSettings.max_queued_finals`).
@@ -111,8 +111,8 @@ class MTSession:
         #: The job of a draft that copied the source, again with the target language forced;
         #: it runs before anything queued (`utterance.copy_redraft`).
         self._redraft: MTJob | None = None
-        #: The session's AlignAtt knobs as MT protocol v1 overrides (`MTRequest.policy`).
-        self._policy: dict[str, object] = {}
+        #: The requests of its drafts, once the session is initialised.
+        self._requests: DraftRequests | None = None
         #: An utterance closed and the next has not opened: the next one's prompt head is due.
         self._prefill_due = False
 
@@ -177,7 +177,7 @@ class MTSession:
             return None
         if utterances.open is not None or utterances.next_id is None or not setup.params.history_pairs:
             return None
-        request = self._request((), (), Utterance(utterances.next_id), DraftMode.PREFILL, 0)
+        request = self._drafts().draft((), (), Utterance(utterances.next_id), DraftMode.PREFILL, 0)
         if not request.history:
             return None  # the head is the one the last draft began with
         self._in_flight = MTJob(
@@ -253,7 +253,7 @@ class MTSession:
             self._close_code = CloseCode.POLICY_VIOLATION
             return
         self._setup = setup
-        self._policy = as_overrides(setup.params)
+        self._requests = DraftRequests(self.session_id, setup, self._utterances)
         self._utterances.start(
             setup.history, setup.accepted_target_prefix, setup.source_lang, setup.target_lang
         )
@@ -326,7 +326,7 @@ class MTSession:
                 [w.end_ms for w in words], 0, clock_ms=update.clock_ms, final=True, params=setup.params
             )
             # The engine sizes a final pass itself.
-            request = self._request(words, (), utt, DraftMode.FINAL, 0, accessible=frontier.accessible)
+            request = self._drafts().draft(words, (), utt, DraftMode.FINAL, 0, accessible=frontier.accessible)
             kind = JobKind.FORCED_FINAL if forced else JobKind.FINAL
             return MTJob(update.seq, utt.id, kind, request, frontier)
         frontier = build_source_accessibility_frontier(
@@ -339,7 +339,7 @@ class MTSession:
         if not words and not update.tail:
             self._emit(update.seq, utt, utt.committed, "", None, "alignatt:no_source")
             return None
-        request = self._request(
+        request = self._drafts().draft(
             words,
             update.tail,
             utt,
@@ -367,40 +367,9 @@ class MTSession:
         kind = JobKind.PARTIAL
         return MTJob(update.seq, update.utterance_id, kind, request, frontier, streaming=self._stream_commits)
 
-    def _request(
-        self,
-        words: Sequence[Word],
-        tail: Sequence[str],
-        utt: Utterance,
-        mode: DraftMode,
-        budget: int,
-        *,
-        frontier_word: int | None = None,
-        accessible: int | None = None,
-    ) -> MTRequest:
-        setup = self._setup
-        assert setup is not None
-        utterances = self._utterances
-        pairs = min(
-            len(utterances.history), history_window(utterances.history_total, setup.params.history_pairs)
-        )
-        return MTRequest(
-            source_lang=setup.source_lang,
-            target_lang=setup.target_lang,
-            source_words=tuple([w.text for w in words] + list(tail)),
-            target_prefix=utt.committed,
-            context_text=setup.context_text,
-            history=tuple(utterances.history[-pairs:]) if pairs else (),
-            mode=mode,
-            max_new_tokens=budget,
-            cache_key=self.session_id,
-            force_target_language=utt.force_language,
-            frontier_word=frontier_word,
-            past_frontier_tokens=setup.params.past_frontier_tokens,
-            accessible_words=accessible,
-            preset=setup.preset,
-            policy=self._policy,
-        )
+    def _drafts(self) -> DraftRequests:
+        assert self._requests is not None, "planned only once initialised"
+        return self._requests
 
     def _apply_partial(self, job: MTJob, draft: MTDraft, utt: Utterance) -> None:
         setup = self._setup
