@@ -244,6 +244,8 @@ def test_a_final_wraps_up_the_partial_draft_in_flight_and_nothing_else() -> None
     assert not partial.request.wrap_up.is_set()
     d.update(["Hello", "world,", "how", "are", "you?"], final=True)
     assert partial.request.wrap_up.is_set() and d.session.stats["wrapped_up"] == 1
+    d.update(["the", "big", "street", "is", "red."], final=True, utterance=1)  # the next segment's
+    assert d.session.stats["wrapped_up"] == 1, "one draft wrapped up once"
     # The short draft is answered as any other, then the final drafts to the end.
     d.session.job_done(partial, prefix(d.engine.draft(partial.request), 3))
     final = next_job(d)

@@ -281,7 +281,12 @@ class MTSession:
             self._utterances.dropped_final = update.utterance_id
             return
         job = self._in_flight
-        if update.is_final and job is not None and job.kind is JobKind.PARTIAL:
+        if (
+            update.is_final
+            and job is not None
+            and job.kind is JobKind.PARTIAL
+            and not job.request.wrap_up.is_set()
+        ):
             # The final pass drafts the utterance to its end at full quality: the partial
             # draft before it answers with what it has after the pass under way.
             job.request.wrap_up.set()
