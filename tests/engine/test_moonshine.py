@@ -11,7 +11,8 @@ import pytest
 
 from dragoman.config import ASRSettings
 from dragoman.engines.asr.base import PrefixMode, StepRequest
-from dragoman.engines.asr.moonshine_ort import MoonshineEngine, MoonshineTokenizer
+from dragoman.engines.asr.moonshine_ort import MoonshineEngine
+from dragoman.engines.asr.moonshine_tokenizer import MoonshineTokenizer
 from dragoman.engines.registry import create_asr_engine
 from dragoman.errors import RequestRejected
 from dragoman.tools.wer import wer

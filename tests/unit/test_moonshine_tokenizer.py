@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dragoman.engines.asr.moonshine_ort import MoonshineTokenizer
+from dragoman.engines.asr.moonshine_tokenizer import MoonshineTokenizer
 from dragoman.errors import ModelUnavailable
 
 SPACE = "\u2581"

@@ -46,7 +46,6 @@ import tempfile
 import threading
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +64,7 @@ from dragoman.engines.asr.base import (
     StepResult,
     call_layout,
 )
+from dragoman.engines.asr.moonshine_tokenizer import BOS, EOS, MoonshineTokenizer
 from dragoman.engines.info import EngineInfo
 from dragoman.engines.repetition import echo_start, loop_start, reread_length
 from dragoman.errors import ClientError, ModelUnavailable, RequestRejected
@@ -91,79 +91,7 @@ _SLACK_TOKENS = 8
 _QUIET_KEPT_SECONDS = 0.3
 _QUIET_BELOW_PEAK_DB = 40.0
 _SOUND_ABOVE_FLOOR_DB = 12.0
-#: The SentencePiece word-boundary mark, a space in the text.
-_SPACE = "\u2581"
-_BOS, _EOS = 1, 2
-#: Token ids 3..258 are the byte-fallback tokens <0x00>..<0xFF>.
-_BYTE_BASE = 3
 _CLAUSE_ENDS = tuple(".,!?;:")
-
-
-class MoonshineTokenizer:
-    """Moonshine's vocabulary (Llama's 32,000 SentencePiece pieces) read from `tokenizer.bin`,
-    a `TextTokenizer`.
-
-    The file is the pieces in id order, each its byte length (one byte, or two when
-    the first has its high bit set: the low 7 bits, then 128 × the second byte) and
-    its UTF-8 bytes. Encoding is SentencePiece BPE: pieces never cross a word boundary,
-    and the merge made first is the adjacent pair whose merged piece has the lowest id
-    (SentencePiece scores a BPE piece by its merge rank, which is its id order).
-    Characters the vocabulary lacks fall back to their bytes. Text maps to pieces with
-    spaces as U+2581 and no dummy prefix, so `decode(encode(t)) == t`; the engine adds
-    the leading space the model expects itself.
-    """
-
-    def __init__(self, path: Path) -> None:
-        data = path.read_bytes()
-        pieces: list[bytes] = []
-        i = 0
-        while i < len(data):
-            n = data[i]
-            i += 1
-            if n >= 128:
-                n = (n - 128) + 128 * data[i]
-                i += 1
-            pieces.append(data[i : i + n])
-            i += n
-        if len(pieces) < _BYTE_BASE + 256 or i != len(data):
-            raise ModelUnavailable(f"{path} is not a Moonshine tokenizer.bin")
-        self._pieces = pieces
-        self._ids: dict[str, int] = {}
-        for token_id, piece in enumerate(pieces[_BYTE_BASE + 256 :], start=_BYTE_BASE + 256):
-            self._ids.setdefault(piece.decode("utf-8", errors="replace"), token_id)
-        self.vocab_size = len(pieces)
-        self._encode_word = lru_cache(maxsize=8192)(self._bpe)
-
-    def encode(self, text: str) -> list[int]:
-        ids: list[int] = []
-        for word in _words(text.replace(" ", _SPACE)):
-            ids.extend(self._encode_word(word))
-        return ids
-
-    def decode(self, ids: Sequence[int]) -> str:
-        data = b"".join(self._pieces[i] for i in ids if _EOS < i < self.vocab_size)
-        return data.decode("utf-8", errors="replace").replace(_SPACE, " ")
-
-    def _bpe(self, word: str) -> tuple[int, ...]:
-        symbols = list(word)
-        while len(symbols) > 1:
-            best: tuple[int, int] | None = None
-            for k in range(len(symbols) - 1):
-                merged = self._ids.get(symbols[k] + symbols[k + 1])
-                if merged is not None and (best is None or merged < best[0]):
-                    best = (merged, k)
-            if best is None:
-                break
-            k = best[1]
-            symbols[k : k + 2] = [symbols[k] + symbols[k + 1]]
-        ids: list[int] = []
-        for symbol in symbols:
-            found = self._ids.get(symbol)
-            if found is not None:
-                ids.append(found)
-            else:
-                ids.extend(_BYTE_BASE + b for b in symbol.encode("utf-8"))
-        return tuple(ids)
 
 
 def _options(ort: Any, threads: int) -> Any:
@@ -214,19 +142,6 @@ def _trim_trailing_quiet(audio: npt.NDArray[np.float32]) -> npt.NDArray[np.float
         return audio  # all of it one level: nothing stands out as the end of a sound
     end = (int(sounding[-1]) + 1) * frame + round(_QUIET_KEPT_SECONDS * SAMPLE_RATE)
     return audio[:end] if end < len(audio) else audio
-
-
-def _words(text: str) -> list[str]:
-    """`text` cut before each word-boundary mark: SentencePiece merges never cross one."""
-    words: list[str] = []
-    start = 0
-    for i, char in enumerate(text):
-        if char == _SPACE and i > start:
-            words.append(text[start:i])
-            start = i
-    if start < len(text):
-        words.append(text[start:])
-    return words
 
 
 @dataclass(frozen=True)
@@ -374,7 +289,7 @@ class MoonshineEngine(ASREngine):
         empty = np.zeros((rows, self._heads, 0, self._head_dim), dtype=np.float32)
         feed: dict[str, Any] = {name: empty for name in self._past}
         feed["encoder_hidden_states"] = hidden
-        feed["input_ids"] = np.asarray([[_BOS, *ids] for ids in prefixes], dtype=np.int64)
+        feed["input_ids"] = np.asarray([[BOS, *ids] for ids in prefixes], dtype=np.int64)
         feed["use_cache_branch"] = np.asarray([False])
         new: list[list[int]] = [[] for _ in range(rows)]
         logprob = np.zeros(rows)
@@ -388,7 +303,7 @@ class MoonshineEngine(ASREngine):
             scores = logits[:, -1, : self._vocab].astype(np.float64)
             tokens = scores.argmax(axis=1)
             # A finished row keeps decoding (the batch moves together); its tokens are dropped.
-            running &= tokens != _EOS
+            running &= tokens != EOS
             picked = scores[np.arange(rows), tokens] - np.logaddexp.reduce(scores, axis=1)
             logprob += np.where(running, picked, 0.0)
             for row in np.flatnonzero(running).tolist():
