@@ -116,6 +116,17 @@ async def test_english_24khz_ga_client(server: Server) -> None:
     assert item["usage"]["seconds"] == pytest.approx(8.73, abs=0.05)
 
 
+async def test_noise_reduction_is_taken_and_leaves_clean_speech_whole(server: Server) -> None:
+    """`audio.input.noise_reduction` filters the input before the VAD and the model (the unit
+    tests show the noise cut): the update shows it, and clean speech is still heard."""
+    near_field = {"input": {"noise_reduction": {"type": "near_field"}}}
+    transcript = await transcribe_once(server, EN, audio=near_field)
+    updated = [e for e in transcript.events if e["type"] == "session.updated"][-1]
+    assert updated["session"]["audio"]["input"]["noise_reduction"] == {"type": "near_field", "strength": 1.0}
+    (item,) = transcript.completed
+    assert wer([reference(EN)], [item["transcript"]]) <= 0.15, item["transcript"]
+
+
 async def test_english_pcm16_beta_client(server: Server) -> None:
     audio = load_audio(EN_2, 16_000)
     api = client(server)

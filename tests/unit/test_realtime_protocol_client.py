@@ -35,6 +35,7 @@ from dragoman.sessions.agent.config import (
     TurnDetection,
 )
 from dragoman.sessions.speech import events as speech
+from dragoman.sessions.speech.config import NoiseReductionUpdate
 from dragoman.sessions.transcription import events as transcription
 from dragoman.streaming.turns import SemanticVADConfig, ServerVADConfig
 from tests.unit.realtime_sdk import Sent, validate
@@ -72,8 +73,16 @@ def test_ga_transcription_update_from_the_sdk() -> None:
     parser = ClientParser(BETA)
     event = parser.parse(sent.last())
     vad = ServerVADConfig(VAD["threshold"], VAD["prefix_padding_ms"], VAD["silence_duration_ms"])  # type: ignore[arg-type]
+    noise = NoiseReductionUpdate("near_field")
     assert event == transcription.UpdateSession(
-        {**TRANSCRIPTION, "input_rate": 24000, "turn_detection": vad, "partials": False}, "evt_1"
+        {
+            **TRANSCRIPTION,
+            "input_rate": 24000,
+            "turn_detection": vad,
+            "noise_reduction": noise,
+            "partials": False,
+        },
+        "evt_1",
     )
     assert parser.generation is GA
 

@@ -325,7 +325,7 @@ def _ga_session(config: AgentConfig, engine_name: str) -> dict[str, Any]:
                 "format": format_for(Generation.GA, config.input_rate, codec=config.input_codec),
                 "transcription": _transcription(config),
                 "turn_detection": _turn_detection(config.turn_detection),
-                "noise_reduction": None,
+                "noise_reduction": shared.noise_reduction_object(config.noise_reduction),
             },
             "output": {
                 "format": format_for(Generation.GA, config.output_rate, codec=config.output_codec),
@@ -340,7 +340,9 @@ def _ga_session(config: AgentConfig, engine_name: str) -> dict[str, Any]:
 
 
 def _beta_session(config: AgentConfig) -> dict[str, Any]:
-    # Beta's `Session.model` only names OpenAI's models, so the model is left out.
+    # Beta's `Session.model` only names OpenAI's models, so the model is left out; its noise
+    # reduction has no strength.
+    noise = config.noise_reduction
     return {
         "modalities": ["text", "audio"] if "audio" in config.output_modalities else ["text"],
         "instructions": config.instructions,
@@ -353,6 +355,7 @@ def _beta_session(config: AgentConfig) -> dict[str, Any]:
             Generation.BETA, config.output_rate, AGENT_PCM16_RATE, config.output_codec
         ),
         "input_audio_transcription": _transcription(config),
+        "input_audio_noise_reduction": noise and {"type": noise.type},
         "turn_detection": _turn_detection(config.turn_detection),
         "tools": _tools(config),
         "tool_choice": _tool_choice(config, Generation.BETA),

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dragoman.errors import DragomanError, ServerError
 from dragoman.protocol.realtime.generation import Generation, format_for
 from dragoman.sessions.speech import events as speech
+from dragoman.sessions.speech.config import NoiseReduction
 from dragoman.sessions.transcription import events as out
 from dragoman.streaming.turns import SemanticVADConfig, TurnConfig
 
@@ -230,6 +231,11 @@ def item_error(error: DragomanError) -> ItemError:
     return ItemError.model_validate(error_detail(error, None).model_dump(exclude={"event_id"}))
 
 
+def noise_reduction_object(setting: NoiseReduction | None) -> dict[str, Any] | None:
+    """`audio.input.noise_reduction` as GA's session objects write it (`{type, strength}`)."""
+    return None if setting is None else {"type": setting.type, "strength": setting.strength}
+
+
 def turn_detection_object(config: TurnConfig | None) -> dict[str, Any] | None:
     """A session object's `turn_detection`: the mode and its own fields (the gates are ours and
     stay off the wire, which OpenAI's types would refuse)."""
@@ -287,7 +293,7 @@ def session_event(
                     "format": format_for(Generation.GA, config.input_rate),
                     "transcription": transcription,
                     "turn_detection": turn_detection,
-                    "noise_reduction": None,
+                    "noise_reduction": noise_reduction_object(config.noise_reduction),
                 }
             },
             "include": None,

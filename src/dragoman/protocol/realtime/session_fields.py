@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo
 
 from dragoman.protocol.realtime.fields import ClientModel, Count, Number, fault
+from dragoman.sessions.speech.config import NoiseReductionType, NoiseReductionUpdate
 from dragoman.streaming.turn_config import MAX_IDLE_TIMEOUT_MS, MIN_IDLE_TIMEOUT_MS
 from dragoman.streaming.turns import Eagerness
 
@@ -127,6 +128,23 @@ def _eagerness(value: Any) -> Eagerness:
 
 
 TurnEagerness = Annotated[Eagerness, BeforeValidator(_eagerness)]
+
+
+def _strength(value: float) -> float:
+    if not 0.0 <= value <= 1.0:
+        raise fault("strength must be between 0 and 1.")
+    return value
+
+
+class NoiseReductionField(ClientModel):
+    """`audio.input.noise_reduction` (GA, translation) and beta's `input_audio_noise_reduction`
+    (whose type has no `strength`): `{"type": "near_field" | "far_field", "strength"}`."""
+
+    type: NoiseReductionType
+    strength: Annotated[Number, AfterValidator(_strength)] | None = None
+
+    def update(self) -> NoiseReductionUpdate:
+        return NoiseReductionUpdate(self.type, self.strength)
 
 
 def present(model: ClientModel, names: dict[str, str]) -> dict[str, Any]:

@@ -1,10 +1,11 @@
 """The `session` object of a Realtime session update, in both generations, for both sessions.
 
 GA (`openai.types.realtime`) nests the audio settings: `session.audio.input.{format,
-transcription, turn_detection}` and `session.audio.output.{format, voice, speed}`, and
-names the kind of session in `session.type` ("transcription" or "realtime"). Beta
-(`openai.types.beta.realtime`) writes them flat: `input_audio_format`,
-`input_audio_transcription`, `turn_detection`, `voice`, `modalities`.
+transcription, turn_detection, noise_reduction}` and `session.audio.output.{format, voice,
+speed}`, and names the kind of session in `session.type` ("transcription" or "realtime").
+Beta (`openai.types.beta.realtime`) writes them flat: `input_audio_format`,
+`input_audio_transcription`, `input_audio_noise_reduction`, `turn_detection`, `voice`,
+`modalities`.
 
 Each model's `values()` is what the update sets, keyed by the session's config
 fields (`sessions.transcription.config.SessionConfig`, `sessions.agent.config.AgentConfig`);
@@ -45,6 +46,7 @@ from dragoman.protocol.realtime.session_fields import (
     MaxTokens,
     Modalities,
     Model,
+    NoiseReductionField,
     RealtimeKind,
     Speed,
     TranscriptionKind,
@@ -163,6 +165,14 @@ class Mstar(ClientModel):
         return present(self, {name: name for name in names})
 
 
+def _noise_values(model: ClientModel, name: str) -> dict[str, Any]:
+    """The noise reduction the client set under `name` (a `NoiseReductionUpdate`, or None: off)."""
+    if name not in model.model_fields_set:
+        return {}
+    field: NoiseReductionField | None = getattr(model, name)
+    return {"noise_reduction": field and field.update()}
+
+
 def _include_values(include: list[str] | None, fields_set: set[str]) -> dict[str, Any]:
     """`include` names the extra events and fields a client wants; it replaces the list."""
     if "include" not in fields_set:
@@ -177,6 +187,7 @@ class TranscriptionAudioInput(ClientModel):
     format: TranscriptionFormat = GA_RATE
     transcription: TranscriptionModel | None = None
     turn_detection: TurnDetectionModel | None = None
+    noise_reduction: NoiseReductionField | None = None
 
     def values(self) -> dict[str, Any]:
         values = present(self, {"format": "input_rate"})
@@ -184,7 +195,7 @@ class TranscriptionAudioInput(ClientModel):
             values.update(_transcription_values(self.transcription))
         if "turn_detection" in self.model_fields_set:
             values["turn_detection"] = self.turn_detection.vad() if self.turn_detection else None
-        return values
+        return values | _noise_values(self, "noise_reduction")
 
 
 class TranscriptionAudio(ClientModel):
@@ -210,6 +221,7 @@ class BetaTranscriptionSession(ClientModel):
 
     input_audio_format: TranscriptionFormat = TRANSCRIPTION_PCM16_RATE
     input_audio_transcription: TranscriptionModel | None = None
+    input_audio_noise_reduction: NoiseReductionField | None = None
     turn_detection: BetaTurnDetectionModel | None = None
     include: list[str] | None = None
     mstar: Mstar | None = None
@@ -220,6 +232,7 @@ class BetaTranscriptionSession(ClientModel):
             values.update(_transcription_values(self.input_audio_transcription))
         if "turn_detection" in self.model_fields_set:
             values["turn_detection"] = self.turn_detection.vad() if self.turn_detection else None
+        values |= _noise_values(self, "input_audio_noise_reduction")
         values |= _include_values(self.include, self.model_fields_set)
         return values | (self.mstar.values() if self.mstar else {})
 
@@ -290,6 +303,7 @@ class AgentAudioInput(ClientModel):
     format: AgentFormat = AudioFormat(GA_RATE)
     transcription: TranscriptionModel | None = None
     turn_detection: TurnDetectionModel | None = None
+    noise_reduction: NoiseReductionField | None = None
 
     def values(self) -> dict[str, Any]:
         values = _formats(present(self, {"format": "input_rate"}))
@@ -297,7 +311,7 @@ class AgentAudioInput(ClientModel):
             values["input_transcription"] = self.transcription and self.transcription.input_transcription()
         if "turn_detection" in self.model_fields_set:
             values["turn_detection"] = self.turn_detection and self.turn_detection.turn_detection()
-        return values
+        return values | _noise_values(self, "noise_reduction")
 
 
 class AgentAudioOutput(ClientModel):
@@ -346,6 +360,7 @@ class BetaAgentSession(ClientModel):
     input_audio_format: AgentFormat = AudioFormat(AGENT_PCM16_RATE)
     output_audio_format: AgentFormat = AudioFormat(AGENT_PCM16_RATE)
     input_audio_transcription: TranscriptionModel | None = None
+    input_audio_noise_reduction: NoiseReductionField | None = None
     turn_detection: BetaTurnDetectionModel | None = None
     tools: Tools | None = None
     tool_choice: BetaToolChoice | None = None
@@ -370,7 +385,7 @@ class BetaAgentSession(ClientModel):
             values["input_transcription"] = transcription and transcription.input_transcription()
         if "turn_detection" in self.model_fields_set:
             values["turn_detection"] = self.turn_detection and self.turn_detection.turn_detection()
-        return values
+        return values | _noise_values(self, "input_audio_noise_reduction")
 
 
 def _agent_values(

@@ -18,15 +18,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field
+from pydantic import BeforeValidator, Field
 
 from dragoman.errors import InvalidValue
 from dragoman.protocol.realtime.client_events import ClientEvent as EventModel
 from dragoman.protocol.realtime.client_parsers import _parse, _unknown, _validate
-from dragoman.protocol.realtime.fields import ClientModel, Number, fault
+from dragoman.protocol.realtime.fields import ClientModel, fault
 from dragoman.protocol.realtime.generation import GA_RATE, Generation
+from dragoman.protocol.realtime.session_fields import NoiseReductionField
 from dragoman.sessions.translation import events as translation
-from dragoman.sessions.translation.config import NoiseReductionUpdate
 
 #: OpenAI's model name, and this server's own; an ephemeral key's session may carry either.
 OPENAI_MODEL = "gpt-realtime-translate"
@@ -40,12 +40,6 @@ FORMAT_PARAM = "session.audio.input.format"
 MAX_NAME_CHARS = 64
 
 
-def _strength(value: float) -> float:
-    if not 0.0 <= value <= 1.0:
-        raise fault("strength must be between 0 and 1.")
-    return value
-
-
 def _pcm24k(value: Any) -> Any:
     if value == {"type": "audio/pcm", "rate": INPUT_RATE} or value == {"type": "audio/pcm"}:
         return value
@@ -56,11 +50,6 @@ def _pcm24k(value: Any) -> Any:
 
 
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]
-
-
-class NoiseReductionField(ClientModel):
-    type: Literal["near_field", "far_field"]
-    strength: Annotated[Number, AfterValidator(_strength)] | None = None
 
 
 class TranscriptionField(ClientModel):
@@ -104,8 +93,7 @@ class TranslationSessionFields(ClientModel):
             if "transcription" in source.model_fields_set:
                 out["transcription"] = source.transcription.model if source.transcription else None
             if "noise_reduction" in source.model_fields_set:
-                nr = source.noise_reduction
-                out["noise_reduction"] = NoiseReductionUpdate(nr.type, nr.strength) if nr else None
+                out["noise_reduction"] = source.noise_reduction and source.noise_reduction.update()
         return out
 
 

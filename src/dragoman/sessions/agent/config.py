@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from dragoman.sessions.speech.config import NoiseReduction
 from dragoman.streaming.turns import ServerVADConfig, TurnConfig
 
 #: GA: "`["text"]` can be used to make the model respond with text only. It is not
@@ -79,6 +80,8 @@ class AgentConfig:
     output_codec: Codec = "pcm16"
     input_transcription: InputTranscription | None = None
     turn_detection: TurnDetection | None = field(default_factory=TurnDetection)
+    #: The input's noise reduction (the speech front filters it); None: the audio as it comes.
+    noise_reduction: NoiseReduction | None = None
     tools: tuple[FunctionTool, ...] = ()
     tool_choice: ToolChoice = "auto"
     #: None: "inf", the most the model allows.

@@ -31,6 +31,7 @@ def front_config(config: AgentConfig, limits: AgentLimits, engine: EngineProfile
         prompt=transcription.prompt if transcription else None,
         turn_detection=config.turn_detection.vad if config.turn_detection else None,
         chunk_seconds=limits.speech.chunk_seconds if transcription is not None else whole_turn,
+        noise_reduction=config.noise_reduction,
     )
 
 

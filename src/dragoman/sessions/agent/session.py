@@ -45,7 +45,7 @@ from dragoman.sessions.agent.response import ResponseRun
 from dragoman.sessions.agent.turn_taking import TurnTaking
 from dragoman.sessions.base import Observation
 from dragoman.sessions.speech import events as speech
-from dragoman.sessions.speech.config import EngineProfile
+from dragoman.sessions.speech.config import EngineProfile, with_noise_reduction
 from dragoman.sessions.speech.decoder import StepJob
 from dragoman.sessions.speech.front import SpeechFront
 from dragoman.streaming.turns import TurnCompletion
@@ -221,7 +221,7 @@ class AgentSession:
 
     def _apply(self, values: Mapping[str, Any]) -> None:
         """Merge `values` into the settings, all or nothing; raises ClientError."""
-        new = dataclasses.replace(self.config, **values)
+        new = dataclasses.replace(self.config, **with_noise_reduction(values, self.config.noise_reduction))
         if "voice" in values:
             new = dataclasses.replace(new, voice=self._voices(new.voice))
         if self.response is not None and new.output_rate != self.config.output_rate:

@@ -1,4 +1,5 @@
-"""The session's input stream: base64 PCM16 at the client's rate in, 16 kHz float32 out."""
+"""The session's input stream: base64 PCM16 at the client's rate in, 16 kHz float32 out,
+filtered on the way as the session's noise reduction says."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from dragoman.audio.pcm import pcm16_to_float
 from dragoman.audio.rates import SAMPLE_RATE
 from dragoman.audio.resample import StreamResampler
 from dragoman.engines.asr.base import FloatAudio
+from dragoman.sessions.speech.config import NoiseReduction
+from dragoman.streaming.noise_reduction import NoiseSuppressor
 
 
 class AudioInput:
@@ -28,6 +31,8 @@ class AudioInput:
         #: The clock when the current rate took over, and the samples taken at it since.
         self._clock_base = 0
         self._taken = 0
+        #: The noise reduction's filter, at the input rate (`set_noise_reduction`).
+        self._suppressor: NoiseSuppressor | None = None
 
     def decode(self, payload: str) -> tuple[FloatAudio, bytes]:
         """The append's samples at the input rate and the odd byte it leaves; raises InvalidAudio."""
@@ -37,7 +42,20 @@ class AudioInput:
         """Take decoded samples into the stream; returns the 16 kHz audio that is ready."""
         self.carry = odd
         self._taken += len(samples)
+        if self._suppressor is not None:
+            samples = self._suppressor.process(samples)  # as many samples out as in
         return self.resampler.process(samples)
+
+    def set_noise_reduction(self, setting: NoiseReduction | None) -> None:
+        """Filter what is accepted from now on as `setting` says. OpenAI's noise reduction "filters
+        audio added to the input audio buffer before it is sent to VAD and the model". A change
+        of type or strength keeps the noise floor learned so far."""
+        if setting is None:
+            self._suppressor = None
+        elif self._suppressor is None:
+            self._suppressor = NoiseSuppressor(self.rate, setting.type, setting.strength)
+        else:
+            self._suppressor.set(setting.type, setting.strength)
 
     def model_samples(self, input_samples: int) -> int:
         """How many 16 kHz samples `input_samples` at the input rate make, rounded once."""
@@ -67,3 +85,5 @@ class AudioInput:
             self._clock_base, self._taken = self.clock, 0
             self.rate = rate
             self.resampler = StreamResampler(rate, SAMPLE_RATE)
+            if self._suppressor is not None:  # its frames and noise floor were at the old rate
+                self._suppressor = NoiseSuppressor(rate, self._suppressor.kind, self._suppressor.strength)

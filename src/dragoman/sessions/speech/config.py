@@ -5,12 +5,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from dragoman.config import TranscriptionSettings
 from dragoman.engines.asr.base import ASRCapabilities, TextTokenizer
 from dragoman.errors import InvalidValue
 from dragoman.streaming.turns import TurnConfig
+
+NoiseReductionType = Literal["near_field", "far_field"]
 
 #: MIN_CHUNK_SECONDS of the re-decode algorithm: a shorter chunk_seconds is raised to it.
 MIN_CHUNK_SECONDS = 0.5
@@ -25,6 +27,39 @@ class EngineProfile:
     tokenizer: TextTokenizer
     #: The server's MAX_ITEM_SECONDS.
     max_item_seconds: float
+
+
+@dataclass(frozen=True)
+class NoiseReduction:
+    """OpenAI's `audio.input.noise_reduction`: it "filters audio added to the input audio buffer
+    before it is sent to VAD and the model" (`streaming/noise_reduction.py`)."""
+
+    type: NoiseReductionType
+    #: OpenAI: "Defaults to 1 when noise reduction is first enabled."
+    strength: float = 1.0
+
+
+@dataclass(frozen=True)
+class NoiseReductionUpdate:
+    """As a session update sends it: a strength left out "preserves the current strength"."""
+
+    type: NoiseReductionType
+    strength: float | None = None
+
+    def applied_to(self, current: NoiseReduction | None) -> NoiseReduction:
+        if self.strength is not None:
+            return NoiseReduction(self.type, self.strength)
+        return NoiseReduction(self.type, current.strength if current is not None else 1.0)
+
+
+def with_noise_reduction(values: Mapping[str, Any], current: NoiseReduction | None) -> dict[str, Any]:
+    """An update's `values` with its `noise_reduction` (a `NoiseReductionUpdate`, or None to turn
+    it off) resolved against the session's `current` setting."""
+    out = dict(values)
+    update = out.get("noise_reduction")
+    if isinstance(update, NoiseReductionUpdate):
+        out["noise_reduction"] = update.applied_to(current)
+    return out
 
 
 @dataclass(frozen=True)
@@ -47,6 +82,8 @@ class SessionConfig:
     max_window_seconds: float = 10.0
     #: Whose ASR routes the steps take too (`StepRequest.scope`); "": the server's only.
     asr_scope: str = ""
+    #: The input's noise reduction; None: the audio as it comes.
+    noise_reduction: NoiseReduction | None = None
 
     @classmethod
     def defaults(cls, settings: TranscriptionSettings, input_rate: int) -> SessionConfig:
@@ -61,7 +98,7 @@ class SessionConfig:
 
     def patched(self, values: Mapping[str, Any], cap: float) -> SessionConfig:
         """This config with `values` applied, or InvalidValue; nothing changes on error."""
-        new = dataclasses.replace(self, **values)
+        new = dataclasses.replace(self, **with_noise_reduction(values, self.noise_reduction))
         chunk = max(new.chunk_seconds, MIN_CHUNK_SECONDS)
         if chunk > cap:
             raise InvalidValue(

@@ -74,9 +74,7 @@ class SpeechFront:
         self._idle_held = False
         #: Set by the driver while the client is too far ahead of real time (`_check_real_time`).
         self.audio_refused = False
-        #: Applied to each append's samples (at the input rate) before the VAD and the model
-        #: hear them, keeping their length: the interpreter's noise reduction.
-        self.input_filter: Callable[[FloatAudio], FloatAudio] | None = None
+        self._input.set_noise_reduction(config.noise_reduction)
         self._make_segmenter()
 
     @property
@@ -116,6 +114,7 @@ class SpeechFront:
             self._input.reset()
             self._input.set_rate(new.input_rate)
             self._start_over()
+        self._input.set_noise_reduction(new.noise_reduction)
         # A change of the VAD's settings waits for the open turn to end (`_follow_config`).
         self._follow_config()
 
@@ -124,8 +123,6 @@ class SpeechFront:
         self._check_backlog()
         self._check_real_time(payload)
         samples, odd = self._input.decode(payload)
-        if self.input_filter is not None:
-            samples = self.input_filter(samples)
         if self._segmenter is None:
             item = self._open_item()
             clock = self._input.model_samples(item.input_samples + len(samples))

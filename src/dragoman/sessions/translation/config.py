@@ -11,29 +11,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from dragoman.errors import InvalidValue
 from dragoman.languages import primary_subtag
-from dragoman.sessions.speech.config import SessionConfig
+from dragoman.sessions.speech.config import NoiseReduction, SessionConfig, with_noise_reduction
 
-NoiseReductionType = Literal["near_field", "far_field"]
 LANGUAGE_PARAM = "session.audio.output.language"
-
-
-@dataclass(frozen=True)
-class NoiseReduction:
-    type: NoiseReductionType
-    #: OpenAI: "Defaults to 1 when noise reduction is first enabled."
-    strength: float = 1.0
-
-
-@dataclass(frozen=True)
-class NoiseReductionUpdate:
-    """As sent: a strength left out "preserves the current strength"."""
-
-    type: NoiseReductionType
-    strength: float | None = None
 
 
 @dataclass(frozen=True)
@@ -46,22 +30,9 @@ class TranslationConfig:
 
     def patched(self, values: Mapping[str, Any]) -> TranslationConfig:
         """This config with an update's `values` applied (the language is checked by the session)."""
-        changes: dict[str, Any] = {}
-        if "language" in values:
-            changes["language"] = values["language"]
-        if "transcription" in values:
-            changes["transcription"] = values["transcription"]
-        if "noise_reduction" in values:
-            update: NoiseReductionUpdate | None = values["noise_reduction"]
-            if update is None:
-                changes["noise_reduction"] = None
-            else:
-                current = self.noise_reduction
-                strength = update.strength
-                if strength is None:
-                    strength = current.strength if current is not None else 1.0
-                changes["noise_reduction"] = NoiseReduction(update.type, strength)
-        return dataclasses.replace(self, **changes)
+        values = with_noise_reduction(values, self.noise_reduction)
+        fields = ("language", "transcription", "noise_reduction")
+        return dataclasses.replace(self, **{name: values[name] for name in fields if name in values})
 
 
 #: `interpreter.source_language` for speakers of any language the server translates from: each

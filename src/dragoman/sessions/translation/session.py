@@ -19,6 +19,7 @@ translation has been said, `session.closed` goes out and the connection closes.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -51,7 +52,6 @@ from dragoman.sessions.translation.events import (
 from dragoman.sessions.translation.speech_out import SpeakJob, SpokenOutput, on_grid
 from dragoman.sessions.translation.timeline import Timeline
 from dragoman.sessions.translation.translator import MTProfile, Translator
-from dragoman.streaming.noise_reduction import NoiseSuppressor
 
 MT = "mt"
 LANES = (ASR, MT, TTS)
@@ -118,8 +118,6 @@ class TranslationSession:
         self.speech = SpokenOutput(self._events.append)
         self.config = self._checked(config, config.language)
         self.translator.target = self.config.language
-        self._input_rate = speech.input_rate
-        self._suppressor: NoiseSuppressor | None = None
         self._follow_noise_reduction()
         #: The item whose source text went out last.
         self._input_item: str | None = None
@@ -208,17 +206,10 @@ class TranslationSession:
         self._emit(self._configured(created=False))
 
     def _follow_noise_reduction(self) -> None:
-        """Filter the input as `noise_reduction` says, from the next append on. OpenAI: it "filters
-        audio added to the input audio buffer before it is sent to VAD and the model"."""
-        wanted = self.config.noise_reduction
-        if wanted is None:
-            self._suppressor = self.front.input_filter = None
-            return
-        if self._suppressor is None:
-            self._suppressor = NoiseSuppressor(self._input_rate, wanted.type, wanted.strength)
-        else:  # the noise floor learned so far is kept
-            self._suppressor.set(wanted.type, wanted.strength)
-        self.front.input_filter = self._suppressor.process
+        """The speech front filters the input as `noise_reduction` says, from the next append on."""
+        front = self.front
+        if front.config.noise_reduction != self.config.noise_reduction:
+            front.reconfigure(dataclasses.replace(front.config, noise_reduction=self.config.noise_reduction))
 
     def _checked(self, config: TranslationConfig, asked: str) -> TranslationConfig:
         """`config` with its language checked: a direction to it, and a voice for it."""
