@@ -46,8 +46,8 @@ SESSION: RealtimeSessionCreateRequestParam = {
     "audio": {
         "input": {
             "format": {"type": "audio/pcm", "rate": 24000},
-            # LiveKit sends null (noise reduction off), which the SDK's param type leaves out.
-            "noise_reduction": None,  # type: ignore[typeddict-item]
+            # LiveKit sends null (noise reduction off); the SDK's param type allows it since 3.63.
+            "noise_reduction": None,
             "transcription": {"model": "gpt-4o-mini-transcribe"},
             "turn_detection": {
                 "type": "semantic_vad",
