@@ -738,6 +738,9 @@ def test_the_timeline_marks_where_a_segments_first_text_waited() -> None:
     assert row["speech_end"] <= row["committed"] <= row["transcribed"] <= row["final"]
     summary = h.session.timeline.summary()
     assert summary["mt_jobs"] == len(h.mt.requests) and summary["mt_staleness_ms"] == 0
+    # The counters the closing log line carries: MT's drafts of the segment, and the ASR's.
+    stats = h.session.stats
+    assert stats["drafts"] == len(h.mt.requests) and stats["asr_steps_coalesced"] == 0
 
 
 def test_a_partial_that_changes_only_the_tail_is_not_drafted() -> None:

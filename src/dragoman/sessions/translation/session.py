@@ -237,6 +237,12 @@ class TranslationSession:
     def input_seconds(self) -> float:
         return self.front.input_seconds
 
+    @property
+    def stats(self) -> dict[str, int]:
+        """Counters for the session's closing log line: its MT sessions' (drafts, streamed
+        commits, coalesced updates, ...) and the ASR steps skipped under load."""
+        return {**self.translator.stats, "asr_steps_coalesced": self.steps_coalesced}
+
     def refuse_audio(self, refused: bool) -> None:
         self.front.audio_refused = refused
 

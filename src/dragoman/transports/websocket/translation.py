@@ -125,4 +125,5 @@ async def _serve(
             input_seconds=round(session.input_seconds, 2),
             output_seconds=round(session.speech.seconds, 2),
             drained=driver.drained,
+            **session.stats,
         )
