@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from dragoman.cli import _overrides, _parser, models_report
+from dragoman.cli import _overrides, _parser
 from dragoman.config import Settings, load_settings
+from dragoman.tools.models import models_report
 from dragoman.weights import ModelStatus
 
 

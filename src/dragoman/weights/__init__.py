@@ -9,7 +9,8 @@ from dragoman.weights.install import (
     resolve,
     verify,
 )
-from dragoman.weights.registry import MODELS, FileSpec, ModelSpec, NpmFile, NpmPackage, PackageFile
+from dragoman.weights.registry import MODELS
+from dragoman.weights.specs import FileSpec, ModelSpec, NpmFile, NpmPackage, PackageFile
 
 __all__ = [
     "MODELS",

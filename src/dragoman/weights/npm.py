@@ -25,7 +25,7 @@ from typing import IO
 
 from dragoman.errors import ModelUnavailable
 from dragoman.logs import get_logger
-from dragoman.weights.registry import NpmFile, NpmPackage
+from dragoman.weights.specs import NpmFile, NpmPackage
 
 log = get_logger(__name__)
 

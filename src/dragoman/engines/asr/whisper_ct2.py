@@ -21,18 +21,17 @@ loop itself, which shows as a periodic tail of the tokens, is cut after its firs
 previous-text prompt or of itself. A decode that still looks like a loop (Whisper's
 compression-ratio test, or the length limit without a periodic tail) is decoded again
 over the full 30 s window. What each decode's hypothesis goes through is in
-`whisper_hypothesis`; the tokenizer is `whisper_tokenizer`'s.
+`whisper_hypothesis`; the tokenizer is `whisper_tokenizer`'s, the log-mel features and
+encoder calls `whisper_encoder`'s.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from dragoman.audio.rates import SAMPLE_RATE
 from dragoman.config import ASRSettings, ChineseScript
@@ -40,16 +39,15 @@ from dragoman.cpu import available_cores
 from dragoman.engines.asr.base import (
     ASRCapabilities,
     ASREngine,
-    FloatAudio,
     PrefixMode,
     StepRequest,
     StepResult,
-    WordStart,
     call_layout,
 )
 from dragoman.engines.asr.buckets import grid_window, length_buckets
 from dragoman.engines.asr.chinese_script import write
-from dragoman.engines.asr.whisper_hypothesis import DecodeItem, length_budget, take_hypothesis
+from dragoman.engines.asr.whisper_encoder import HOP, encode, log_mel, read_n_mels
+from dragoman.engines.asr.whisper_hypothesis import DecodeItem, length_budget, take_hypothesis, word_starts
 from dragoman.engines.asr.whisper_tokenizer import WhisperTokenizer
 from dragoman.engines.info import EngineInfo
 from dragoman.errors import ClientError, ModelUnavailable, RequestRejected
@@ -57,12 +55,9 @@ from dragoman.logs import get_logger
 
 log = get_logger(__name__)
 
-#: Whisper's input window and mel hop.
+#: Whisper's input window.
 WINDOW_SECONDS = 30.0
 _WINDOW_SAMPLES = int(WINDOW_SECONDS * SAMPLE_RATE)
-_HOP = 160
-#: The encoder halves the frame count, so windows are whole multiples of two hops.
-_GRAIN = 2 * _HOP
 #: Silence after the audio (see the module docstring). There is no floor on the window
 #: beyond that: a 10 s floor once stood in for the loop guards, and made every short step
 #: pay for 10 s.
@@ -77,23 +72,6 @@ _MAX_PROMPT_TOKENS = MAX_LENGTH // 2 - 1
 _PROMPT_GRAIN = 16
 #: Room always left for new tokens after the forced prefix.
 _MIN_NEW_TOKENS = 32
-#: On a CPU, one encoder call takes at most this many seconds of windows. The encoder's
-#: self-attention grows with the square of a window, and a batch whose activations leave
-#: the cache runs slower than its items one by one: on 2 cores (Zen 5, AVX2 or AVX-512),
-#: eight 12 s windows of whisper-base encode in 0.66-0.78 s together and in 0.40-0.43 s
-#: one at a time; eight 8 s windows in 0.39-0.41 s together and 0.24 s two at a time.
-_CPU_ENCODE_SECONDS = 20.0
-
-
-def _read_n_mels(model: Any, folder: Path) -> int:
-    """Mel bins the encoder expects: 80 for most Whisper models, 128 for large-v3."""
-    n_mels = getattr(model, "n_mels", None)
-    if isinstance(n_mels, int) and n_mels > 0:
-        return n_mels
-    pre = folder / "preprocessor_config.json"
-    if pre.is_file():
-        return int(json.loads(pre.read_text(encoding="utf-8")).get("feature_size", 80))
-    return 80
 
 
 def likeliest(ranked: Sequence[tuple[str, float]], among: Sequence[str]) -> tuple[str, float]:
@@ -148,7 +126,7 @@ class WhisperCT2Engine(ASREngine):
         except (RuntimeError, ValueError, OSError) as exc:
             raise ModelUnavailable(f"cannot load the Whisper model in {folder}: {exc}") from exc
         self._ct2 = ctranslate2
-        #: On a CPU, encoder calls of at most `_CPU_ENCODE_SECONDS` of windows (False: one call).
+        #: On a CPU, encoder calls of a bounded batch (`whisper_encoder.encode`; False: one call).
         self.split_encode = device == "cpu"
         self._beam_size = beam_size
         self.chinese_script = chinese_script
@@ -165,7 +143,7 @@ class WhisperCT2Engine(ASREngine):
             compute_reason="requested" if compute_type != "auto" else "CTranslate2's choice for this CPU",
         )
         self.tokenizer = WhisperTokenizer(folder / "tokenizer.json")
-        self._features = WhisperFeatureExtractor(feature_size=_read_n_mels(self._model, folder))  # type: ignore[no-untyped-call]
+        self._features = WhisperFeatureExtractor(feature_size=read_n_mels(self._model, folder))  # type: ignore[no-untyped-call]
         tok = self.tokenizer
         self._sot = tok.token_id("<|startoftranscript|>")
         self._transcribe = tok.token_id("<|transcribe|>")
@@ -294,31 +272,22 @@ class WhisperCT2Engine(ASREngine):
         if not trimmed:
             return _WINDOW_SAMPLES
         longest = max(int(it.request.audio.shape[0]) for it in items)
-        # The grid's windows are whole seconds, so whole multiples of _GRAIN.
+        # The grid's windows are whole seconds, so whole multiples of the encoder's GRAIN.
         want = grid_window(longest / SAMPLE_RATE + TAIL_SECONDS)
         return min(_WINDOW_SAMPLES, round(want * SAMPLE_RATE))
 
-    def _log_mel(self, items: Sequence[DecodeItem], window: int) -> npt.NDArray[np.float32]:
-        """[batch, n_mels, window / hop] log-mel features; silence pads each item to `window`."""
-        batch = np.zeros((len(items), window), dtype=np.float32)
-        for row, it in zip(batch, items, strict=True):
-            audio: FloatAudio = it.request.audio
-            row[: audio.shape[0]] = audio
-        features = self._features(
-            list(batch), sampling_rate=SAMPLE_RATE, padding="longest", return_tensors="np"
-        )["input_features"]
-        return np.ascontiguousarray(features[..., : window // _HOP], dtype=np.float32)
-
     def _decode(self, items: Sequence[DecodeItem], *, trimmed: bool) -> None:
         window = self._window(items, trimmed)
-        features = self._log_mel(items, window)
+        features = log_mel(self._features, [it.request.audio for it in items], window)
         # CTranslate2 needs <|startoftranscript|> at the same position in every prompt of
         # a generate call, so items whose previous-text prompts differ in length decode
         # in separate calls, all from one encoder pass.
         groups: dict[int, list[int]] = {}
         for index, it in enumerate(items):
             groups.setdefault(len(it.prev), []).append(index)
-        encoded = self._encode(features, window, to_cpu=len(groups) > 1)
+        encoded = encode(
+            self._model, self._ct2, features, window, split=self.split_encode, to_cpu=len(groups) > 1
+        )
         if self.multilingual and any(it.language is None for it in items):
             detected = self._model.detect_language(encoded)
             for it, ranked in zip(items, detected, strict=True):
@@ -331,25 +300,6 @@ class WhisperCT2Engine(ASREngine):
         for indices in groups.values():
             part = self._ct2.StorageView.from_array(np.ascontiguousarray(states[indices]))
             self._generate([items[i] for i in indices], part, window)
-
-    def _encode(self, features: npt.NDArray[np.float32], window: int, *, to_cpu: bool) -> Any:
-        """The encoder's output for a batch of features, in calls of at most
-        `_CPU_ENCODE_SECONDS` of windows on a CPU."""
-        per_call = len(features)
-        if self.split_encode:
-            per_call = max(1, int(_CPU_ENCODE_SECONDS * SAMPLE_RATE) // window)
-        if per_call >= len(features):
-            return self._model.encode(self._ct2.StorageView.from_array(features), to_cpu=to_cpu)
-        parts = [
-            np.asarray(
-                self._model.encode(
-                    self._ct2.StorageView.from_array(np.ascontiguousarray(features[i : i + per_call])),
-                    to_cpu=True,
-                )
-            )
-            for i in range(0, len(features), per_call)
-        ]
-        return self._ct2.StorageView.from_array(np.concatenate(parts))
 
     def _generate(self, items: Sequence[DecodeItem], encoded: Any, window: int) -> None:
         prompts = []
@@ -372,6 +322,8 @@ class WhisperCT2Engine(ASREngine):
     def _align(self, wanted: list[int], items: Sequence[DecodeItem], encoded: Any) -> None:
         """Word starts from the cross-attention of the alignment heads (CTranslate2's `align`,
         a teacher-forced decoder pass over the hypothesis: no second encoder pass)."""
+        tok = self.tokenizer
+        assert isinstance(tok, WhisperTokenizer)
         by_task: dict[tuple[int, ...], list[int]] = {}
         for i in wanted:
             by_task.setdefault(tuple(self._task(items[i])), []).append(i)
@@ -383,28 +335,10 @@ class WhisperCT2Engine(ASREngine):
                 states = np.asarray(encoded) if states is None else states
                 part = self._ct2.StorageView.from_array(np.ascontiguousarray(states[indices]))
             group = [items[i] for i in indices]
-            frames = [min(it.window, int(it.request.audio.shape[0])) // _HOP for it in group]
+            frames = [min(it.window, int(it.request.audio.shape[0])) // HOP for it in group]
             aligned = self._model.align(part, list(task), [[*it.ids, self._eot] for it in group], frames)
             for it, result in zip(group, aligned, strict=True):
-                it.words = self._word_starts(it, result.alignments)
-
-    def _word_starts(self, it: DecodeItem, alignments: Sequence[tuple[int, int]]) -> tuple[WordStart, ...]:
-        """Each word's start: the first encoder frame its first token aligns to."""
-        first: dict[int, int] = {}
-        for text_index, time_index in alignments:
-            first.setdefault(int(text_index), int(time_index))
-        tok = self.tokenizer
-        assert isinstance(tok, WhisperTokenizer)
-        text = self._written(it)
-        words = []
-        for i in range(len(it.ids)):
-            token = tok.id_to_token(it.ids[i]) or ""
-            if (i and not token.startswith("Ġ")) or i not in first:
-                continue
-            head = text(it.ids[:i])
-            if it.text.startswith(head):
-                words.append(WordStart(chars=len(head), seconds=first[i] * _GRAIN / SAMPLE_RATE))
-        return tuple(words)
+                it.words = word_starts(it, result.alignments, tok, self._written(it))
 
     def _written(self, it: DecodeItem) -> Callable[[Sequence[int]], str]:
         """The text of tokens of `it`'s hypothesis, as the engine writes its language."""

@@ -6,7 +6,7 @@ Two of those guards are here: `length_budget`, the decoder length a request's au
 can need, so a loop stops after a few dozen tokens; and `take_hypothesis`, which strips
 the forced prefix, cuts a repetition loop or an echo of earlier text (`repetition`), and
 marks a decode that still looks like a loop as suspect, to be decoded again over the
-full 30 s window.
+full 30 s window. `word_starts` places the hypothesis's words in its audio.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from typing import Any
 
 from dragoman.audio.rates import SAMPLE_RATE
 from dragoman.engines.asr.base import StepRequest, WordStart
+from dragoman.engines.asr.whisper_encoder import GRAIN
+from dragoman.engines.asr.whisper_tokenizer import WhisperTokenizer
 from dragoman.engines.repetition import echo_start, loop_start
 
 #: More tokens than any speech yields per second (fast speech is ~5 tokens/s in English,
@@ -97,3 +99,25 @@ def take_hypothesis(
     it.no_speech_prob = float(out.no_speech_prob)
     cut_off = cut is not None or echo is not None
     it.suspect = (at_limit and not cut_off) or _compression_ratio(it.text) > _COMPRESSION_LIMIT
+
+
+def word_starts(
+    it: DecodeItem,
+    alignments: Sequence[tuple[int, int]],
+    tok: WhisperTokenizer,
+    text: Callable[[Sequence[int]], str],
+) -> tuple[WordStart, ...]:
+    """Each word's start: the first encoder frame its first token aligns to. `text` writes
+    tokens of `it`'s hypothesis as the engine writes its language."""
+    first: dict[int, int] = {}
+    for text_index, time_index in alignments:
+        first.setdefault(int(text_index), int(time_index))
+    words = []
+    for i in range(len(it.ids)):
+        token = tok.id_to_token(it.ids[i]) or ""
+        if (i and not token.startswith("Ġ")) or i not in first:
+            continue
+        head = text(it.ids[:i])
+        if it.text.startswith(head):
+            words.append(WordStart(chars=len(head), seconds=first[i] * GRAIN / SAMPLE_RATE))
+    return tuple(words)

@@ -27,22 +27,22 @@ from dragoman.protocol.realtime.fields import (
     fault,
 )
 from dragoman.protocol.realtime.session_fields import (
+    BetaToolChoice,
     FunctionName,
     Instructions,
     MaxTokens,
     Modalities,
+    Tools,
     Voice,
+    modalities,
     present,
+    tool_choice,
 )
 from dragoman.protocol.realtime.session_models import (
     AgentSession,
     BetaAgentSession,
-    BetaToolChoice,
     BetaTranscriptionSession,
-    Tools,
     TranscriptionSession,
-    modalities,
-    tool_choice,
 )
 from dragoman.sessions.agent import events as agent
 

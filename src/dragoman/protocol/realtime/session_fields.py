@@ -5,7 +5,8 @@ overrides (`protocol.realtime.client_events`) type their fields with these; each
 raises a `fault` whose message the client reads (`protocol.realtime.fields`). A count
 or a duration out of its range, a function name OpenAI would refuse, or a
 `session.type` this endpoint does not serve, is an error, and the update changes
-nothing. `present` reads back what a model's client set.
+nothing. `present` reads back what a model's client set; `tool_choice` and `modalities`
+turn those two fields into the agent's settings.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo
+from pydantic import AfterValidator, BeforeValidator, Discriminator, Field, Tag, ValidationInfo
 
 from dragoman.protocol.realtime.fields import ClientModel, Count, Number, fault
+from dragoman.sessions.agent.config import ForcedFunction, FunctionTool, Modality, ToolChoice
 from dragoman.sessions.speech.config import NoiseReductionType, NoiseReductionUpdate
 from dragoman.streaming.turn_config import MAX_IDLE_TIMEOUT_MS, MIN_IDLE_TIMEOUT_MS
 from dragoman.streaming.turns import Eagerness
@@ -145,6 +147,56 @@ class NoiseReductionField(ClientModel):
 
     def update(self) -> NoiseReductionUpdate:
         return NoiseReductionUpdate(self.type, self.strength)
+
+
+class FunctionToolModel(ClientModel):
+    type: Literal["function"] = "function"
+    name: FunctionName
+    description: Annotated[str, Field(max_length=MAX_DESCRIPTION_CHARS)] = ""
+    parameters: dict[str, Any] = Field(default_factory=dict)
+
+    def tool(self) -> FunctionTool:
+        return FunctionTool(self.name, self.description, self.parameters)
+
+
+Tools = Annotated[list[FunctionToolModel], Field(max_length=MAX_TOOLS)]
+
+
+class ToolChoiceFunction(ClientModel):
+    type: Literal["function"]
+    name: FunctionName
+
+
+def _tool_choice_kind(value: Any) -> str:
+    return "Mode" if isinstance(value, str) else "Function"
+
+
+#: GA: "Provide one of the string modes or force a specific function".
+GAToolChoice = Annotated[
+    Annotated[Literal["auto", "none", "required"], Tag("Mode")]
+    | Annotated[ToolChoiceFunction, Tag("Function")],
+    Discriminator(_tool_choice_kind),
+]
+#: Beta types `tool_choice` as a string: "Options are `auto`, `none`, `required`, or specify a
+#: function"; a string that is no mode names the function.
+BetaToolChoice = Annotated[
+    Annotated[FunctionName, Tag("Mode")] | Annotated[ToolChoiceFunction, Tag("Function")],
+    Discriminator(_tool_choice_kind),
+]
+
+
+def tool_choice(value: str | ToolChoiceFunction) -> ToolChoice:
+    """A mode, or a function to force; beta's string form names the function."""
+    if isinstance(value, ToolChoiceFunction):
+        return ForcedFunction(value.name)
+    if value in ("auto", "none", "required"):
+        return value  # type: ignore[return-value]
+    return ForcedFunction(value)
+
+
+def modalities(value: list[Literal["text", "audio"]]) -> tuple[Modality, ...]:
+    """Audio, whose transcript is its text, whenever it is asked for (beta asks ["text", "audio"])."""
+    return ("audio",) if "audio" in value else ("text",)
 
 
 def present(model: ClientModel, names: dict[str, str]) -> dict[str, Any]:

@@ -21,9 +21,9 @@ changes nothing. The fields' value types and their checks are in
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import Discriminator, Field, Tag
+from pydantic import Field
 
 from dragoman.protocol.realtime.fields import (
     AgentFormat,
@@ -36,11 +36,10 @@ from dragoman.protocol.realtime.fields import (
 )
 from dragoman.protocol.realtime.generation import AGENT_PCM16_RATE, GA_RATE, TRANSCRIPTION_PCM16_RATE
 from dragoman.protocol.realtime.session_fields import (
-    MAX_DESCRIPTION_CHARS,
     MAX_LANGUAGE_CHARS,
     MAX_PROMPT_CHARS,
-    MAX_TOOLS,
-    FunctionName,
+    BetaToolChoice,
+    GAToolChoice,
     IdleMs,
     Instructions,
     MaxTokens,
@@ -49,22 +48,17 @@ from dragoman.protocol.realtime.session_fields import (
     NoiseReductionField,
     RealtimeKind,
     Speed,
+    Tools,
     TranscriptionKind,
     TurnEagerness,
     TurnType,
     VadMs,
     Voice,
+    modalities,
     present,
+    tool_choice,
 )
-from dragoman.sessions.agent.config import (
-    AgentConfig,
-    ForcedFunction,
-    FunctionTool,
-    InputTranscription,
-    Modality,
-    ToolChoice,
-    TurnDetection,
-)
+from dragoman.sessions.agent.config import AgentConfig, InputTranscription, TurnDetection
 from dragoman.streaming.turns import SemanticVADConfig, ServerVADConfig, TurnConfig
 
 # -- shared parts -----------------------------------------------------------------
@@ -238,56 +232,6 @@ class BetaTranscriptionSession(ClientModel):
 
 
 # -- agent sessions --------------------------------------------------------------------
-
-
-class FunctionToolModel(ClientModel):
-    type: Literal["function"] = "function"
-    name: FunctionName
-    description: Annotated[str, Field(max_length=MAX_DESCRIPTION_CHARS)] = ""
-    parameters: dict[str, Any] = Field(default_factory=dict)
-
-    def tool(self) -> FunctionTool:
-        return FunctionTool(self.name, self.description, self.parameters)
-
-
-Tools = Annotated[list[FunctionToolModel], Field(max_length=MAX_TOOLS)]
-
-
-class ToolChoiceFunction(ClientModel):
-    type: Literal["function"]
-    name: FunctionName
-
-
-def _tool_choice_kind(value: Any) -> str:
-    return "Mode" if isinstance(value, str) else "Function"
-
-
-#: GA: "Provide one of the string modes or force a specific function".
-GAToolChoice = Annotated[
-    Annotated[Literal["auto", "none", "required"], Tag("Mode")]
-    | Annotated[ToolChoiceFunction, Tag("Function")],
-    Discriminator(_tool_choice_kind),
-]
-#: Beta types `tool_choice` as a string: "Options are `auto`, `none`, `required`, or specify a
-#: function"; a string that is no mode names the function.
-BetaToolChoice = Annotated[
-    Annotated[FunctionName, Tag("Mode")] | Annotated[ToolChoiceFunction, Tag("Function")],
-    Discriminator(_tool_choice_kind),
-]
-
-
-def tool_choice(value: str | ToolChoiceFunction) -> ToolChoice:
-    """A mode, or a function to force; beta's string form names the function."""
-    if isinstance(value, ToolChoiceFunction):
-        return ForcedFunction(value.name)
-    if value in ("auto", "none", "required"):
-        return value  # type: ignore[return-value]
-    return ForcedFunction(value)
-
-
-def modalities(value: list[Literal["text", "audio"]]) -> tuple[Modality, ...]:
-    """Audio, whose transcript is its text, whenever it is asked for (beta asks ["text", "audio"])."""
-    return ("audio",) if "audio" in value else ("text",)
 
 
 def _formats(values: dict[str, Any]) -> dict[str, Any]:
