@@ -5,8 +5,9 @@ events to send come out of `events_to_send`, and engine work is pulled with
 `next_job` and reported with `job_done` / `job_failed` (and, for a streaming job's
 passes, `job_progress`); the driver owns sockets, threads and the engine. Work
 answered without the engine (the commit fast path, empty utterances, errors) is
-answered inside `receive`. What a draft commits is decided in `sessions/mt/utterance.py`;
-the request of each draft is spelled out in `sessions/mt/requests.py`.
+answered inside `receive`. What a draft (or the commit fast path) commits is decided in
+`sessions/mt/utterance.py`; the request of each draft is spelled out in `sessions/mt/requests.py`,
+and an `init` is checked (or refused) in `sessions/mt/validation.py`.
 
 Updates wait in `sessions/mt/update_queue.py` (one partial, latest wins, plus bounded
 sticky finals) until the engine's turn comes. A final that arrives while a partial draft runs
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from dragoman.engines.mt.base import DraftMode, MTDraft, MTRequest
+from dragoman.engines.mt.base import DraftMode, MTDraft
 from dragoman.errors import ClientError, DragomanError, ServerError, with_error_id
 from dragoman.sessions.base import DEFAULT_LANE, CloseCode
 from dragoman.sessions.mt.events import (
@@ -41,7 +42,6 @@ from dragoman.sessions.mt.events import (
     JobKind,
     MTJob,
     ServerEvent,
-    Translation,
     Update,
 )
 from dragoman.sessions.mt.requests import DraftRequests
@@ -49,16 +49,16 @@ from dragoman.sessions.mt.update_queue import UpdateQueue
 from dragoman.sessions.mt.utterance import (
     Decode,
     Utterance,
+    advance,
+    commit_cached,
     commit_partial,
     commit_streamed,
     copy_redraft,
-    extend_target,
     final_text,
-    prompt_key,
 )
 from dragoman.sessions.mt.utterances import Utterances
-from dragoman.sessions.mt.validation import SessionSetup, check_update, resolve_init
-from dragoman.streaming.alignatt import AlignAttParams, Frontier, build_source_accessibility_frontier
+from dragoman.sessions.mt.validation import SessionSetup, check_update, refusal, resolve_init
+from dragoman.streaming.alignatt import AlignAttParams, Frontier
 
 #: Finals that may wait for the engine at once (`MTSettings.max_queued_finals`).
 MAX_QUEUED_FINALS = 16
@@ -195,7 +195,9 @@ class MTSession:
             return
         commit = commit_streamed(job, draft, utt, setup.params, setup.target_lang, self._decode)
         if commit is not None:
-            self._emit(job.seq, utt, commit.committed, commit.buffer, commit.covered, commit.reason)
+            self._outbox.append(
+                advance(utt, job.seq, commit.committed, commit.buffer, commit.covered, commit.reason)
+            )
             self._counts["streamed"] += 1
 
     def job_done(self, job: MTJob, draft: MTDraft) -> None:
@@ -246,9 +248,7 @@ class MTSession:
                 default_preset=self._default_preset,
             )
         except ClientError as exc:
-            code = _wire_code(exc)
-            supported = tuple(self._directions) if code is ErrorCode.UNSUPPORTED_DIRECTION else None
-            self._outbox.append(Error(code, exc.message, supported=supported))
+            self._outbox.append(refusal(exc, self._directions))
             # "init_ok (or error, then closes)": a refused init is a policy violation.
             self._close_code = CloseCode.POLICY_VIOLATION
             return
@@ -327,50 +327,24 @@ class MTSession:
             if not words:
                 self._close(update.seq, utt, utt.committed, (), forced=False)
                 return None
-            frontier = build_source_accessibility_frontier(
-                [w.end_ms for w in words], 0, clock_ms=update.clock_ms, final=True, params=setup.params
-            )
-            # The engine sizes a final pass itself.
-            request = self._drafts().draft(words, (), utt, DraftMode.FINAL, 0, accessible=frontier.accessible)
+            request, frontier = self._drafts().final(update, words, utt)
             kind = JobKind.FORCED_FINAL if forced else JobKind.FINAL
             return MTJob(update.seq, utt.id, kind, request, frontier)
-        frontier = build_source_accessibility_frontier(
-            [w.end_ms for w in words],
-            len(update.tail),
-            clock_ms=update.clock_ms,
-            final=False,
-            params=setup.params,
-        )
         if not words and not update.tail:
-            self._emit(update.seq, utt, utt.committed, "", None, "alignatt:no_source")
+            self._outbox.append(advance(utt, update.seq, utt.committed, "", None, "alignatt:no_source"))
             return None
-        request = self._drafts().draft(
-            words,
-            update.tail,
-            utt,
-            DraftMode.PARTIAL,
-            setup.params.max_draft_tokens,
-            frontier_word=frontier.accessible if setup.params.stop_at_frontier else None,
-            accessible=frontier.accessible,
+        request, frontier = self._drafts().partial(update, words, utt)
+        commit = commit_cached(request, frontier, utt, setup.params, setup.target_lang)
+        if commit is None:
+            kind = JobKind.PARTIAL
+            return MTJob(
+                update.seq, update.utterance_id, kind, request, frontier, streaming=self._stream_commits
+            )
+        self._outbox.append(
+            advance(utt, update.seq, commit.committed, commit.buffer, commit.covered, commit.reason)
         )
-        cache = utt.cache
-        if setup.params.commit_fast_path and cache and cache.serves(prompt_key(request), utt.committed):
-            cut = cache.recut(frontier, setup.target_lang, setup.params)
-            if cut.end == cache.consumed and cut.reason == "alignatt:max_tokens":
-                # The draft ran out before the frontier (a draft ended early, or a short
-                # one): a re-cut releases nothing that a new draft would not.
-                return self._partial_job(update, request, frontier)
-            committed = extend_target(utt.committed, cut.text)
-            utt.cache = cache.advanced(cut, committed)
-            buffer = cache.texts.tail_text(cut.end).strip()
-            self._emit(update.seq, utt, committed, buffer, cut.covered, "alignatt:commit_fast_path")
-            self._counts["fast_path"] += 1
-            return None
-        return self._partial_job(update, request, frontier)
-
-    def _partial_job(self, update: Update, request: MTRequest, frontier: Frontier) -> MTJob:
-        kind = JobKind.PARTIAL
-        return MTJob(update.seq, update.utterance_id, kind, request, frontier, streaming=self._stream_commits)
+        self._counts["fast_path"] += 1
+        return None
 
     def _drafts(self) -> DraftRequests:
         assert self._requests is not None, "planned only once initialised"
@@ -385,7 +359,7 @@ class MTSession:
         if not streamed and self._copied(job, draft, utt):
             utt.cache = None
             return
-        self._emit(job.seq, utt, cut.committed, cut.buffer, cut.covered, cut.reason)
+        self._outbox.append(advance(utt, job.seq, cut.committed, cut.buffer, cut.covered, cut.reason))
 
     def _apply_final(self, job: MTJob, draft: MTDraft, utt: Utterance) -> None:
         text = final_text(draft, utt, self._decode)
@@ -408,36 +382,6 @@ class MTSession:
 
     def _close(self, seq: int, utt: Utterance, text: str, words: tuple[str, ...], *, forced: bool) -> None:
         covered = len(words) if words else utt.covered
-        self._emit(seq, utt, text, "", covered, "final", final=True, forced=forced)
+        self._outbox.append(advance(utt, seq, text, "", covered, "final", final=True, forced=forced))
         self._utterances.close(utt, words, forced=forced)
         self._prefill_due = True
-
-    def _emit(
-        self,
-        seq: int,
-        utt: Utterance,
-        committed: str,
-        buffer: str,
-        covered: int | None,
-        reason: str,
-        *,
-        final: bool = False,
-        forced: bool = False,
-    ) -> None:
-        # Append-only (MT protocol v1): previous + committed_delta == committed_text, byte for byte.
-        if not committed.startswith(utt.committed):
-            raise AssertionError("committed_text must extend the accepted target")
-        delta = committed[len(utt.committed) :]
-        utt.committed = committed
-        if covered is not None:
-            utt.covered = covered if final or utt.covered is None else max(utt.covered, covered)
-        self._outbox.append(
-            Translation(seq, utt.id, final, committed, delta, buffer, utt.covered, reason, forced)
-        )
-
-
-def _wire_code(exc: ClientError) -> ErrorCode:
-    try:
-        return ErrorCode(exc.code)
-    except ValueError:
-        return ErrorCode.BAD_PROTOCOL

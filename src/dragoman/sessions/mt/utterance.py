@@ -3,7 +3,8 @@
 The AlignAtt policy (`streaming/alignatt.py`) decides how much of a streaming draft
 may be committed; this applies that decision to the utterance: the accepted
 target only ever grows ("committed_text is append-only"), the draft's uncommitted
-rest becomes `buffer_text`, and the draft is cached for the commit fast path.
+rest becomes `buffer_text`, and the draft is cached for the commit fast path, which
+re-cuts it on a later update with no engine call (`commit_cached`).
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from dragoman.engines.asr.word_agreement import split_words
 from dragoman.engines.mt.base import MTDraft, MTRequest
 from dragoman.engines.repetition import loop_start
 from dragoman.engines.workers import CancelToken
-from dragoman.sessions.mt.events import MTJob
+from dragoman.sessions.mt.events import MTJob, Translation
 from dragoman.streaming.alignatt import (
     AlignAttParams,
     CachedDraft,
     DraftText,
+    Frontier,
     PromptKey,
     attended_words,
     clean_final_text,
@@ -171,6 +173,25 @@ def commit_decided(draft: MTDraft, utt: Utterance, decode: Decode) -> PartialCom
     return PartialCommit(committed, buffer, decided.covered, decided.reason)
 
 
+def commit_cached(
+    request: MTRequest, frontier: Frontier, utt: Utterance, params: AlignAttParams, target_lang: str
+) -> PartialCommit | None:
+    """The commit fast path: the utterance's cached draft re-cut at `frontier`, with no engine
+    call (it advances the cache); None where a new draft of `request` is due instead."""
+    cache = utt.cache
+    if not params.commit_fast_path or not cache or not cache.serves(prompt_key(request), utt.committed):
+        return None
+    cut = cache.recut(frontier, target_lang, params)
+    if cut.end == cache.consumed and cut.reason == "alignatt:max_tokens":
+        # The draft ran out before the frontier (a draft ended early, or a short
+        # one): a re-cut releases nothing that a new draft would not.
+        return None
+    committed = extend_target(utt.committed, cut.text)
+    utt.cache = cache.advanced(cut, committed)
+    buffer = cache.texts.tail_text(cut.end).strip()
+    return PartialCommit(committed, buffer, cut.covered, "alignatt:commit_fast_path")
+
+
 def copy_redraft(
     job: MTJob, draft: MTDraft, utt: Utterance, target_lang: str, decode: Decode
 ) -> MTJob | None:
@@ -206,6 +227,28 @@ def final_text(draft: MTDraft, utt: Utterance, decode: Decode) -> str:
 def extend_target(accepted: str, text: str) -> str:
     """Accepted target plus newly committed text; an utterance's text starts without a space."""
     return accepted + text if accepted else text.lstrip()
+
+
+def advance(
+    utt: Utterance,
+    seq: int,
+    committed: str,
+    buffer: str,
+    covered: int | None,
+    reason: str,
+    *,
+    final: bool = False,
+    forced: bool = False,
+) -> Translation:
+    """Move `utt`'s accepted target on to `committed` (and its coverage): the translation saying so."""
+    # Append-only (MT protocol v1): previous + committed_delta == committed_text, byte for byte.
+    if not committed.startswith(utt.committed):
+        raise AssertionError("committed_text must extend the accepted target")
+    delta = committed[len(utt.committed) :]
+    utt.committed = committed
+    if covered is not None:
+        utt.covered = covered if final or utt.covered is None else max(utt.covered, covered)
+    return Translation(seq, utt.id, final, committed, delta, buffer, utt.covered, reason, forced)
 
 
 def history_window(total: int, pairs: int) -> int:

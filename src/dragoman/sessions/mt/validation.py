@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from dragoman.errors import InvalidValue
+from dragoman.errors import ClientError, InvalidValue
 from dragoman.languages import primary_subtag
-from dragoman.sessions.mt.events import PROTOCOL_VERSION, ErrorCode, Init, Update
+from dragoman.sessions.mt.events import PROTOCOL_VERSION, Error, ErrorCode, Init, Update
 from dragoman.streaming.alignatt import AlignAttParams
 
 #: Clock comparisons tolerate float noise from clients that compute ms differently.
@@ -152,6 +152,20 @@ def resolve_init(
         # The reference client strips what it shows, and compares our committed_text with it.
         accepted_target_prefix=init.accepted_target_prefix.strip(),
     )
+
+
+def refusal(exc: ClientError, directions: Sequence[str]) -> Error:
+    """The `error` answering an init that `resolve_init` refused with `exc`."""
+    code = _wire_code(exc)
+    supported = tuple(directions) if code is ErrorCode.UNSUPPORTED_DIRECTION else None
+    return Error(code, exc.message, supported=supported)
+
+
+def _wire_code(exc: ClientError) -> ErrorCode:
+    try:
+        return ErrorCode(exc.code)
+    except ValueError:
+        return ErrorCode.BAD_PROTOCOL
 
 
 def check_update(update: Update, *, last_seq: int | None, last_clock_ms: float | None) -> None:

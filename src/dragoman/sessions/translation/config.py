@@ -9,7 +9,7 @@ direction and a voice for; anything else is refused with the list of those it ha
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,6 +93,33 @@ class Languages:
                 param=LANGUAGE_PARAM,
             )
         return code
+
+
+def checked(
+    config: TranslationConfig, asked: str, languages: Languages, voices: Callable[[str], str]
+) -> TranslationConfig:
+    """`config` with its language checked: a direction to it, and a voice for it (`voices`: the
+    voice name for a language, InvalidValue when none speaks it)."""
+    language = languages.check(asked)
+    try:
+        voices(language)
+    except InvalidValue:
+        raise InvalidValue(
+            f"No voice on this server speaks {language!r}; translations into "
+            f"{', '.join(languages.targets)} are served where a voice speaks them.",
+            code="unsupported_language",
+            param=LANGUAGE_PARAM,
+        ) from None
+    return TranslationConfig(language, config.transcription, config.noise_reduction)
+
+
+def check_model(asked: str | None, model: str, names: frozenset[str]) -> None:
+    """An update may name the session's `model` (by any of its `names`), and no other."""
+    if asked is not None and asked not in names:
+        raise InvalidValue(
+            f"The model is set when the session is created ({model!r}) and cannot be changed.",
+            param="session.model",
+        )
 
 
 #: The interpreter's re-decode cadence. A segment's first translated text waits for source

@@ -36,7 +36,7 @@ from dragoman.sessions.speech import events as speech
 from dragoman.sessions.speech.config import EngineProfile, SessionConfig
 from dragoman.sessions.speech.decoder import STEPS_COALESCED, StepJob
 from dragoman.sessions.speech.front import SpeechFront
-from dragoman.sessions.translation.config import Languages, TranslationConfig
+from dragoman.sessions.translation.config import Languages, TranslationConfig, check_model, checked
 from dragoman.sessions.translation.events import (
     AppendAudio,
     ClientEvent,
@@ -103,7 +103,7 @@ class TranslationSession:
         self._voices = voices
         self._events: list[ServerEvent] = []
         self._observations: list[Observation] = []
-        #: Each segment's milestones, for the service's log (`timeline.py`).
+        #: Each segment's milestones, for the service's log and the lag metrics (`timeline.py`).
         self.timeline = Timeline()
         #: ASR steps skipped under load, their audio decoded by the next one.
         self.steps_coalesced = 0
@@ -116,7 +116,7 @@ class TranslationSession:
         self.front = SpeechFront(session_id, asr, speech, vad_factory, self._heard, early_start=True)
         self.translator = Translator(session_id, mt, languages, self._translated, self._error)
         self.speech = SpokenOutput(self._events.append)
-        self.config = self._checked(config, config.language)
+        self.config = checked(config, config.language, languages, voices)
         self.translator.target = self.config.language
         self._follow_noise_reduction()
         #: The item whose source text went out last.
@@ -125,9 +125,6 @@ class TranslationSession:
         #: in a script written without spaces, none (`languages.word_joiner`).
         self._input_tail = ""
         self._said_output = False
-        #: Where each segment's speech began and ended (input clock, ms), for its lags.
-        self._starts: dict[str, float] = {}
-        self._ends: dict[str, float] = {}
         #: Segments committed and not yet transcribed in full.
         self._transcribing = 0
         self._closing = False
@@ -192,14 +189,9 @@ class TranslationSession:
 
     def _update(self, values: Mapping[str, Any]) -> None:
         """Apply an update, all or nothing; a new language applies from the next segment."""
-        model = values.get("model")
-        if model is not None and model not in self._model_names:
-            raise InvalidValue(
-                f"The model is set when the session is created ({self.model!r}) and cannot be changed.",
-                param="session.model",
-            )
+        check_model(values.get("model"), self.model, self._model_names)
         new = self.config.patched(values)
-        new = self._checked(new, values.get("language", new.language))
+        new = checked(new, values.get("language", new.language), self.languages, self._voices)
         self.config = new
         self.translator.target = new.language
         self._follow_noise_reduction()
@@ -210,20 +202,6 @@ class TranslationSession:
         front = self.front
         if front.config.noise_reduction != self.config.noise_reduction:
             front.reconfigure(dataclasses.replace(front.config, noise_reduction=self.config.noise_reduction))
-
-    def _checked(self, config: TranslationConfig, asked: str) -> TranslationConfig:
-        """`config` with its language checked: a direction to it, and a voice for it."""
-        language = self.languages.check(asked)
-        try:
-            self._voices(language)
-        except InvalidValue:
-            raise InvalidValue(
-                f"No voice on this server speaks {language!r}; translations into "
-                f"{', '.join(self.languages.targets)} are served where a voice speaks them.",
-                code="unsupported_language",
-                param="session.audio.output.language",
-            ) from None
-        return TranslationConfig(language, config.transcription, config.noise_reduction)
 
     def _close(self) -> None:
         """Flush the input: the open segment is committed, then translated and said."""
@@ -254,10 +232,8 @@ class TranslationSession:
     # -- the speech front's events ----------------------------------------------------
 
     def _heard(self, event: speech.FrontEvent) -> None:
+        self.timeline.heard(event, self.clock_ms)
         if isinstance(event, speech.Partial):
-            self.timeline.mark(event.item_id, "partial", self.clock_ms)
-            if event.stable_chars:
-                self.timeline.mark(event.item_id, "words", self.clock_ms)
             self.translator.partial(
                 event.item_id, event.text, event.stable_chars, self.clock_ms, event.language
             )
@@ -265,23 +241,13 @@ class TranslationSession:
             self._source_text(event.item_id, event.delta)
         elif isinstance(event, speech.Committed):
             self._transcribing += 1
-            self._ends.setdefault(event.item_id, self.clock_ms)
-            self.timeline.mark(event.item_id, "committed", self.clock_ms)
         elif isinstance(event, speech.SpeechStarted):
-            self._starts[event.item_id] = float(event.audio_start_ms)
-            self.timeline.mark(event.item_id, "speech", float(event.audio_start_ms))
             self.translator.begin(event.item_id)
-        elif isinstance(event, speech.SpeechStopped):
-            self._ends[event.item_id] = float(event.audio_end_ms)
-            self.timeline.mark(event.item_id, "speech_end", float(event.audio_end_ms))
         elif isinstance(event, speech.Completed):
             self._transcribing -= 1
-            self.timeline.mark(event.item_id, "transcribed", self.clock_ms)
             self.translator.final(event.item_id, event.transcript, self.clock_ms, event.language)
         elif isinstance(event, speech.Failed):
             self._transcribing -= 1
-            self._starts.pop(event.item_id, None)
-            self._ends.pop(event.item_id, None)
             self.translator.abandon(event.item_id)
             self._emit(Error(event.error))
         elif isinstance(event, speech.Error):
@@ -307,17 +273,14 @@ class TranslationSession:
             self._said_output = True
             self._emit(OutputTranscriptDelta(text, on_grid(self.clock_ms)))
             self.speech.say(text, voice, target, self.clock_ms)
-            self.timeline.mark(item_id, "text", self.clock_ms)
-            start = self._starts.pop(item_id, None)
-            if start is not None:
-                self._observe(FIRST_TEXT_SECONDS, max(0.0, self.clock_ms - start) / 1000)
+            lag = self.timeline.text(item_id, self.clock_ms)
+            if lag is not None:
+                self._observe(FIRST_TEXT_SECONDS, lag)
         if closes:
-            self.timeline.mark(item_id, "final", self.clock_ms)
-            self._starts.pop(item_id, None)
+            lag = self.timeline.final(item_id, self.clock_ms)
             self.speech.end_utterance(voice)
-            end = self._ends.pop(item_id, None)
-            if end is not None:
-                self._observe(END_LAG_SECONDS, max(0.0, self.clock_ms - end) / 1000)
+            if lag is not None:
+                self._observe(END_LAG_SECONDS, lag)
 
     def _error(self, error: DragomanError) -> None:
         self._emit(Error(error))

@@ -8,7 +8,8 @@ converts the ASR commit latency into MT speculation time"); the segment's final
 transcript closes the utterance with a sticky `is_final`. The MT session does the rest:
 AlignAtt, the commit fast path, coalescing (latest wins) and the final pass.
 
-One `MTSession` per direction: a switch of language applies from the next segment, while
+One `MTSession` per direction (what is kept of each, and of each segment, is in
+`directions.py`): a switch of language applies from the next segment, while
 the segments already under way finish in the language they began in. A segment's source is
 the server's source language, or (`Languages.source` "auto") the language the speech front
 heard it in; speech already in the target language is passed through as heard, and speech in
@@ -18,7 +19,7 @@ a language nothing translates into the target is an error, its segment left untr
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from dragoman.engines.asr.word_agreement import split_words
 from dragoman.engines.mt.base import MTDraft
@@ -27,6 +28,7 @@ from dragoman.sessions.mt.events import Error, Init, MTJob, Translation, Update,
 from dragoman.sessions.mt.session import MTSession
 from dragoman.sessions.mt.utterance import Decode
 from dragoman.sessions.translation.config import AUTO, Languages
+from dragoman.sessions.translation.directions import Direction, Segment
 from dragoman.streaming.alignatt import AlignAttParams
 
 #: Sources whose text goes to MT a character a word (`source_words`: `split_words` cuts Chinese
@@ -48,55 +50,6 @@ class MTProfile:
     default_preset: str
     presets: Mapping[str, AlignAttParams]
     max_utterance_words: int
-
-
-@dataclass
-class _Direction:
-    source: str
-    target: str
-    mt: MTSession
-    seq: int = 0
-    next_utterance: int = 0
-    #: Finals sent and not yet answered: their utterance, by seq.
-    pending_finals: dict[int, int] = field(default_factory=dict)
-    #: Updates whose job failed: already reported, their `processing_failed` is not.
-    failed: set[int] = field(default_factory=set)
-    #: Utterances whose final translation came.
-    closed: set[int] = field(default_factory=set)
-    #: The segment (its item id) of each utterance.
-    items: dict[int, str] = field(default_factory=dict)
-    #: The input clock of each update not yet started, by seq (`Translator.started`).
-    clocks: dict[int, float] = field(default_factory=dict)
-    #: The input clock of the last update sent.
-    clock_ms: float = 0.0
-    #: The words of each utterance's final update not yet answered (`Translator._roll_over`).
-    final_words: dict[int, tuple[str, ...]] = field(default_factory=dict)
-    #: Segments heard while a final was unanswered, oldest first: each takes its utterance id
-    #: once no final is (`Translator._release`).
-    waiting: list[_Segment] = field(default_factory=list)
-
-
-#: An update held back until its segment has an utterance id: words, tail, clock, final.
-_Held = tuple[tuple[str, ...], tuple[str, ...], float, bool]
-
-
-@dataclass(eq=False)  # a segment is itself, not its fields (`waiting` finds it by identity)
-class _Segment:
-    #: The target the segment is bound to from its first speech.
-    target: str
-    item_id: str
-    #: Its direction, once its source language is known (its first transcript), and its
-    #: utterance, once no earlier final of the direction is unanswered (-1 until then).
-    direction: _Direction | None = None
-    utterance: int = -1
-    #: Its latest update while it has no utterance.
-    held: _Held | None = None
-    #: Heard in the target language itself: its final transcript is the translation.
-    passed: bool = False
-    #: Heard in a language nothing translates into the target: dropped.
-    refused: bool = False
-    #: The segment's words sent last (its full state), to skip an update that changes nothing.
-    last: tuple[tuple[str, ...], tuple[str, ...]] | None = None
 
 
 #: (target language, the segment's item id, delta, whether it opens its utterance, whether it
@@ -138,8 +91,8 @@ class Translator:
         self.languages = languages
         self._on_text = on_text
         self._on_error = on_error
-        self._directions: dict[tuple[str, str], _Direction] = {}
-        self._segments: dict[str, _Segment] = {}
+        self._directions: dict[tuple[str, str], Direction] = {}
+        self._segments: dict[str, Segment] = {}
         #: Segments whose final transcript went out: a late partial of one is not a new segment.
         self._finished: set[str] = set()
         #: The target of segments that start from now on.
@@ -204,13 +157,13 @@ class Translator:
         else:
             segment.direction.closed.add(segment.utterance)
 
-    def _segment(self, item_id: str) -> _Segment | None:
+    def _segment(self, item_id: str) -> Segment | None:
         segment = self._segments.get(item_id)
         if segment is None and self.target is not None and item_id not in self._finished:
-            segment = self._segments[item_id] = _Segment(self.target, item_id)
+            segment = self._segments[item_id] = Segment(self.target, item_id)
         return segment
 
-    def _bound(self, item_id: str, language: str | None) -> _Segment | None:
+    def _bound(self, item_id: str, language: str | None) -> Segment | None:
         """The segment, its direction chosen by the language it was heard in (once)."""
         segment = self._segment(item_id)
         if segment is None or segment.direction is not None or segment.passed or segment.refused:
@@ -230,17 +183,10 @@ class Translator:
             # words then go on in the next utterance (`_roll_over`): that id is theirs.
             direction.waiting.append(segment)
         else:
-            segment.utterance = self._new_utterance(direction, item_id)
+            segment.utterance = direction.new_utterance(item_id)
         return segment
 
-    @staticmethod
-    def _new_utterance(direction: _Direction, item_id: str) -> int:
-        utterance = direction.next_utterance
-        direction.next_utterance += 1
-        direction.items[utterance] = item_id
-        return utterance
-
-    def _direction(self, source: str, target: str) -> _Direction:
+    def _direction(self, source: str, target: str) -> Direction:
         direction = self._directions.get((source, target))
         if direction is None:
             profile = self.profile
@@ -256,13 +202,13 @@ class Translator:
                 stream_commits=True,
             )
             mt.receive(Init(protocol_version=1, source_lang=source, target_lang=target))
-            direction = self._directions[source, target] = _Direction(source, target, mt)
+            direction = self._directions[source, target] = Direction(source, target, mt)
             self._drain(direction)
         return direction
 
     def _send(
         self,
-        segment: _Segment,
+        segment: Segment,
         words: tuple[str, ...],
         tail: tuple[str, ...],
         clock_ms: float,
@@ -342,7 +288,7 @@ class Translator:
         direction.mt.job_failed(job, error)
         self._drain(direction)
 
-    def _owner(self, job: MTJob) -> _Direction:
+    def _owner(self, job: MTJob) -> Direction:
         for direction in self._directions.values():
             if direction.mt.session_id == job.request.cache_key:
                 return direction
@@ -350,7 +296,7 @@ class Translator:
 
     # -- MT events out ------------------------------------------------------------------
 
-    def _drain(self, direction: _Direction) -> None:
+    def _drain(self, direction: Direction) -> None:
         for event in direction.mt.events_to_send():
             if isinstance(event, Translation):
                 self._translation(direction, event)
@@ -359,18 +305,18 @@ class Translator:
             # InitOk: nothing to tell the client.
         self._release(direction)
 
-    def _release(self, direction: _Direction) -> None:
+    def _release(self, direction: Direction) -> None:
         """Give the waiting segments their utterance ids, in the order they were heard, while
         no final is unanswered, and send what each held. MT would not have drafted them
         before the final anyway: it takes an utterance only after the one before closed."""
         while direction.waiting and not direction.pending_finals:
             segment = direction.waiting.pop(0)
-            segment.utterance = self._new_utterance(direction, segment.item_id)
+            segment.utterance = direction.new_utterance(segment.item_id)
             if segment.held is not None:
                 (words, tail, clock_ms, final), segment.held = segment.held, None
                 self._send(segment, words, tail, clock_ms, final=final)
 
-    def _translation(self, direction: _Direction, event: Translation) -> None:
+    def _translation(self, direction: Direction, event: Translation) -> None:
         if event.utterance_id in direction.closed:
             # A forced final again, for an update that was on its way: a final among them is
             # answered by it (its words went on in the next utterance, `_roll_over`).
@@ -389,7 +335,7 @@ class Translator:
         elif event.final:
             direction.final_words.pop(event.utterance_id, None)
 
-    def _roll_over(self, direction: _Direction, utterance: int, item_id: str) -> None:
+    def _roll_over(self, direction: Direction, utterance: int, item_id: str) -> None:
         """MT closed a long utterance (`forced_final`): the segment goes on in the next one, whose
         updates still carry the closed words; MT drops them (`Utterances.strip_carry_over`).
         A segment whose final transcript went out while the forced final was drafted has its
@@ -398,15 +344,15 @@ class Translator:
         meanwhile has taken (`_bound`)."""
         for segment in self._segments.values():
             if segment.direction is direction and segment.utterance == utterance:
-                segment.utterance = self._new_utterance(direction, item_id)
+                segment.utterance = direction.new_utterance(item_id)
                 segment.last = None
                 return
         words = direction.final_words.pop(utterance, None)
         if words is not None and direction.next_utterance == utterance + 1:
-            ended = _Segment(direction.target, item_id, direction, self._new_utterance(direction, item_id))
+            ended = Segment(direction.target, item_id, direction, direction.new_utterance(item_id))
             self._send(ended, words, (), direction.clock_ms, final=True)
 
-    def _error(self, direction: _Direction, event: Error) -> None:
+    def _error(self, direction: Direction, event: Error) -> None:
         if event.seq is not None:
             utterance = direction.pending_finals.pop(event.seq, None)
             if utterance is not None:
