@@ -248,7 +248,10 @@ async def measure_speech(
         runs = await concurrently(client, items, target, n)
         for run in runs:
             run.heard = await asyncio.to_thread(transcribe, listener, bytes(run.pcm), target, WIRE_RATE)
-            log(f"{direction} x{n} {run.clip.name}: heard {run.heard!r} ({run.audio_s:.1f} s)")
+            log(
+                f"{direction} x{n} {run.clip.name}: source {run.source_text!r}, translated {run.text!r}, "
+                f"heard {run.heard!r} ({run.audio_s:.1f} s)"
+            )
         refs = [r.clip.reference for r in runs]
         texts = [r.text for r in runs]
         position = {id(c): i for i, c in enumerate(items)}
