@@ -17,6 +17,7 @@ from dragoman.engines.mt.base import DraftMode, MTRequest
 from dragoman.engines.mt.model_choice import SPEED_MEMORY_FILE, SpeedMemory, choose_model
 from dragoman.engines.mt.presets import DEFAULT_MODEL, QUALITY_MODEL, model_installed
 from dragoman.engines.mt.qwen_llama import QwenLlamaMTEngine, create
+from dragoman.engines.mt.target_script import QUOTE_MARKS
 from dragoman.tools import eval_set
 
 pytestmark = pytest.mark.engine
@@ -70,6 +71,17 @@ def test_a_streaming_draft_aligns_its_tokens_to_the_source(engine: QwenLlamaMTEn
     peaks = draft.attention.argmax(axis=1)
     assert peaks[0] <= 1 and peaks[-1] > peaks[0], peaks  # starts at the start, moves forward
     engine.forget("s")
+
+
+def test_a_translation_opens_no_quote_its_source_does_not(engine: QwenLlamaMTEngine) -> None:
+    # FLORES devtest line 18's first words: the 1.5B drafted '"Von 1960' here, and every later
+    # draft kept the quote it opened (engines/mt/target_script.py).
+    words = ["Throughout", "1960s,", "Brzezinski", "worked", "for", "John", "F.", "Kennedy"]
+    for mode in (DraftMode.PARTIAL, DraftMode.FINAL):
+        drafted = engine.draft(MTRequest("en", "de", words, mode=mode, max_new_tokens=6, cache_key=None))
+        text = engine.decode(drafted.token_ids)
+        assert text.strip() and text.lstrip()[0] not in QUOTE_MARKS, (mode, text)
+        assert "196" in text, (mode, text)  # a translation, not an empty or cut one
 
 
 def test_auto_chooses_the_model_its_measured_speed_calls_for(

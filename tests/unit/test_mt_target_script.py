@@ -1,8 +1,11 @@
-"""Which tokens a translation into a Latin-script language may never choose."""
+"""Which tokens a translation may never choose: East Asian ones in a Latin-script language, and
+an opening quote its source does not have."""
 
 from __future__ import annotations
 
-from dragoman.engines.mt.target_script import TargetScript, east_asian_tokens
+from collections.abc import Callable
+
+from dragoman.engines.mt.target_script import TargetScript, east_asian_tokens, quote_tokens, quoted
 
 PIECES = [
     b"hello",
@@ -24,15 +27,59 @@ def test_east_asian_characters_and_their_lead_bytes_are_excluded_latin_letters_a
     assert mask.tolist() == [False, False, False, False, True, True, True, True, True, True, False]
 
 
-def test_only_latin_script_targets_exclude_tokens_and_the_mask_is_built_once() -> None:
-    calls: list[int] = []
+def recorded(pieces: list[bytes], calls: list[int]) -> Callable[[int], bytes]:
+    """`pieces` as a vocabulary that records each token asked about in `calls`."""
 
     def piece(token: int) -> bytes:
         calls.append(token)
-        return PIECES[token]
+        return pieces[token]
 
-    scripts = TargetScript(piece, len(PIECES))
+    return piece
+
+
+def test_only_latin_script_targets_exclude_tokens_and_the_mask_is_built_once() -> None:
+    calls: list[int] = []
+    scripts = TargetScript(recorded(PIECES, calls), len(PIECES))
     assert scripts.excluded("zh") is None and not calls, "Chinese may be written in Chinese"
     english = scripts.excluded("en")
     assert english is not None and int(english.sum()) == 6
     assert scripts.excluded("de") is english and len(calls) == len(PIECES), "built once"
+
+
+QUOTING = [
+    b'"',
+    b' "',  # after a space: the first token of a translation is often one
+    b'"Von',
+    " \u201eWir".encode(),  # German low-9 opening quote
+    " \u00abDie".encode(),  # guillemets
+    "\u300c\u6211".encode(),  # a CJK corner bracket
+    b"Von",
+    b" 1960",
+    b"'s",  # an apostrophe is no quotation mark
+    " \u2019".encode(),
+    b" ",
+    b"",
+    b"\xe2\x80",  # a byte piece: no character on its own
+]
+
+
+def test_tokens_that_open_with_a_quotation_mark_after_any_space() -> None:
+    mask = quote_tokens(QUOTING.__getitem__, len(QUOTING))
+    assert mask.tolist() == [True] * 6 + [False] * 7
+
+
+def test_a_source_is_quoted_by_a_quotation_mark_not_by_an_apostrophe() -> None:
+    assert quoted(['"We', "now", "have"])
+    assert quoted(["sagte:", "\u201eWir"])
+    assert quoted(["\u4ed6\u8bf4\u300c\u6211"])
+    assert not quoted(["Throughout", "1960s,", "Brzezinski"])
+    assert not quoted(["Ring's", "CEO,", "Jamie", "Siminoff\u2019s"])
+    assert not quoted([])
+
+
+def test_the_opening_quote_mask_is_built_once() -> None:
+    calls: list[int] = []
+    scripts = TargetScript(recorded(QUOTING, calls), len(QUOTING))
+    first = scripts.opening_quotes()
+    assert scripts.opening_quotes() is first and len(calls) == len(QUOTING)
+    assert int(first.sum()) == 6

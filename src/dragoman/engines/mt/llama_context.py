@@ -129,6 +129,9 @@ class TappedContext:
         self.stale_tokens = 0
         #: Tokens no greedy choice may be (`engines.mt.target_script`); None: any.
         self.excluded: npt.NDArray[np.bool_] | None = None
+        #: A position and the tokens the choice after it may not be either: the translation's
+        #: first token, which opens no quote the source lacks (`target_script.opening_quotes`).
+        self.excluded_after: tuple[int, npt.NDArray[np.bool_]] | None = None
 
     # -- vocabulary ---------------------------------------------------------------------
 
@@ -172,13 +175,21 @@ class TappedContext:
             for i in range(first_out, len(chunk)):
                 row = self._context.logits(i)
                 choice = int(row.argmax())
-                if self.excluded is not None and self.excluded[choice]:
+                excluded = self._excluded_at(start + i)
+                if excluded is not None and excluded[choice]:
                     # Rare: only then is the vocabulary masked (a copy of its logits).
-                    choice = int(np.where(self.excluded, -np.inf, row).argmax())
+                    choice = int(np.where(excluded, -np.inf, row).argmax())
                 choices.append(choice)
             done += len(chunk)
         attention = np.concatenate(parts, axis=1) if parts else None
         return choices, attention
+
+    def _excluded_at(self, position: int) -> npt.NDArray[np.bool_] | None:
+        """The tokens the choice after `position` may not be; None: any."""
+        if self.excluded_after is None or self.excluded_after[0] != position:
+            return self.excluded
+        after = self.excluded_after[1]
+        return after if self.excluded is None else self.excluded | after
 
     def insert(self, tokens: Sequence[int], at: int) -> None:
         """Put `tokens` at positions `at`.. and move what the sequence held there up after them.

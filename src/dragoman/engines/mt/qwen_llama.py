@@ -10,7 +10,7 @@ speculation and the frontier stop from the loop both engines run (`engines.mt.dr
 Differences from the torch engine: Q4_K weights (the argmax of the heads' attention
 agrees with torch's on most but not all tokens, see tests/engine/test_mt_llama.py),
 no conversion step at first start, and a translation into a Latin-script language never
-chooses an East Asian token (`engines.mt.target_script`).
+chooses an East Asian token, nor opens with a quote its source lacks (`engines.mt.target_script`).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from dragoman.engines.mt.presets import (
 )
 from dragoman.engines.mt.qwen_engine import QwenMTEngine
 from dragoman.engines.mt.qwen_prompt import Prompt
-from dragoman.engines.mt.target_script import TargetScript
+from dragoman.engines.mt.target_script import TargetScript, quoted
 from dragoman.engines.torch_lm.kv_cache import MAX_CACHED_PROMPTS
 from dragoman.errors import ConfigError, EngineFailure
 from dragoman.logs import get_logger
@@ -152,6 +152,12 @@ class QwenLlamaMTEngine(QwenMTEngine):
     ) -> MTDraft:
         final = request.mode is DraftMode.FINAL
         self._ctx.excluded = self._scripts.excluded(request.target_lang)
+        opens = prompt.target_start == len(prompt.ids)  # nothing of the translation yet
+        self._ctx.excluded_after = (
+            (len(prompt.ids) - 1, self._scripts.opening_quotes())
+            if opens and not quoted(request.source_words)
+            else None
+        )
         with self._fresh_after_failure("draft"):
             return llama_draft.draft(
                 self._ctx,

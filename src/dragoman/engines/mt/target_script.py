@@ -1,4 +1,5 @@
-"""Tokens a translation into a Latin-script language never chooses: those of East Asian scripts.
+"""Tokens a translation never chooses: East Asian ones in a Latin-script language, and an
+opening quote the source does not have.
 
 The 1.5B sometimes leaves a Chinese name or term untranslated inside English ("the captured
 Islamic武装分子's prison", FLORES zh→en, docs/mt.md): the listener can neither read nor hear
@@ -10,17 +11,28 @@ punctuation, kana, CJK ideographs, Hangul. Qwen's byte-level vocabulary also has
 excluding the lead bytes keeps a character of those scripts from starting at all, while the
 two-byte letters of German and Italian (ä, è: lead bytes 0xC3) and the punctuation of
 U+2000-U+2FFF (curly quotes, dashes, €: lead byte 0xE2) stay.
+
+An opening quote. Given the first words of a sentence, the 1.5B often opens its translation
+with a quotation mark ("Throughout 1960s, Brzezinski" -> '"Von 1960'; 7 of 270 FLORES
+partial drafts into German, Italian and Chinese, one of them over a quoted source), and every
+later draft continues that prefix, so the caption opens a quote the speaker never did and
+closes it at the end. The first target token of a source without any quotation mark may
+therefore not start with one (`opening_quotes`, `quoted`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 #: Targets written in the Latin script: no East Asian token in their translations.
 LATIN_SCRIPT_TARGETS = frozenset({"de", "en", "es", "fr", "it", "nl", "pt"})
+
+#: Quotation marks of every style, opening and closing: straight, curly, low-9, guillemets and
+#: CJK corner brackets. Single quotes are left out: they are apostrophes as often ("Ring's").
+QUOTE_MARKS = frozenset('"\u201c\u201d\u201e\u201f\u00ab\u00bb\u2039\u203a\u300c\u300d\u300e\u300f')
 
 #: UTF-8 lead bytes of the three-byte characters U+3000-U+DFFF.
 _EAST_ASIAN_LEADS = frozenset(range(0xE3, 0xEE))
@@ -35,6 +47,21 @@ def east_asian_tokens(piece: Callable[[int], bytes], n_vocab: int) -> npt.NDArra
     return mask
 
 
+def quote_tokens(piece: Callable[[int], bytes], n_vocab: int) -> npt.NDArray[np.bool_]:
+    """A mask over the vocabulary: True for each token whose text, after any leading space,
+    starts with a quotation mark."""
+    mask = np.zeros(n_vocab, np.bool_)
+    for token in range(n_vocab):
+        text = piece(token).decode("utf-8", errors="ignore").lstrip()
+        mask[token] = bool(text) and text[0] in QUOTE_MARKS
+    return mask
+
+
+def quoted(words: Sequence[str]) -> bool:
+    """Whether any source word holds a quotation mark (then a translation may open with one)."""
+    return any(not QUOTE_MARKS.isdisjoint(word) for word in words)
+
+
 class TargetScript:
     """The excluded tokens of each target language, built once per engine on first use."""
 
@@ -42,6 +69,7 @@ class TargetScript:
         self._piece = piece
         self._n_vocab = n_vocab
         self._east_asian: npt.NDArray[np.bool_] | None = None
+        self._quotes: npt.NDArray[np.bool_] | None = None
 
     def excluded(self, target_lang: str) -> npt.NDArray[np.bool_] | None:
         """The mask of tokens a translation into `target_lang` never chooses; None: any token."""
@@ -50,3 +78,9 @@ class TargetScript:
         if self._east_asian is None:
             self._east_asian = east_asian_tokens(self._piece, self._n_vocab)
         return self._east_asian
+
+    def opening_quotes(self) -> npt.NDArray[np.bool_]:
+        """The mask of tokens a translation of an unquoted source does not open with."""
+        if self._quotes is None:
+            self._quotes = quote_tokens(self._piece, self._n_vocab)
+        return self._quotes
