@@ -50,6 +50,7 @@ def test_two_lanes_share_the_model_and_describe_themselves(lanes: MTLanes) -> No
     first, second = lanes.lanes
     assert isinstance(first, QwenLlamaMTEngine) and isinstance(second, QwenLlamaMTEngine)
     assert first.model_path == second.model_path and first.threads == second.threads == 1
+    assert first.scripts is second.scripts  # one vocabulary: its masks are built once
     assert lanes.capabilities.parallel_calls == 2
     assert lanes.describe().compute_reason.endswith(", 2 lanes")
     assert lanes.directions() == first.directions()

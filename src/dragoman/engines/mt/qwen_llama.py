@@ -112,7 +112,9 @@ class QwenLlamaMTEngine(QwenMTEngine):
         self.speculate = speculate
         self._init_heads(heads_dir, cache_dir)
         self._cache = llama_draft.SequenceCache(self._ctx, max_cached_prompts, stale_budget)
-        self._scripts = TargetScript(self._ctx.piece, self._ctx.n_vocab)
+        #: The tokens a translation never chooses, by target (built on first use; one model's
+        #: vocabulary, so a sibling shares them).
+        self.scripts = TargetScript(self._ctx.piece, self._ctx.n_vocab)
         self._init_prompts(self._ctx.tokenizer, self._cache.max_entries)
         self.compute_type = self._ctx.metadata.get("general.file_type", "gguf")
         log.info(
@@ -127,8 +129,11 @@ class QwenLlamaMTEngine(QwenMTEngine):
 
     def sibling(self) -> QwenLlamaMTEngine:
         """Another engine on the same model and settings, with a context of its own: the
-        weights are shared (`engines.llama_models`), the KV cache and compute buffers are not."""
-        return self._another()
+        weights are shared (`engines.llama_models`), the KV cache and compute buffers are not;
+        nor are the vocabulary masks built again (0.3 s each, at its warm-up)."""
+        engine: QwenLlamaMTEngine = self._another()
+        engine.scripts = self.scripts
+        return engine
 
     @property
     def kernels(self) -> str:
@@ -151,10 +156,10 @@ class QwenLlamaMTEngine(QwenMTEngine):
         self, request: MTRequest, prompt: Prompt, heads: list[tuple[int, int]] | None, limit: int
     ) -> MTDraft:
         final = request.mode is DraftMode.FINAL
-        self._ctx.excluded = self._scripts.excluded(request.target_lang)
+        self._ctx.excluded = self.scripts.excluded(request.target_lang)
         opens = prompt.target_start == len(prompt.ids)  # nothing of the translation yet
         self._ctx.excluded_after = (
-            (len(prompt.ids) - 1, self._scripts.opening_quotes())
+            (len(prompt.ids) - 1, self.scripts.opening_quotes())
             if opens and not quoted(request.source_words)
             else None
         )
