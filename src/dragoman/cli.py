@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from dragoman import __version__
 from dragoman.config import SERVICES, ChineseScript, Settings, load_settings
 from dragoman.errors import DragomanError
-from dragoman.logs import configure, get_logger
+from dragoman.logs import LEVELS, configure, get_logger
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -47,7 +47,12 @@ def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", type=Path, help="TOML settings file (flags > environment > file)")
     common.add_argument("--cache-dir", dest="cache_dir", help="where assembled models live")
-    common.add_argument("--log-level", dest="log_level", choices=["debug", "info", "warning", "error"])
+    common.add_argument(
+        "--log-level",
+        dest="log_level",
+        choices=list(LEVELS),
+        help="trace: debug with the libraries' per-frame records too",
+    )
     common.add_argument("--log-format", dest="log_format", choices=["auto", "json", "console"])
 
     serve = commands.add_parser("serve", parents=[common], help="run the server")

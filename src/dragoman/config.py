@@ -15,6 +15,7 @@ from pydantic_settings import (
 )
 
 from dragoman.errors import ConfigError
+from dragoman.logs import LogLevel
 
 Service = Literal["transcription", "mt", "agent", "interpreter"]
 #: The script Chinese transcripts are written in (`engines/asr/chinese_script.py`).
@@ -312,7 +313,7 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_level: LogLevel = "info"
     log_format: Literal["auto", "json", "console"] = "auto"
     #: Where assembled models live; reused across clones and CI runs.
     cache_dir: Path = Field(default_factory=default_cache_dir)

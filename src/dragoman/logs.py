@@ -4,18 +4,31 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any
+from typing import Any, Literal, get_args
 
 import structlog
 
 from dragoman.errors import ServerError, new_error_id
 
+#: Libraries whose debug records come per frame or per packet: at "debug" they stay at info, so
+#: that a server logging its sessions' timelines is not slowed by its own log (websockets' frame
+#: dumps, ~10 a second per interpreter session, made its end lags measurably longer); "trace"
+#: lets them through too.
+CHATTY_LIBRARIES = ("websockets", "aioice", "aiortc", "asyncio", "httpcore", "httpx", "urllib3")
+
+#: The levels a server logs at, most verbose first.
+LogLevel = Literal["trace", "debug", "info", "warning", "error"]
+LEVELS: tuple[str, ...] = get_args(LogLevel)
+
 
 def configure(level: str = "info", fmt: str = "auto") -> None:
     """Route stdlib and structlog records through one renderer.
 
+    level is one of `LEVELS`: "trace" is "debug" with `CHATTY_LIBRARIES`' debug records too.
     fmt is "json", "console" or "auto" (console on a terminal, JSON otherwise).
     """
+    if level not in LEVELS:
+        raise ValueError(f"log level {level!r} is not one of {', '.join(LEVELS)}")
     use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
     renderer: Any = (
         structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer(colors=False)
@@ -44,7 +57,9 @@ def configure(level: str = "info", fmt: str = "auto") -> None:
     )
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level.upper())
+    root.setLevel(logging.DEBUG if level == "trace" else level.upper())
+    for name in CHATTY_LIBRARIES:
+        logging.getLogger(name).setLevel(logging.INFO if level == "debug" else logging.NOTSET)
 
 
 def get_logger(name: str) -> Any:
