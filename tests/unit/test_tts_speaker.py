@@ -93,7 +93,10 @@ def test_backends_load_lazily_once_and_warm(speaker: Speaker, factory: Factory) 
 def test_request_carries_the_backend_voice(speaker: Speaker, factory: Factory) -> None:
     speaker.synthesize("ash", "Hi.", 1.25, CancelToken(), lambda b: None, RATE)
     speaker.synthesize("hibari", "Hallo.", 1.0, CancelToken(), lambda b: None, RATE, language="de")
+    speaker.synthesize("espeak-de", "Hallo.", 1.0, CancelToken(), lambda b: None, RATE)
     assert factory.engines["piper"].requests == [SpeechRequest("Hi.", "en_US-joe-medium", 1.25, "en")]
+    # German's best voice is Kokoro's Italian nicola reading it.
+    assert factory.engines["kokoro"].requests == [SpeechRequest("Hallo.", "im_nicola.de", 1.0, "de")]
     assert factory.engines["espeak-ng"].requests == [SpeechRequest("Hallo.", "de", 1.0, "de")]
 
 
@@ -171,7 +174,7 @@ def test_a_remote_server_speaks_every_voice_by_the_names_clients_use(
     remote.synthesize("joe", "Hallo.", 1.0, CancelToken(), spoken.append, 24_000, language="de")
     assert len(factory.engines) == 1, "one remote engine for every backend"
     (engine,) = factory.engines.values()
-    assert [r.voice for r in engine.requests] == ["alloy", "hibari", "espeak-de"]
+    assert [r.voice for r in engine.requests] == ["alloy", "hibari", "kokoro-de-nicola"]
     assert spoken
 
 

