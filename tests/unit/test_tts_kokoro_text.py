@@ -18,7 +18,10 @@ from dragoman.engines.tts.kokoro_text import (
     espeak_g2p,
     espeak_ipa_to_kokoro,
     g2p_for,
+    kokoro_voices,
     sentences,
+    voice_language,
+    voice_style,
 )
 from dragoman.errors import ModelUnavailable
 
@@ -129,3 +132,12 @@ def test_chunks_fit_the_style_pack_and_keep_every_sound(vocab: Vocabulary) -> No
         assert all(1 <= len(p) <= MAX_TOKENS for p in pieces)
         assert all(p[0] != space and p[-1] != space for p in pieces)
         assert [t for p in pieces for t in p if t != space] == [t for t in tokens if t != space]
+
+
+def test_a_borrowed_voice_speaks_another_language_with_its_style() -> None:
+    assert voice_language("if_sara") == "it" and voice_language("zm_yunxi") == "zh"
+    assert (voice_style("im_nicola.de"), voice_language("im_nicola.de")) == ("im_nicola", "de")
+    assert voice_style("zf_xiaobei") == "zf_xiaobei"
+    # German is borrowed only where an Italian style pack is there to read it.
+    assert kokoro_voices(("im_nicola", "zm_yunxi")) == ("im_nicola", "zm_yunxi", "im_nicola.de")
+    assert kokoro_voices(("zm_yunxi",)) == ("zm_yunxi",)
