@@ -21,7 +21,7 @@ LogLevel = Literal["trace", "debug", "info", "warning", "error"]
 LEVELS: tuple[str, ...] = get_args(LogLevel)
 
 
-def configure(level: str = "info", fmt: str = "auto") -> None:
+def configure(level: LogLevel = "info", fmt: str = "auto") -> None:
     """Route stdlib and structlog records through one renderer.
 
     level is one of `LEVELS`: "trace" is "debug" with `CHATTY_LIBRARIES`' debug records too.

@@ -49,4 +49,4 @@ def test_info_after_debug_holds_everyone_at_info() -> None:
 
 def test_an_unknown_level_is_refused() -> None:
     with pytest.raises(ValueError, match="trace, debug, info, warning, error"):
-        configure("verbose")
+        configure("verbose")  # type: ignore[arg-type]

@@ -130,8 +130,9 @@ class KokoroEngine:
         return np.asarray(audio)
 
     def warm_up(self) -> None:
-        # One call per language: loads jieba's dictionary and sizes onnxruntime's buffers.
-        for text, language in (("Pronto.", "it"), ("你好。", "zh"), ("Bereit.", "de")):
+        # One call per front end: loads jieba's dictionary and sizes onnxruntime's buffers. German
+        # goes through Italian's (espeak-ng, which selects its voice on every call anyway).
+        for text, language in (("Pronto.", "it"), ("你好。", "zh")):
             voice = next((v for v in self.capabilities.voices if voice_language(v) == language), None)
             if voice is not None:
                 self.synthesize(SpeechRequest(text, voice), CancelToken(), lambda chunk: None)
