@@ -199,8 +199,10 @@ def ratio_interval(
 
 
 def voice_of(settings: Settings, language: str) -> str:
-    """The voice the server speaks `language` with: the catalog's best of it, as the server's."""
-    return VoiceCatalog(settings.tts.backends, settings.tts.voice).for_language(language).name
+    """The voice the server speaks `language` with: the one `interpreter.voices` names, else the
+    catalog's best of it, as the server's."""
+    catalog = VoiceCatalog(settings.tts.backends, settings.tts.voice)
+    return catalog.for_language(language, settings.interpreter.voices).name
 
 
 async def measure(

@@ -115,6 +115,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     _mt_flags(serve)
     _agent_flags(serve)
+    serve.add_argument(
+        "--interpreter-voice",
+        dest="interpreter.voices",
+        action="append",
+        metavar="LANG=VOICE",
+        help="the interpreter's voice of a target language (repeatable; replaces the default de=espeak-de), "
+        "e.g. de=kokoro-de-nicola",
+    )
     _access_flags(serve)
     serve.set_defaults(run=_serve)
 

@@ -36,19 +36,25 @@ def _comma_items(value: str | list[object]) -> list[str]:
     return [item.strip() for entry in entries for item in str(entry).split(",") if item.strip()]
 
 
-def _asr_routes(value: object) -> object:
-    """`--asr-route en=moonshine` (repeatable) and `en=moonshine,de=...` as well as a mapping."""
+def _by_language(value: object, form: str) -> object:
+    """`en=moonshine` (a flag given once or repeated) and `en=moonshine,de=...` as well as a
+    mapping, as {language: value}; `form` names what an item is, for the error."""
     if isinstance(value, dict):
-        return {str(language).strip().lower(): backend for language, backend in value.items()}
+        return {str(language).strip().lower(): item for language, item in value.items()}
     if not isinstance(value, str | list):
         return value
-    routes: dict[str, str] = {}
+    mapping: dict[str, str] = {}
     for item in _comma_items(value):
-        language, sep, backend = item.partition("=")
-        if not sep or not language.strip() or not backend.strip():
-            raise ValueError(f"an ASR route is LANGUAGE=BACKEND[:MODEL], not {item!r}")
-        routes[language.strip().lower()] = backend.strip()
-    return routes
+        language, sep, named = item.partition("=")
+        if not sep or not language.strip() or not named.strip():
+            raise ValueError(f"{form}, not {item!r}")
+        mapping[language.strip().lower()] = named.strip()
+    return mapping
+
+
+def _asr_routes(value: object) -> object:
+    """`--asr-route en=moonshine` (repeatable) and `en=moonshine,de=...` as well as a mapping."""
+    return _by_language(value, "an ASR route is LANGUAGE=BACKEND[:MODEL]")
 
 
 class ASRSettings(BaseModel):
@@ -301,11 +307,23 @@ class InterpreterSettings(BaseModel):
     #: (docs/interpreter.md) while transcription sessions keep Whisper's cheaper steps. `{}`
     #: (`DRAGOMAN_INTERPRETER__ASR_ROUTES=`): the server's routes only.
     asr_routes: dict[str, str] = Field(default_factory=lambda: {"en": "moonshine"})
+    #: The voice of each target language, by name (docs/voices.md); a language not named gets its
+    #: best loaded voice (`VoiceCatalog.for_language`). German is espeak-ng's, as issue 25 asks:
+    #: Kokoro's Italian voice reading German is heard far better (round-trip WER 39 against 60 %)
+    #: but takes the CPU two sessions' MT needs, and their text end lag went past the 2.5 s bound
+    #: (2026-12-07, Zen 5: 2.35-2.81 s against 1.95-2.10 s, docs/interpreter.md).
+    #: `de=kokoro-de-nicola` chooses it; `{}` (`DRAGOMAN_INTERPRETER__VOICES=`): the best voices.
+    voices: dict[str, str] = Field(default_factory=lambda: {"de": "espeak-de"})
 
     @field_validator("asr_routes", mode="before")
     @classmethod
     def _parse_routes(cls, value: object) -> object:
         return _asr_routes(value)
+
+    @field_validator("voices", mode="before")
+    @classmethod
+    def _parse_voices(cls, value: object) -> object:
+        return _by_language(value, "an interpreter voice is LANGUAGE=VOICE")
 
 
 class Settings(BaseSettings):

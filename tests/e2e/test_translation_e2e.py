@@ -191,9 +191,11 @@ async def test_english_speech_in_german_text_and_speech_out(server: Server) -> N
     assert wer([row["src_text"]], [source]) < 0.6, source
     # ... heard by Moonshine, the interpreter's default route for English (`interpreter.asr_routes`).
     async with httpx.AsyncClient() as http:
-        engines = (await http.get(server.http + "/health")).json()["engines"]
-    asr = [e["backend"] for e in engines if e["role"] == "asr"]
+        health = (await http.get(server.http + "/health")).json()
+    asr = [e["backend"] for e in health["engines"] if e["role"] == "asr"]
     assert any("interpreter en: moonshine-base-en" in backend for backend in asr), asr
+    # ... and spoken by espeak-ng's German, the interpreter's default (`interpreter.voices`).
+    assert health["interpreter_languages"]["voices"]["de"] == "espeak-de"
     await assert_translates(server, row, source, heard.text("session.output_transcript.delta"))
 
     stamped = [e["elapsed_ms"] for e in heard.events if "elapsed_ms" in e]

@@ -84,10 +84,12 @@ async def test_german_speech_in_english_text_and_speech_out(german_server: Serve
 
 @pytest.fixture(scope="module")
 def auto_server(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Iterator[Server]:
-    """The interpreter for speakers of every source language (`source_language = "auto"`)."""
+    """The interpreter for speakers of every source language (`source_language = "auto"`), its
+    German spoken by Kokoro's sara (`interpreter.voices`, in place of the default espeak-de)."""
     folder = tmp_path_factory.mktemp("serve-auto")
     settings = folder / "dragoman.toml"
-    settings.write_text('[interpreter]\nsource_language = "auto"\n', encoding="utf-8")
+    toml = '[interpreter]\nsource_language = "auto"\nvoices = { de = "kokoro-de-sara" }\n'
+    settings.write_text(toml, encoding="utf-8")
     args = ["serve", "--config", str(settings), "--cache-dir", str(cache_dir)]
     running = start([*args, "--services", "mt", "interpreter", "--preset", "low_latency"], folder / "log")
     yield running
@@ -110,6 +112,7 @@ async def test_one_server_interprets_both_sides_of_a_conversation(auto_server: S
         offered = (await http.get(auto_server.http + "/health")).json()["interpreter_languages"]
     # What the demo page offers: every source with a direction, every target with a voice.
     assert {"en", "de"} <= set(offered["sources"]) and {"en", "de"} <= set(offered["targets"]), offered
+    assert offered["voices"]["de"] == "kokoro-de-sara" and offered["voices"]["en"] == "hibari", offered
     german, english = clip(GERMAN_CLIP), clip(3)
     from_german = await translated(auto_server, clip_audio(german), "en")
     from_english = await translated(auto_server, clip_audio(english), "de")
@@ -121,3 +124,6 @@ async def test_one_server_interprets_both_sides_of_a_conversation(auto_server: S
         copied = sacrebleu.corpus_chrf([text], [[row["src_text"]]]).score
         # Translated, not passed through: nearer the reference than the speech's own words.
         assert text and chrf > copied, (text, chrf, copied)
+    pcm = b"".join(base64.b64decode(e["delta"]) for e in from_english.of("session.output_audio.delta"))
+    speech = np.frombuffer(pcm, dtype=np.int16).astype(np.float32) / 32768
+    assert len(speech) / RATE > 1.0 and float(np.sqrt(np.mean(speech**2))) > 0.01, "the German is spoken"

@@ -35,8 +35,13 @@ def test_flags_set_nested_settings(monkeypatch: pytest.MonkeyPatch) -> None:
             "12",
             "--asr-chinese-script",
             "traditional",
+            "--interpreter-voice",
+            "de=kokoro-de-nicola",
+            "--interpreter-voice",
+            "it=espeak-it",
         ]
     )
+    assert settings.interpreter.voices == {"de": "kokoro-de-nicola", "it": "espeak-it"}
     assert settings.port == 9100  # the flag wins over the environment
     assert settings.asr.model == "whisper-tiny.en"  # the environment wins over the default
     assert settings.mt.preset == "fastest"

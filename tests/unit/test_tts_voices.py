@@ -8,7 +8,7 @@ from typing import Literal
 import pytest
 from openai.types.audio.speech_create_params import SpeechCreateParams
 
-from dragoman.config import TTSSettings
+from dragoman.config import InterpreterSettings, TTSSettings
 from dragoman.engines.registry import tts_backends
 from dragoman.engines.tts.voices import (
     BACKENDS,
@@ -158,6 +158,43 @@ def test_kokoro_voices() -> None:
     assert len(KOKORO_NAMES) == 12 and all(v.neural for n in KOKORO_NAMES for v in [voice_for(n)])
     # A Kokoro voice asked for another language hands over to that language's best voice.
     assert voice_for("kokoro-it-sara", "en").name == DEFAULT_VOICE
+
+
+def test_a_voice_chosen_for_a_language_wins_where_it_is_loaded() -> None:
+    catalog = VoiceCatalog()
+    chosen = {"de": "espeak-de", "zh": "kokoro-zh-xiaobei"}
+    assert catalog.for_language("de", chosen).name == "espeak-de"
+    assert catalog.for_language("de-AT", chosen).name == "espeak-de"
+    assert catalog.for_language("zh-CN", chosen).name == "kokoro-zh-xiaobei"
+    assert catalog.for_language("it", chosen).name == BEST_VOICES["it"][0]  # none chosen
+    # A chosen voice whose backend is not loaded is passed over for the best loaded one.
+    without = VoiceCatalog([b for b in BACKENDS if b != ESPEAK])
+    assert without.for_language("de", chosen).name == "kokoro-de-nicola"
+    # A remote server is given the name as chosen.
+    remote = VoiceCatalog(remote=True).for_language("de", {"de": "their-german"})
+    assert (remote.name, remote.backend, remote.language) == ("their-german", REMOTE, "de")
+
+
+def test_a_chosen_voice_that_is_none_or_of_another_language_is_a_configuration_error() -> None:
+    catalog = VoiceCatalog()
+    catalog.check_chosen({"de": "kokoro-de-sara", "it": "espeak-it"}, "interpreter.voices")
+    without_espeak = VoiceCatalog([b for b in BACKENDS if b != ESPEAK])
+    without_espeak.check_chosen({"de": "espeak-de"}, "interpreter.voices")  # known, not loaded
+    with pytest.raises(ConfigError, match=r"interpreter\.voices: 'kokoro-de-hans' is no voice; known"):
+        catalog.check_chosen({"de": "kokoro-de-hans"}, "interpreter.voices")
+    with pytest.raises(ConfigError, match=r"interpreter\.voices: 'hibari' speaks 'en', not 'de'"):
+        catalog.check_chosen({"de": "hibari"}, "interpreter.voices")
+    VoiceCatalog(remote=True).check_chosen({"de": "their-german"}, "interpreter.voices")
+
+
+def test_the_interpreter_speaks_german_with_espeak_unless_told_otherwise() -> None:
+    """Issue 25's German voice, which keeps two sessions' text within the lag bound."""
+    assert InterpreterSettings().voices == {"de": "espeak-de"}
+    assert InterpreterSettings(voices="").voices == {}  # type: ignore[arg-type]
+    named = InterpreterSettings(voices="DE=kokoro-de-nicola, zh=kokoro-zh-yunjian")  # type: ignore[arg-type]
+    assert named.voices == {"de": "kokoro-de-nicola", "zh": "kokoro-zh-yunjian"}
+    with pytest.raises(ValueError, match="an interpreter voice is LANGUAGE=VOICE, not 'kokoro-de-sara'"):
+        InterpreterSettings(voices="kokoro-de-sara")  # type: ignore[arg-type]
 
 
 def test_for_language_spellings_and_unknown_languages() -> None:

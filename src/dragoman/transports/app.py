@@ -47,11 +47,16 @@ def create_app(settings: Settings) -> FastAPI:
                 "interpreter": runtime.interpreter is not None,
             },
             "engines": runtime.engines(),
-            # The demo page offers these: the languages spoken to the interpreter, and into.
+            # The demo page offers these: the languages spoken to the interpreter, and into
+            # (with the voice that speaks each).
             "interpreter_languages": (
                 {
                     "sources": list(runtime.interpreter.languages.sources),
                     "targets": list(runtime.interpreter.languages.targets),
+                    "voices": {
+                        lang: runtime.interpreter.voice(lang)
+                        for lang in runtime.interpreter.languages.targets
+                    },
                 }
                 if runtime.interpreter is not None
                 else None

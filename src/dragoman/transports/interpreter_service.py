@@ -119,6 +119,8 @@ class InterpreterService:
                 raise
             self.speaker, self._owns_voices = speaker, True
             self.tts_worker = SerialWorker(functools.partial(_tts_call, speaker), name="tts")
+        assert self.speaker is not None
+        self.speaker.catalog.check_chosen(self.settings.voices, "interpreter.voices")
         source = self.settings.source_language
         profile = self.listening.profile
         heard = profile.capabilities.languages if profile is not None else frozenset()
@@ -146,11 +148,12 @@ class InterpreterService:
         return True
 
     def voice(self, language: str) -> str:
-        """The best loaded voice of `language`, by the round trip through Whisper
-        (`VoiceCatalog.for_language`); InvalidValue when no loaded voice speaks it."""
+        """The voice of `language`: the one `interpreter.voices` names where it is loaded, else the
+        best loaded, by the round trip through Whisper (`VoiceCatalog.for_language`);
+        InvalidValue when no loaded voice speaks it."""
         speaker = self.speaker
         assert speaker is not None, "served once started"
-        return speaker.catalog.for_language(language).name
+        return speaker.catalog.for_language(language, self.settings.voices).name
 
     # -- sessions ------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ voices are simply absent when they are not.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from dragoman.engines.tts.kokoro_text import kokoro_voices, voice_language, voice_style
@@ -224,13 +224,18 @@ class VoiceCatalog:
             return voice
         return self.for_language(language or "")
 
-    def for_language(self, language: str) -> Voice:
-        """The best loaded voice for `language` ("it", "zh-CN", "cmn"): the default when it speaks
-        it, else the first loaded of `BEST_VOICES`, else a neural voice, else espeak-ng's.
+    def for_language(self, language: str, chosen: Mapping[str, str] | None = None) -> Voice:
+        """The voice for `language` ("it", "zh-CN", "cmn"): the one `chosen` names for it
+        (ISO 639-1 -> voice name, `check_chosen`) where it is loaded; else the best loaded: the
+        default when it speaks it, else the first loaded of `BEST_VOICES`, else a neural voice,
+        else espeak-ng's.
 
         Raises InvalidValue, listing the languages there are voices for, when none speaks it.
         """
         wanted = normalize_language(language)
+        name = (chosen or {}).get(wanted or "")
+        if name is not None and (name in self._voices or self.remote):
+            return self.voice_for(name, wanted)
         if wanted is not None and self.default.language == wanted:
             return self.default
         for name in BEST_VOICES.get(wanted or "", ()):
@@ -244,6 +249,20 @@ class VoiceCatalog:
                 param=LANGUAGE_PARAM,
             )
         return speaking[0]
+
+    def check_chosen(self, chosen: Mapping[str, str], setting: str) -> None:
+        """ConfigError, naming `setting`, for a voice chosen for a language that is no voice at
+        all or speaks another language. One whose backend is not loaded is passed over
+        (`for_language`), as is any name a remote server may know."""
+        every = {v.name: v for v in LOCAL_VOICES}
+        for language, name in chosen.items():
+            voice = every.get(name)
+            if voice is None and self.remote:
+                continue
+            if voice is None:
+                raise ConfigError(f"{setting}: {name!r} is no voice; known voices: {self._listing()}")
+            if voice.language != normalize_language(language):
+                raise ConfigError(f"{setting}: {name!r} speaks {voice.language!r}, not {language!r}")
 
     def _listing(self) -> str:
         """Every name, Kokoro's and espeak-ng's as one entry each, short enough for an error message."""
