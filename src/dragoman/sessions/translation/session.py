@@ -278,7 +278,7 @@ class TranslationSession:
                 self._observe(FIRST_TEXT_SECONDS, lag)
         if closes:
             lag = self.timeline.final(item_id, self.clock_ms)
-            self.speech.end_utterance(voice)
+            self.speech.end_utterance(voice, self.clock_ms)
             if lag is not None:
                 self._observe(END_LAG_SECONDS, lag)
 
@@ -301,7 +301,7 @@ class TranslationSession:
                 if update_clock is not None:
                     self.timeline.mt_started(update_clock, self.clock_ms)
         elif lane == TTS:
-            job = self.speech.next_job()
+            job = self.speech.next_job(self.clock_ms)
         else:
             raise ValueError(f"a translation session has no lane {lane!r}")
         self._maybe_closed()
