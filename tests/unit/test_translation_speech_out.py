@@ -85,3 +85,23 @@ def test_a_clause_heard_late_after_its_text_is_spoken_faster() -> None:
     out.end_utterance("v", 15_000)
     fourth = out.next_job(15_000)
     assert fourth is not None and fourth.request.speed == 1.0, "caught up again"
+
+
+def test_while_the_speaker_talks_a_clause_is_judged_by_when_its_end_is_heard() -> None:
+    """A long clause begun as its text came still ends late if more speech is coming: its length
+    counts, at the pace the voice has spoken so far."""
+    out = SpokenOutput(lambda frame: None)
+    out.say("Allerdings hängen die Stile, ", "v", "de", clock_ms=1000)  # 27 characters
+    first = out.next_job(1000, talking=True)
+    assert first is not None
+    out.chunk(first, b"\x01\x00" * (OUTPUT_RATE * 27 // 15), 1000)  # 15 characters a second
+    out.done(first, 1200)
+    long = "aufgrund der langsamen Kommunikationskanäle im Westen und in den Kolonien bis zu 30 Jahre zurück."
+    out.say(" " + long, "v", "de", clock_ms=2800)  # heard from 2800 ms, over 6 s long
+    talking = out.next_job(2800, talking=True)
+    assert talking is not None and talking.request.speed == MAX_CATCH_UP
+    # The same clause when the speaker has stopped: heard as its text came, at the voice's pace.
+    quiet = SpokenOutput(lambda frame: None)
+    quiet.say(long, "v", "de", clock_ms=2800)
+    alone = quiet.next_job(2800, talking=False)
+    assert alone is not None and alone.request.speed == 1.0

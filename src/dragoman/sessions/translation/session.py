@@ -301,7 +301,7 @@ class TranslationSession:
                 if update_clock is not None:
                     self.timeline.mt_started(update_clock, self.clock_ms)
         elif lane == TTS:
-            job = self.speech.next_job(self.clock_ms)
+            job = self.speech.next_job(self.clock_ms, talking=self.front.current_item is not None)
         else:
             raise ValueError(f"a translation session has no lane {lane!r}")
         self._maybe_closed()

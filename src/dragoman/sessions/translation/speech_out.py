@@ -15,8 +15,11 @@ listener fell further behind with every clause (19 s at its end; `bench.interpre
 a clause the listener would hear late after its text came (the clauses before it still being
 made or heard) is spoken faster, in proportion to how late (`catch_up_speed`): up to 1.3, where
 Whisper's round trip of 12 FLORES lines rose from 13.1 to 18.0 % WER for Kokoro's Italian and
-from 64 to 77 % for espeak-ng's German. The earnings call's Italian then ended 14.5 s after the
-speaker; short phrases, heard within 2.5 s of their text, keep the voice's own pace.
+from 64 to 77 % for espeak-ng's German. While the speaker is still talking, more is coming, so
+a clause is judged by when its end would be heard: its own length counts, at the pace the voice
+has spoken so far (a clause of 8 s begun on time had been spoken at 1.0, and every one after it
+late). The earnings call's Italian then ended 10.9-12.6 s after the speaker; short phrases,
+heard within 2.5 s of their text once the speaker stopped, keep the voice's own pace.
 
 OpenAI: "Output audio deltas are 200 ms frames of PCM16 audio", stamped with
 `elapsed_ms`. The frames sit on an output timeline that shares the input stream's
@@ -34,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from dragoman.engines.workers import CancelToken, Priority
 from dragoman.sessions.agent.jobs import SpeakRequest
 from dragoman.sessions.translation.events import OutputAudioDelta
-from dragoman.streaming.clauses import ClauseCutter, speakable
+from dragoman.streaming.clauses import ClauseCutter, speakable, spoken_length
 
 #: OpenAI's output frame.
 FRAME_MS = 200
@@ -50,6 +53,9 @@ STARVING_MS = 1500
 CATCH_UP_FROM_MS = 2500
 CATCH_UP_FULL_MS = 5500
 MAX_CATCH_UP = 1.3
+#: A voice's ms a speech unit (`spoken_length`) before it has said anything: about 15 Latin
+#: letters a second, English's pace (`clauses.WIDE_CHAR_WEIGHT`).
+DEFAULT_UNIT_MS = 1000 / 15
 
 
 def catch_up_speed(late_ms: float) -> float:
@@ -97,6 +103,11 @@ class SpokenOutput:
         self._placed = False
         #: Seconds of audio sent.
         self.seconds = 0.0
+        #: The voice's pace so far: speech units (`spoken_length`) said, and their ms at speed 1;
+        #: the ms of audio the clause in flight has sent.
+        self._units = 0
+        self._units_ms = 0.0
+        self._job_ms = 0
 
     @property
     def frame_bytes(self) -> int:
@@ -142,15 +153,21 @@ class SpokenOutput:
 
     # -- the TTS lane -------------------------------------------------------------------
 
-    def next_job(self, clock_ms: float) -> SpeakJob | None:
+    def next_job(self, clock_ms: float, talking: bool = False) -> SpeakJob | None:
         """The next clause to speak (`clock_ms`: the input clock now), faster the later the
-        listener will hear it after its text came (`catch_up_speed`)."""
+        listener will hear it after its text came (`catch_up_speed`); while the speaker is
+        `talking`, the later its end will be heard."""
         if self._job is not None or not self._clauses:
             return None
         request, came_ms = self._clauses.popleft()
-        speed = catch_up_speed(max(self._cursor_ms, clock_ms) - came_ms)
+        late = max(self._cursor_ms, clock_ms) - came_ms
+        if talking:  # more is coming: judge the clause by when its end would be heard
+            pace = self._units_ms / self._units if self._units else DEFAULT_UNIT_MS
+            late += spoken_length(request.text) * pace
+        speed = catch_up_speed(late)
         self._job = SpeakJob(replace(request, speed=speed) if speed != request.speed else request)
         self._placed = False
+        self._job_ms = 0
         return self._job
 
     def chunk(self, job: SpeakJob, pcm: bytes, clock_ms: float) -> None:
@@ -174,11 +191,14 @@ class SpokenOutput:
             self._send(self._pending.ljust(self.frame_bytes, b"\x00"))
         self._pending = b""
         self._job = None
+        self._units += spoken_length(job.request.text)
+        self._units_ms += self._job_ms * job.request.speed
         self._feed(clock_ms)
 
     def _send(self, frame: bytes) -> None:
         self._emit(OutputAudioDelta(frame, self.rate, self._cursor_ms))
         self._cursor_ms += FRAME_MS
+        self._job_ms += FRAME_MS
         self.seconds += FRAME_MS / 1000
 
     def cancel(self) -> None:
