@@ -100,6 +100,15 @@ def test_while_the_speaker_talks_a_clause_is_judged_by_when_its_end_is_heard() -
     out.say(" " + long, "v", "de", clock_ms=2800)  # heard from 2800 ms, over 6 s long
     talking = out.next_job(2800, talking=True)
     assert talking is not None and talking.request.speed == MAX_CATCH_UP
+    # A clause that failed (no audio) says nothing of the pace: the default one is taken.
+    failed = SpokenOutput(lambda frame: None)
+    failed.say("Allerdings hängen die Stile, ", "v", "de", clock_ms=1000)
+    nothing = failed.next_job(1000, talking=True)
+    assert nothing is not None
+    failed.done(nothing, 1200)
+    failed.say(" " + long, "v", "de", clock_ms=2800)
+    paced = failed.next_job(2800, talking=True)
+    assert paced is not None and paced.request.speed == MAX_CATCH_UP
     # The same clause when the speaker has stopped: heard as its text came, at the voice's pace.
     quiet = SpokenOutput(lambda frame: None)
     quiet.say(long, "v", "de", clock_ms=2800)

@@ -191,8 +191,9 @@ class SpokenOutput:
             self._send(self._pending.ljust(self.frame_bytes, b"\x00"))
         self._pending = b""
         self._job = None
-        self._units += spoken_length(job.request.text)
-        self._units_ms += self._job_ms * job.request.speed
+        if self._job_ms:  # a clause that failed says nothing of the voice's pace
+            self._units += spoken_length(job.request.text)
+            self._units_ms += self._job_ms * job.request.speed
         self._feed(clock_ms)
 
     def _send(self, frame: bytes) -> None:
