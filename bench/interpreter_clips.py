@@ -43,6 +43,15 @@ class Clip:
     speech: str = FLEURS
 
 
+def as_clip(
+    name: str, source: str, reference: str, audio: np.ndarray, vad: SileroModel, speech: str = FLEURS
+) -> Clip:
+    """16 kHz `audio` as a clip on the wire's rate, with where Silero hears its speech begin and end."""
+    onset, end = speech_bounds(vad, audio)
+    wire = np.ascontiguousarray(soxr.resample(audio, RATE, WIRE_RATE), dtype=np.float32)
+    return Clip(name, source, reference, wire, onset, end, speech)
+
+
 def clips(direction: str, count: int, vad: SileroModel) -> list[Clip]:
     """The first `count` FLEURS clips spoken in the direction's source language that have a
     FLORES reference in its target (none: an empty list)."""
@@ -56,9 +65,7 @@ def clips(direction: str, count: int, vad: SileroModel) -> list[Clip]:
     out = []
     for row in rows:
         audio = load(EvalRow(row["file"], source, None, row["src_text"], duration=0.0, notes=""))
-        onset, end = speech_bounds(vad, audio)
-        wire = np.ascontiguousarray(soxr.resample(audio, RATE, WIRE_RATE), dtype=np.float32)
-        out.append(Clip(Path(row["file"]).stem, row["src_text"], row[REFERENCE[target]], wire, onset, end))
+        out.append(as_clip(Path(row["file"]).stem, row["src_text"], row[REFERENCE[target]], audio, vad))
     return out
 
 
@@ -88,8 +95,6 @@ def flores_clips(direction: str, count: int, voices: Sequence[str], vad: SileroM
             voiced = np.frombuffer(spoken[(voice, text)], dtype=np.int16).astype(np.float32) / 32768
             # A speaker draws breath first: the stream opens on silence, as a microphone's does.
             audio = np.concatenate([np.zeros(int(LEAD_S * RATE), dtype=np.float32), voiced])
-            onset, end = speech_bounds(vad, audio)
-            wire = np.ascontiguousarray(soxr.resample(audio, RATE, WIRE_RATE), dtype=np.float32)
             name = f"flores{row['line']}-{voice}"
-            out.append(Clip(name, text, row[FLORES_COLUMN[target]], wire, onset, end, speech=voice))
+            out.append(as_clip(name, text, row[FLORES_COLUMN[target]], audio, vad, speech=voice))
     return out

@@ -28,13 +28,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import soxr
 from openai import AsyncOpenAI
 
 from bench import server as dragoman_server
-from bench.agent_client import speech_bounds
 from bench.audio import RATE, EvalRow, load
-from bench.interpreter_clips import WIRE_RATE, Clip
+from bench.interpreter_clips import Clip, as_clip
 from bench.interpreter_sessions import Run, interpret
 from bench.report import header, log, table
 from bench.results import record
@@ -56,12 +54,10 @@ def talks(vad: SileroModel) -> list[Clip]:
     """The two talks, at the wire's rate, with where their speech begins and ends."""
     gap = np.zeros(int(GAP_S * RATE), dtype=np.float32)
     fleurs = np.concatenate([part for path in FLEURS for part in (english(path), gap)])
-    out = []
-    for name, audio in (("earnings call, 60 s", english(EARNINGS)), ("5 FLEURS clips, 0.6 s gaps", fleurs)):
-        onset, end = speech_bounds(vad, audio)
-        wire = np.ascontiguousarray(soxr.resample(audio, RATE, WIRE_RATE), dtype=np.float32)
-        out.append(Clip(name, "", "", wire, onset, end))
-    return out
+    return [
+        as_clip("earnings call, 60 s", "", "", english(EARNINGS), vad),
+        as_clip("5 FLEURS clips, 0.6 s gaps", "", "", fleurs, vad),
+    ]
 
 
 async def measure(url: str, ws_url: str, languages: Sequence[str], items: Sequence[Clip]) -> list[Run]:

@@ -40,6 +40,8 @@ from dragoman.transports.lanes import Lane
 from dragoman.transports.services import MTService, TranscriptionService, close_engine
 
 log = get_logger(__name__)
+#: The setting a wrongly named voice is reported under.
+VOICES_SETTING = "interpreter.voices"
 
 
 @dataclass(frozen=True)
@@ -110,8 +112,11 @@ class InterpreterService:
         agent = self.agent
         if agent is not None and agent.speaker is not None and agent.tts_worker is not None:
             self.speaker, self.tts_worker = agent.speaker, agent.tts_worker
+            self.speaker.catalog.check_chosen(self.settings.voices, VOICES_SETTING)
         else:
             speaker = Speaker(self.tts_settings, self.cache_dir)
+            # A voice named wrongly stops the server before any voice is loaded.
+            speaker.catalog.check_chosen(self.settings.voices, VOICES_SETTING)
             try:
                 await asyncio.to_thread(speaker.load)
             except BaseException:
@@ -119,8 +124,6 @@ class InterpreterService:
                 raise
             self.speaker, self._owns_voices = speaker, True
             self.tts_worker = SerialWorker(functools.partial(_tts_call, speaker), name="tts")
-        assert self.speaker is not None
-        self.speaker.catalog.check_chosen(self.settings.voices, "interpreter.voices")
         source = self.settings.source_language
         profile = self.listening.profile
         heard = profile.capabilities.languages if profile is not None else frozenset()

@@ -104,10 +104,10 @@ class SpokenOutput:
         #: Seconds of audio sent.
         self.seconds = 0.0
         #: The voice's pace so far: speech units (`spoken_length`) said, and their ms at speed 1;
-        #: the ms of audio the clause in flight has sent.
+        #: `seconds` when the clause in flight began.
         self._units = 0
         self._units_ms = 0.0
-        self._job_ms = 0
+        self._job_began_s = 0.0
 
     @property
     def frame_bytes(self) -> int:
@@ -167,7 +167,7 @@ class SpokenOutput:
         speed = catch_up_speed(late)
         self._job = SpeakJob(replace(request, speed=speed) if speed != request.speed else request)
         self._placed = False
-        self._job_ms = 0
+        self._job_began_s = self.seconds
         return self._job
 
     def chunk(self, job: SpeakJob, pcm: bytes, clock_ms: float) -> None:
@@ -191,15 +191,15 @@ class SpokenOutput:
             self._send(self._pending.ljust(self.frame_bytes, b"\x00"))
         self._pending = b""
         self._job = None
-        if self._job_ms:  # a clause that failed says nothing of the voice's pace
+        spoken_ms = 1000 * (self.seconds - self._job_began_s)
+        if spoken_ms:  # a clause that failed says nothing of the voice's pace
             self._units += spoken_length(job.request.text)
-            self._units_ms += self._job_ms * job.request.speed
+            self._units_ms += spoken_ms * job.request.speed
         self._feed(clock_ms)
 
     def _send(self, frame: bytes) -> None:
         self._emit(OutputAudioDelta(frame, self.rate, self._cursor_ms))
         self._cursor_ms += FRAME_MS
-        self._job_ms += FRAME_MS
         self.seconds += FRAME_MS / 1000
 
     def cancel(self) -> None:
