@@ -1,11 +1,17 @@
-"""Which tokens a translation may never choose: East Asian ones in a Latin-script language, and
-an opening quote its source does not have."""
+"""Which tokens a translation may never choose: East Asian ones in a Latin-script language, a
+lowercase Latin word in Chinese, and an opening quote its source does not have."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from dragoman.engines.mt.target_script import TargetScript, east_asian_tokens, quote_tokens, quoted
+from dragoman.engines.mt.target_script import (
+    TargetScript,
+    east_asian_tokens,
+    lowercase_words,
+    quote_tokens,
+    quoted,
+)
 
 PIECES = [
     b"hello",
@@ -83,3 +89,42 @@ def test_the_opening_quote_mask_is_built_once() -> None:
     first = scripts.opening_quotes()
     assert scripts.opening_quotes() is first and len(calls) == len(QUOTING)
     assert int(first.sum()) == 6
+
+
+WORDS = [
+    b" cocktail",  # 0: a space, then a lowercase letter: always a new word
+    b"previously",  # 1: no space: a new word, unless it goes on from a letter
+    b"inov",  # 2: the rest of "Sim|inov"
+    b" Sim",  # 3: capitalised: a name may stay in Latin letters
+    b"QVC",  # 4
+    "\u6df7\u5408\u7269".encode(),  # 5: 混合物
+    "\uff0c".encode(),  # 6: a fullwidth comma
+    b"5",  # 7
+    b"-map",  # 8: a hyphen first
+    b"'s",  # 9
+    "\u00e9t\u00e9".encode(),  # 10: a non-ASCII letter first
+    b"\n",  # 11
+    b"",  # 12: a control token
+]
+
+
+def test_lowercase_words_start_after_a_space_or_after_anything_but_a_latin_letter() -> None:
+    words = lowercase_words(WORDS.__getitem__, len(WORDS))
+    assert words.spaced.nonzero()[0].tolist() == [0]
+    assert words.any_start.nonzero()[0].tolist() == [0, 1, 2]
+    assert words.ends_in_letter.nonzero()[0].tolist() == [0, 1, 2, 3, 4, 8, 9]
+    # After " Sim", "inov" may finish the name; " cocktail" may not follow it.
+    assert words.after(3).nonzero()[0].tolist() == [0]
+    for token in (5, 6, 7, 11):  # after Chinese, punctuation, a digit or a newline
+        assert words.after(token).nonzero()[0].tolist() == [0, 1, 2], token
+    assert not words.after(3)[3] and not words.after(5)[4], "capitalised words stay"
+
+
+def test_only_chinese_targets_exclude_lowercase_words_and_the_masks_are_built_once() -> None:
+    calls: list[int] = []
+    scripts = TargetScript(recorded(WORDS, calls), len(WORDS))
+    assert scripts.lowercase_words("de") is None and scripts.lowercase_words("en") is None
+    assert not calls, "Latin-script targets write Latin words"
+    chinese = scripts.lowercase_words("zh")
+    assert chinese is not None and scripts.lowercase_words("zh") is chinese
+    assert len(calls) == len(WORDS), "built once"

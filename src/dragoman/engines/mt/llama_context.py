@@ -29,6 +29,7 @@ from dragoman.engines.llama_native import ContextSpec, NativeModel
 from dragoman.engines.llama_threads import IdleThreads
 from dragoman.engines.mt.llama_cells import CellMap
 from dragoman.engines.mt.llama_tap import AttentionTap
+from dragoman.engines.mt.target_script import LowercaseWords
 from dragoman.errors import EngineFailure, ModelUnavailable
 
 
@@ -132,6 +133,9 @@ class TappedContext:
         #: A position and the tokens the choice after it may not be either: the translation's
         #: first token, which opens no quote the source lacks (`target_script.opening_quotes`).
         self.excluded_after: tuple[int, npt.NDArray[np.bool_]] | None = None
+        #: Tokens no choice may be after a given token: a lowercase Latin word in Chinese
+        #: (`target_script.LowercaseWords`); None: no such rule.
+        self.lowercase_words: LowercaseWords | None = None
 
     # -- vocabulary ---------------------------------------------------------------------
 
@@ -175,21 +179,23 @@ class TappedContext:
             for i in range(first_out, len(chunk)):
                 row = self._context.logits(i)
                 choice = int(row.argmax())
-                excluded = self._excluded_at(start + i)
-                if excluded is not None and excluded[choice]:
+                masks = self._excluded_at(start + i, chunk[i])
+                if any(mask[choice] for mask in masks):
                     # Rare: only then is the vocabulary masked (a copy of its logits).
-                    choice = int(np.where(excluded, -np.inf, row).argmax())
+                    choice = int(np.where(np.logical_or.reduce(masks), -np.inf, row).argmax())
                 choices.append(choice)
             done += len(chunk)
         attention = np.concatenate(parts, axis=1) if parts else None
         return choices, attention
 
-    def _excluded_at(self, position: int) -> npt.NDArray[np.bool_] | None:
-        """The tokens the choice after `position` may not be; None: any."""
-        if self.excluded_after is None or self.excluded_after[0] != position:
-            return self.excluded
-        after = self.excluded_after[1]
-        return after if self.excluded is None else self.excluded | after
+    def _excluded_at(self, position: int, token: int) -> list[npt.NDArray[np.bool_]]:
+        """The masks of the tokens the choice after `token`, held at `position`, may not be."""
+        masks = [] if self.excluded is None else [self.excluded]
+        if self.excluded_after is not None and self.excluded_after[0] == position:
+            masks.append(self.excluded_after[1])
+        if self.lowercase_words is not None:
+            masks.append(self.lowercase_words.after(token))
+        return masks
 
     def insert(self, tokens: Sequence[int], at: int) -> None:
         """Put `tokens` at positions `at`.. and move what the sequence held there up after them.

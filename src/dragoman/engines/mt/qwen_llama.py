@@ -157,6 +157,7 @@ class QwenLlamaMTEngine(QwenMTEngine):
     ) -> MTDraft:
         final = request.mode is DraftMode.FINAL
         self._ctx.excluded = self.scripts.excluded(request.target_lang)
+        self._ctx.lowercase_words = self.scripts.lowercase_words(request.target_lang)
         opens = prompt.target_start == len(prompt.ids)  # nothing of the translation yet
         self._ctx.excluded_after = (
             (len(prompt.ids) - 1, self.scripts.opening_quotes())
