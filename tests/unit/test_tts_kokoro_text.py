@@ -11,7 +11,9 @@ import random
 
 import pytest
 
+from dragoman.engines.tts import espeak
 from dragoman.engines.tts.kokoro_text import (
+    ENGLISH_VOICE,
     MAX_TOKENS,
     MandarinG2P,
     Vocabulary,
@@ -85,6 +87,16 @@ def test_mandarin_reads_numbers(mandarin: MandarinG2P) -> None:
     assert not any(c.isdigit() for c in phonemes)
     # 二零二四 / 两千零二十四: the year is read as syllables with tones, not skipped.
     assert len(phonemes) > len(mandarin("我们在年去了北京。")) + 8
+
+
+def test_mandarin_reads_latin_names_in_english(mandarin: MandarinG2P, vocab: Vocabulary) -> None:
+    # ZHG2P v1.0 passed "Siminoff" and "QVC" through as letters, which Kokoro read as phonemes.
+    phonemes = mandarin("2017年12月，Siminoff出现在QVC购物频道。")
+    assert not set("SQVC") & set(phonemes), phonemes
+    assert "sˈɪm" in phonemes and "kj" in phonemes, phonemes  # espeak-ng's English IPA
+    assert "ʦai↘" in phonemes and phonemes.endswith("pʰi↗ntau↘."), phonemes  # 在 … 频道。
+    assert set(phonemes) <= set(vocab.ids), set(phonemes) - set(vocab.ids)
+    assert mandarin("Shark Tank") == espeak_ipa_to_kokoro(espeak.ipa("Shark Tank", ENGLISH_VOICE))
 
 
 def test_no_phonemiser_for_other_languages() -> None:

@@ -125,8 +125,18 @@ def espeak_g2p(voice: str) -> G2P:
     return g2p
 
 
+#: A run of Latin letters in Chinese text, with the spaces, apostrophes and hyphens inside it.
+_LATIN_RUN = re.compile(r"[A-Za-z](?:[A-Za-z '\-]*[A-Za-z])?")
+#: The espeak-ng voice that phonemises them.
+ENGLISH_VOICE = "en-us"
+
+
 class MandarinG2P:
-    """misaki's ZHG2P in its Kokoro v1.0 form: jieba words -> pinyin -> IPA with tone arrows.
+    """misaki's ZHG2P in its Kokoro v1.0 form: jieba words -> pinyin -> IPA with tone arrows,
+    and the Latin names and acronyms a Chinese translation keeps (QVC, ZMapp, Shark Tank) in
+    espeak-ng's English IPA. ZHG2P v1.0 passes Latin letters through as they are, and the few
+    Kokoro's vocabulary has were read as phonemes ("QVC" as a "v"); Kokoro's own pipeline gives
+    ZHG2P an English phonemiser for them in the same way (`en_callable`).
 
     Imported on first use (jieba builds its dictionary then, about 2 s); thread-safe.
     """
@@ -153,8 +163,15 @@ class MandarinG2P:
             return self._g2p
 
     def __call__(self, text: str) -> str:
-        phonemes, _ = self._load()(text)
-        return phonemes
+        g2p = self._load()
+        pieces: list[str] = []
+        at = 0
+        for latin in _LATIN_RUN.finditer(text):
+            pieces.append(g2p(text[at : latin.start()])[0])
+            pieces.append(espeak_ipa_to_kokoro(espeak.ipa(latin.group(), ENGLISH_VOICE)))
+            at = latin.end()
+        pieces.append(g2p(text[at:])[0])
+        return " ".join(piece.strip() for piece in pieces if piece.strip())
 
 
 def g2p_for(language: str) -> G2P:
