@@ -396,7 +396,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for source, work in groups:
         if args.url:
             url = args.url.rstrip("/")
-            scores += asyncio.run(measure(url, "ws" + url[4:], work, sessions, listener, settings, variant))
+            scores += asyncio.run(
+                measure(url, dragoman_server.websocket_url(url), work, sessions, listener, settings, variant)
+            )
             continue
         os.environ[SOURCE_ENV] = source
         with tempfile.TemporaryDirectory() as tmp:

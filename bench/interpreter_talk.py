@@ -128,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     header("The interpreter through a long talk: one session at real-time pace, the openai SDK")
     if args.url:
         url = args.url.rstrip("/")
-        runs = asyncio.run(measure(url, "ws" + url[4:], languages, items))
+        runs = asyncio.run(measure(url, dragoman_server.websocket_url(url), languages, items))
     else:
         with tempfile.TemporaryDirectory() as tmp:
             serve = ["serve", "--cache-dir", str(settings.cache_dir), "--services", "interpreter", "mt"]

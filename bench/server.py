@@ -13,6 +13,11 @@ from pathlib import Path
 from harness.server import Server, start, stop
 
 
+def websocket_url(http_url: str) -> str:
+    """A server's WebSocket base URL from its HTTP one: http -> ws, https -> wss."""
+    return "ws" + http_url.removeprefix("http")
+
+
 @contextmanager
 def running(args: Sequence[str], log: Path) -> Iterator[Server]:
     server = start(args, log)
