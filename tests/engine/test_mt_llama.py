@@ -24,6 +24,7 @@ from dragoman.engines.mt.head_selection import combined_attention, usable_pairs
 from dragoman.engines.mt.qwen_llama import QwenLlamaMTEngine, create
 from dragoman.engines.mt.qwen_torch import QwenTorchMTEngine
 from dragoman.engines.mt.qwen_torch import create as create_torch
+from dragoman.engines.mt.target_script import TargetScript
 from dragoman.engines.registry import MT_BACKENDS
 from dragoman.errors import ClientError
 from dragoman.streaming.alignatt import clean_final_text
@@ -69,6 +70,30 @@ def test_registered_with_the_calibrated_directions(engine: QwenLlamaMTEngine) ->
     assert engine.directions() == ["de-en", "en-de", "en-it", "en-zh", "it-en", "zh-en"]
     assert engine.describe().backend == "qwen-llama"
     assert engine.num_layers == 24 and engine.num_heads == 14
+
+
+def test_warm_up_builds_every_served_targets_masks_so_no_draft_pays_for_them(
+    engine: QwenLlamaMTEngine,
+) -> None:
+    calls: list[int] = []
+    piece = engine._ctx.piece
+
+    def recorded(token: int) -> bytes:
+        calls.append(token)
+        return piece(token)
+
+    shared = engine.scripts
+    engine.scripts = TargetScript(recorded, engine._ctx.n_vocab)
+    try:
+        engine.warm_up()
+        # The East Asian mask (into de, it, en), the lowercase-word rule (into zh), the quotes.
+        assert len(calls) == 3 * engine._ctx.n_vocab
+        for target in ("zh", "de"):
+            request = MTRequest("en", target, TEN_WORDS, mode=DraftMode.FINAL, max_new_tokens=4)
+            assert engine.draft(request).token_ids
+        assert len(calls) == 3 * engine._ctx.n_vocab, "a draft built a mask"
+    finally:
+        engine.scripts = shared
 
 
 def test_prompts_are_the_torch_engines_token_for_token(

@@ -128,3 +128,16 @@ def test_only_chinese_targets_exclude_lowercase_words_and_the_masks_are_built_on
     chinese = scripts.lowercase_words("zh")
     assert chinese is not None and scripts.lowercase_words("zh") is chinese
     assert len(calls) == len(WORDS), "built once"
+
+
+def test_prepare_builds_the_masks_of_the_served_targets_before_any_draft() -> None:
+    calls: list[int] = []
+    scripts = TargetScript(recorded(WORDS, calls), len(WORDS))
+    scripts.prepare(["de"])
+    assert len(calls) == 2 * len(WORDS), "the East Asian mask and the opening quotes"
+    scripts.prepare(["zh"])
+    assert len(calls) == 3 * len(WORDS), "the lowercase-word rule"
+    scripts.excluded("it")
+    scripts.lowercase_words("zh")
+    scripts.opening_quotes()
+    assert len(calls) == 3 * len(WORDS), "a draft then builds nothing"

@@ -31,7 +31,7 @@ therefore not start with one (`opening_quotes`, `quoted`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,6 +134,14 @@ class TargetScript:
         if self._lowercase is None:
             self._lowercase = lowercase_words(self._piece, self._n_vocab)
         return self._lowercase
+
+    def prepare(self, targets: Iterable[str]) -> None:
+        """Build every mask a translation into `targets` uses now (at the engine's warm-up), not
+        on the first session's first draft: 0.19-0.3 s each on a 150k-token vocabulary."""
+        for target in targets:
+            self.excluded(target)
+            self.lowercase_words(target)
+        self.opening_quotes()
 
     def opening_quotes(self) -> npt.NDArray[np.bool_]:
         """The mask of tokens a translation of an unquoted source does not open with."""
