@@ -817,6 +817,77 @@ def test_a_segment_that_starts_before_a_forced_final_is_answered_costs_the_last_
     )
 
 
+COUNTED = [
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+]
+
+
+def _force_twice(h: Harness) -> MTJob:
+    """Segment a runs past `max_utterance_words` (3) twice: MT force-closes its first five words
+    and then the next five; returns the second forced final's job, not yet answered."""
+    translator = h.session.translator
+    translator.begin("item_a")
+    for n in (5, 10):
+        text = " ".join(COUNTED[:n])
+        translator.partial("item_a", text, len(text), 100.0 * n)
+        job = translator.next_job()
+        while job is not None and job.kind.value == "prefill":
+            translator.job_done(job, h.mt.draft(job.request))
+            job = translator.next_job()
+        assert job is not None and job.kind.value == "forced_final"
+        assert list(job.request.source_words) == COUNTED[n - 5 : n], "each utterance takes new words only"
+        if n == 10:
+            return job
+        translator.job_done(job, h.mt.draft(job.request))
+    raise AssertionError("unreachable")
+
+
+def _answer_all(h: Harness) -> None:
+    translator = h.session.translator
+    while (job := translator.next_job()) is not None:
+        translator.job_done(job, h.mt.draft(job.request))
+    assert translator.idle, "every final answered"
+    h.drain()
+
+
+def test_a_segment_forced_closed_again_and_again_translates_each_word_once() -> None:
+    """Each forced final takes the segment's words after the last one's: the third utterance
+    once carried the first two's words and MT, which drops only the last forced run, translated
+    them again ("ONE ... TEN ONE ... FOURTEEN")."""
+    h = Harness(max_utterance_words=3)
+    translator = h.session.translator
+    second = _force_twice(h)
+    translator.job_done(second, h.mt.draft(second.request))
+    text = " ".join(COUNTED)
+    translator.partial("item_a", text, len(text), 1400.0)
+    translator.final("item_a", text, 1500.0)
+    _answer_all(h)
+    assert h.text("session.output_transcript.delta") == " ".join(COUNTED).upper()
+
+
+def test_a_segment_that_ends_while_its_second_forced_final_is_drafted_loses_no_word() -> None:
+    h = Harness(max_utterance_words=3)
+    translator = h.session.translator
+    second = _force_twice(h)
+    translator.final("item_a", " ".join(COUNTED[:12]), 1200.0)  # its final, before MT answers
+    translator.job_done(second, h.mt.draft(second.request))
+    _answer_all(h)
+    assert h.text("session.output_transcript.delta") == " ".join(COUNTED[:12]).upper()
+
+
 def test_a_waiting_segment_that_fails_to_transcribe_leaves_the_next_one_its_place() -> None:
     """A segment waiting for its utterance id whose transcription fails takes none: the segment
     after it follows the last answered final directly, and the session ends idle."""

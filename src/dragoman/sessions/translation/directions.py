@@ -66,3 +66,6 @@ class Segment:
     refused: bool = False
     #: The segment's words sent last (its full state), to skip an update that changes nothing.
     last: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+    #: Its first words that earlier utterances took (MT's forced finals): each update of its
+    #: current utterance carries the words after them.
+    offset: int = 0

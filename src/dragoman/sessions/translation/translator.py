@@ -220,6 +220,7 @@ class Translator:
         if segment.utterance < 0:
             segment.held = (words, tail, clock_ms, final)  # the full state: the latest wins
             return
+        words = words[segment.offset :]
         direction.seq += 1
         direction.clocks[direction.seq] = direction.clock_ms = clock_ms
         if final:
@@ -331,26 +332,29 @@ class Translator:
         if event.committed_delta or event.final:
             self._on_text(direction.target, item_id, event.committed_delta, opens, event.final)
         if event.forced_final:
-            self._roll_over(direction, event.utterance_id, item_id)
+            self._roll_over(direction, event.utterance_id, item_id, event.covered_source_units or 0)
         elif event.final:
             direction.final_words.pop(event.utterance_id, None)
 
-    def _roll_over(self, direction: Direction, utterance: int, item_id: str) -> None:
-        """MT closed a long utterance (`forced_final`): the segment goes on in the next one, whose
-        updates still carry the closed words; MT drops them (`Utterances.strip_carry_over`).
-        A segment whose final transcript went out while the forced final was drafted has its
-        final sent again, to the next utterance: MT answers the first with the forced final,
-        and takes the carried words only in the utterance right after, which no segment heard
-        meanwhile has taken (`_bound`)."""
+    def _roll_over(self, direction: Direction, utterance: int, item_id: str, covered: int) -> None:
+        """MT closed a long utterance (`forced_final`) over its first `covered` words: the
+        segment goes on in the next utterance, whose updates carry only the words after them
+        (however often a long segment is closed so: carrying them, and leaving MT to drop the
+        run the last forced final took, had its third utterance translate the first two again).
+        A segment whose final transcript went out while the forced final was drafted has the
+        rest of that final sent again, to the next utterance: MT answers the first with the
+        forced final, and the utterance right after is one that no segment heard meanwhile has
+        taken (`_bound`)."""
         for segment in self._segments.values():
             if segment.direction is direction and segment.utterance == utterance:
                 segment.utterance = direction.new_utterance(item_id)
+                segment.offset += covered
                 segment.last = None
                 return
         words = direction.final_words.pop(utterance, None)
         if words is not None and direction.next_utterance == utterance + 1:
             ended = Segment(direction.target, item_id, direction, direction.new_utterance(item_id))
-            self._send(ended, words, (), direction.clock_ms, final=True)
+            self._send(ended, words[covered:], (), direction.clock_ms, final=True)
 
     def _error(self, direction: Direction, event: Error) -> None:
         if event.seq is not None:
