@@ -100,30 +100,6 @@ _WORD = re.compile(r"\S+")
 WIDE_CHAR_WEIGHT = 3
 
 
-_CLOSERS = "\"'\u201d\u2019\u00bb)]\u300d\u300f"
-_OPENERS = "\"'\u201c\u2018\u00ab([\u300c\u300e\u201e"
-
-
-def ends_sentence(word: str, following: str) -> bool:
-    """Whether `word` ends a sentence that the word `following` shows is over: a CJK mark
-    always; `.`, `!` or `?` (closing quotes aside) when `following` opens a sentence (a capital
-    or a digit), and a period only of a word, not of a number ("3."), an abbreviation ("Dr.",
-    "U.S.", "z.B.") or an initial ("J.")."""
-    core = word.rstrip(_CLOSERS)
-    if not core:
-        return False
-    if core[-1] in _CJK_SENTENCE_END:
-        return True
-    if core[-1] not in "!?." or len(core) < 2:
-        return False
-    if core[-1] == "." and (
-        not core[-2].isalpha() or "." in core[:-1] or ClauseCutter._abbreviation(core, len(core) - 1)
-    ):
-        return False
-    head = following.lstrip(_OPENERS)
-    return bool(head) and (head[0].isupper() or head[0].isdigit())
-
-
 def chinese_tokens(text: str) -> list[tuple[int, int]]:
     """jieba's tokens of Chinese `text` (words, and the marks and spaces between), as spans. Its
     dictionary loads on the first call (about 1 s); the server's Kokoro voices load it at

@@ -33,8 +33,6 @@ class Direction:
     clock_ms: float = 0.0
     #: The words of each utterance's final update not yet answered (`Translator._roll_over`).
     final_words: dict[int, tuple[str, ...]] = field(default_factory=dict)
-    #: Utterances closed where a sentence ended inside their segment: their final is not its end.
-    sentences: set[int] = field(default_factory=set)
     #: Segments heard while a final was unanswered, oldest first: each takes its utterance id
     #: once no final is (`Translator._release`).
     waiting: list[Segment] = field(default_factory=list)

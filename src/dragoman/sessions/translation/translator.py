@@ -30,7 +30,6 @@ from dragoman.sessions.mt.utterance import Decode
 from dragoman.sessions.translation.config import AUTO, Languages
 from dragoman.sessions.translation.directions import Direction, Segment
 from dragoman.streaming.alignatt import AlignAttParams
-from dragoman.streaming.clauses import ends_sentence
 
 #: Sources whose text goes to MT a character a word (`source_words`: `split_words` cuts Chinese
 #: and Japanese script so), and the characters of their word, about (jieba's words of the eval
@@ -54,7 +53,7 @@ class MTProfile:
 
 
 #: (target language, the segment's item id, delta, whether it opens its utterance, whether it
-#: ends the segment: its last utterance closes)
+#: closes it)
 OnText = Callable[[str, str, str, bool, bool], None]
 
 
@@ -132,28 +131,7 @@ class Translator:
             # path never serves it). The engine is kept for updates that can commit.
             return
         segment.last = (words, tail)
-        self._close_sentence(segment, words, clock_ms)
         self._send(segment, words, tail, clock_ms, final=False)
-
-    def _close_sentence(self, segment: Segment, words: tuple[str, ...], clock_ms: float) -> None:
-        """A sentence that ended among the segment's committed words, the next one begun, closes
-        its utterance with a final (as WhisperLiveKit's client closes one at its punctuation), and
-        the segment goes on in the next: a speaker who does not pause between sentences had MT
-        draft them all as one, and translate all of the last's rest after the segment ended. Not
-        an utterance past MT's bound, which MT force-closes itself (`_roll_over`)."""
-        direction = segment.direction
-        assert direction is not None
-        rest = words[segment.offset :]
-        if segment.utterance < 0 or len(rest) > self._word_bound(direction.source):
-            return
-        ends = [i for i in range(len(rest) - 1) if ends_sentence(rest[i], rest[i + 1])]
-        if not ends:
-            return
-        closed = segment.offset + ends[-1] + 1
-        self._send(segment, words[:closed], (), clock_ms, final=True)
-        direction.sentences.add(segment.utterance)
-        segment.offset = closed
-        segment.utterance = direction.new_utterance(segment.item_id)
 
     def final(self, item_id: str, transcript: str, clock_ms: float, language: str | None = None) -> None:
         segment = self._bound(item_id, language)
@@ -218,7 +196,8 @@ class Translator:
                 directions=profile.directions,
                 decode=profile.decode,
                 default_preset=profile.default_preset,
-                max_utterance_words=self._word_bound(source),
+                max_utterance_words=profile.max_utterance_words
+                * (CHARS_PER_WORD if source in CHARACTER_WORD_SOURCES else 1),
                 presets=profile.presets,
                 stream_commits=True,
             )
@@ -226,11 +205,6 @@ class Translator:
             direction = self._directions[source, target] = Direction(source, target, mt)
             self._drain(direction)
         return direction
-
-    def _word_bound(self, source: str) -> int:
-        """MT's `max_utterance_words` for a source (Chinese counts characters)."""
-        scale = CHARS_PER_WORD if source in CHARACTER_WORD_SOURCES else 1
-        return self.profile.max_utterance_words * scale
 
     def _send(
         self,
@@ -355,12 +329,8 @@ class Translator:
             direction.closed.add(event.utterance_id)
             direction.items.pop(event.utterance_id, None)
         opens = event.committed_text == event.committed_delta
-        # A sentence's final closes its utterance, not its segment, which goes on in the next.
-        ends = event.final and event.utterance_id not in direction.sentences
-        if event.final:
-            direction.sentences.discard(event.utterance_id)
-        if event.committed_delta or ends:
-            self._on_text(direction.target, item_id, event.committed_delta, opens, ends)
+        if event.committed_delta or event.final:
+            self._on_text(direction.target, item_id, event.committed_delta, opens, event.final)
         if event.forced_final:
             self._roll_over(direction, event.utterance_id, item_id, event.covered_source_units or 0)
         elif event.final:
